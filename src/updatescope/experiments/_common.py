@@ -1,0 +1,84 @@
+"""Shared pieces of experiment runners and benchmarks: environment record, JSON output."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+
+def env_info() -> dict[str, Any]:
+    """Versions, device and git commit, recorded next to every result."""
+    import numpy
+    import torch
+
+    from updatescope._version import __version__
+
+    info: dict[str, Any] = {
+        "updatescope": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "numpy": numpy.__version__,
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        info["git_commit"] = commit.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        info["git_commit"] = None
+    return info
+
+
+def finish(name: str, config: dict[str, Any], metrics: dict[str, Any], t0: float) -> dict[str, Any]:
+    """The result record every runner returns."""
+    return {
+        "name": name,
+        "config": config,
+        "metrics": metrics,
+        "env": env_info(),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def write_json_atomic(obj: Any, path: Path) -> None:
+    """Write JSON through a temporary file and rename, so no half-written file is left."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=2, default=_json_default)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:
+        pass
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
