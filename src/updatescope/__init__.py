@@ -1,4 +1,17 @@
-"""updatescope: the geometry of parameter updates."""
-from updatescope._version import __version__
+"""updatescope: the geometry of parameter updates.
 
-__all__ = ["__version__"]
+FisherSketch signatures of head-gradient (Fisher) geometry for source selection, and a
+local-linear lab for adaptation.  See the README for the two-command quickstart.
+"""
+from updatescope._version import __version__
+from updatescope.errors import IncompatibleSignatureError, InputError, SignatureFileError, UpdatescopeError
+from updatescope.select.rank import Ranking, RankRow, rank_sources
+from updatescope.signatures.io import load_signature, save_signature
+from updatescope.sketch import (Alignment, FisherSketch, Signature, SketchConfig, alignment, error_vectors,
+                                exact_alignment)
+
+__all__ = [
+    "Alignment", "FisherSketch", "IncompatibleSignatureError", "InputError", "RankRow", "Ranking",
+    "Signature", "SignatureFileError", "SketchConfig", "UpdatescopeError", "__version__", "alignment",
+    "error_vectors", "exact_alignment", "load_signature", "rank_sources", "save_signature",
+]

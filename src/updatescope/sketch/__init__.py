@@ -1,1 +1,8 @@
+"""The FisherSketch engine: pure maps and estimators, and the streaming sketch."""
+from updatescope.sketch.alignment import Alignment, alignment, exact_alignment
+from updatescope.sketch.config import SketchConfig
+from updatescope.sketch.fishersketch import FisherSketch
+from updatescope.sketch.inputs import error_vectors
+from updatescope.sketch.signature import Signature
 
+__all__ = ["Alignment", "FisherSketch", "Signature", "SketchConfig", "alignment", "error_vectors", "exact_alignment"]

@@ -1,0 +1,77 @@
+"""The sketch configuration: the compatibility key of every signature."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from updatescope.errors import IncompatibleSignatureError, InputError
+
+MAP_KINDS = ("dense", "srht", "countsketch")
+
+# A side (activation or error) of width <= DENSE_MAX_DIM uses dense Rademacher projections:
+# two (dim, m) float32 matrices, 32 MiB at dim=1024, m=4096 — affordable, and the most
+# accurate.  Wider sides use the SRHT (random signs + fast Walsh-Hadamard + row sampling),
+# O(dim log dim) per sample and O(dim) memory, which is what makes a 128k vocabulary cheap.
+DENSE_MAX_DIM = 1024
+
+
+def resolve_map(kind: str, dim: int) -> str:
+    if kind == "auto":
+        return "dense" if dim <= DENSE_MAX_DIM else "srht"
+    if kind not in MAP_KINDS:
+        raise InputError(f"unknown projection kind {kind!r}; choose one of auto, {', '.join(MAP_KINDS)}")
+    return kind
+
+
+@dataclass(frozen=True)
+class SketchConfig:
+    """Everything that must match for two sketches to be merged or compared.
+
+    act_dim:     d, width of the head input (activation after the final norm)
+    out_dim:     K, number of head outputs (vocabulary size or classes)
+    sketch_dim:  m, number of random features (4096 -> 16 KB float32 signature vector)
+    seed:        fixes the random basis; regenerated from it, never stored
+    act_map / error_map: projection family per side ("auto" resolves by width, see
+                 DENSE_MAX_DIM); part of the basis, hence of the key
+    fingerprint: hash of the model's head weight and tokenizer vocabulary ("" when the
+                 streams do not come from a named model, e.g. synthetic tasks)
+    """
+
+    act_dim: int
+    out_dim: int
+    sketch_dim: int = 4096
+    seed: int = 0
+    act_map: str = "auto"
+    error_map: str = "auto"
+    fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("act_dim", "out_dim", "sketch_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
+        if self.out_dim < 2:
+            raise InputError(f"out_dim must be at least 2 (a softmax head), got {self.out_dim}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.sketch_dim % 16:
+            raise InputError(f"sketch_dim must be a multiple of 16, got {self.sketch_dim}")
+        object.__setattr__(self, "act_map", resolve_map(self.act_map, self.act_dim))
+        object.__setattr__(self, "error_map", resolve_map(self.error_map, self.out_dim))
+        if not isinstance(self.fingerprint, str):
+            raise InputError(f"fingerprint must be a string, got {type(self.fingerprint).__name__}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SketchConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def check_compatible(self, other: "SketchConfig") -> None:
+        """Raise IncompatibleSignatureError naming the first field that differs."""
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a != b:
+                raise IncompatibleSignatureError(f.name, a, b)

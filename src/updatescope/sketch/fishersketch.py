@@ -1,0 +1,189 @@
+"""FisherSketch: a streaming, mergeable sketch of a task's head Fisher geometry.
+
+Per sample x = (a, e) with head input a ∈ R^d and error e = softmax(Wa) − onehot(y) ∈ R^K,
+the features are (factored Random Maclaurin, see ``maps``)
+
+    φ_j = q^a_j(a) q^e_j(e) / √m,   ψ_j = q^a_j(a) / √m,   χ_j = q^e_j(e) / √m,
+
+so that E[φ(x)·φ(x')] = (a·a')²(e·e')² (the Fisher kernel), E[ψ·ψ'] = (a·a')² and
+E[χ·χ'] = (e·e')².  The Fisher never appears: d·K or K×K objects are never formed.
+The state is float64 sums of these features (per half, see ``signature``), so merging is
+addition, the empty sketch is the identity, and batching cannot change the answer beyond
+float rounding.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import torch
+from torch import Tensor
+
+from updatescope.errors import InputError
+from updatescope.sketch.config import SketchConfig
+from updatescope.sketch.inputs import as_tensor, check_2d, check_finite, compute_dtype, error_vectors
+from updatescope.sketch.maps import QuadraticMap, build_maps
+from updatescope.sketch.signature import N_BLOCKS, Signature
+
+_BASIS_CACHE: dict[tuple, tuple[QuadraticMap, QuadraticMap]] = {}
+
+
+def _basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, QuadraticMap]:
+    """The random maps for a config, regenerated from the seed (cached per device)."""
+    key = (cfg.act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map, str(device))
+    if key not in _BASIS_CACHE:
+        if len(_BASIS_CACHE) >= 8:
+            _BASIS_CACHE.pop(next(iter(_BASIS_CACHE)))
+        a, e = build_maps(cfg.act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map)
+        _BASIS_CACHE[key] = (a.to(device), e.to(device))
+    return _BASIS_CACHE[key]
+
+
+def features(cfg: SketchConfig, acts: Tensor, errors: Tensor) -> Tensor:
+    """The three feature vectors of each sample under cfg's basis.  (n,d),(n,K) -> (n, 3, m)
+
+    Kinds in order: joint φ, activation-only ψ, error-only χ (see module docstring).
+    """
+    amap, emap = _basis(cfg, acts.device)
+    qa = amap(acts)
+    qe = emap(errors)
+    scale = 1.0 / math.sqrt(cfg.sketch_dim)
+    return torch.stack((qa * qe, qa, qe), dim=1).mul_(scale)
+
+
+class FisherSketch:
+    """Streaming sketch of head Fisher geometry (update in place, merge, signature).
+
+    >>> sk = FisherSketch(act_dim=576, out_dim=49152, sketch_dim=4096, seed=0)
+    >>> sk.update_logits(acts, logits, labels)   # or sk.update(acts, errors)
+    >>> sig = sk.signature()
+    """
+
+    def __init__(self, act_dim: int | None = None, out_dim: int | None = None, sketch_dim: int = 4096,
+                 seed: int = 0, *, config: SketchConfig | None = None, act_map: str = "auto",
+                 error_map: str = "auto", fingerprint: str = "", device: torch.device | str = "cpu",
+                 meta: Mapping[str, str] | None = None) -> None:
+        if config is None:
+            if act_dim is None or out_dim is None:
+                raise InputError("FisherSketch needs act_dim and out_dim (or config=)")
+            config = SketchConfig(act_dim, out_dim, sketch_dim, seed, act_map, error_map, fingerprint)
+        self.config = config
+        self.device = torch.device(device)
+        m = config.sketch_dim
+        self._sums = torch.zeros(2, 3, m, dtype=torch.float64, device=self.device)
+        self._diag = torch.zeros(2, 3, N_BLOCKS, dtype=torch.float64, device=self.device)
+        self._counts = torch.zeros(2, dtype=torch.int64)
+        self._batches = 0
+        self.meta: dict[str, str] = dict(meta or {})
+
+    # ------------------------------------------------------------------ streaming
+    @property
+    def count(self) -> int:
+        return int(self._counts.sum())
+
+    def update(self, acts: Any, errors: Any) -> "FisherSketch":
+        """Add samples.  acts (n, d), errors (n, K); torch or numpy.  Returns self.
+
+        Validation happens before anything is accumulated: a bad batch leaves the sketch
+        unchanged.
+        """
+        batch = self._batches
+        a = as_tensor(acts, "activations")
+        e = as_tensor(errors, "errors")
+        check_2d(a, "activations", self.config.act_dim, "act_dim")
+        check_2d(e, "errors", self.config.out_dim, "out_dim")
+        if a.shape[0] != e.shape[0]:
+            raise InputError(f"activations and errors have different numbers of rows: {a.shape[0]} vs {e.shape[0]}")
+        check_finite(a, "activations", batch)
+        check_finite(e, "errors", batch)
+        self._batches += 1
+        if a.shape[0] == 0:
+            return self
+        dt = compute_dtype(a, e)
+        self._accumulate(a.to(self.device, dt), e.to(self.device, dt))
+        return self
+
+    def update_logits(self, acts: Any, logits: Any, labels: Any) -> "FisherSketch":
+        """Add samples from logits: errors = softmax(logits) − onehot(labels); label −100 ignored.
+
+        acts (n, d), logits (n, K), labels (n,).  A batch whose labels are all −100 is a no-op.
+        """
+        batch = self._batches
+        a = as_tensor(acts, "activations")
+        z = as_tensor(logits, "logits")
+        y = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(labels)
+        check_2d(a, "activations", self.config.act_dim, "act_dim")
+        check_2d(z, "logits", self.config.out_dim, "out_dim")
+        if a.shape[0] != z.shape[0]:
+            raise InputError(f"activations and logits have different numbers of rows: {a.shape[0]} vs {z.shape[0]}")
+        check_finite(a, "activations", batch)
+        check_finite(z, "logits", batch)
+        e, kept = error_vectors(z, y.to(z.device), batch=batch)
+        self._batches += 1
+        if kept.numel() == 0:
+            return self
+        a = a.index_select(0, kept.to(a.device)) if kept.numel() != a.shape[0] else a
+        dt = compute_dtype(a, e)
+        self._accumulate(a.to(self.device, dt), e.to(self.device, dt))
+        return self
+
+    def _accumulate(self, a: Tensor, e: Tensor) -> None:
+        f = features(self.config, a, e).to(torch.float64)  # (n, 3, m)
+        m = self.config.sketch_dim
+        # Sample i of the whole stream goes to half (count + i) mod 2.
+        first = int(self._counts.sum()) % 2
+        for half in (0, 1):
+            part = f[(half - first) % 2 :: 2]
+            if part.shape[0] == 0:
+                continue
+            self._sums[half] += part.sum(0)
+            self._diag[half] += (part * part).sum(0).view(3, N_BLOCKS, m // N_BLOCKS).sum(-1)
+            self._counts[half] += part.shape[0]
+
+    # ------------------------------------------------------------------ combining
+    def merge(self, other: "FisherSketch") -> "FisherSketch":
+        """A new sketch equal to streaming self's samples, then other's.  Inputs untouched."""
+        if not isinstance(other, FisherSketch):
+            raise InputError(f"can only merge a FisherSketch, got {type(other).__name__}")
+        self.config.check_compatible(other.config)
+        out = FisherSketch(config=self.config, device=self.device, meta=self.meta)
+        # other's local sample i is global sample count+i: its halves swap when count is odd.
+        swap = [1, 0] if self.count % 2 else [0, 1]
+        out._sums = self._sums + other._sums.to(self.device)[swap]
+        out._diag = self._diag + other._diag.to(self.device)[swap]
+        out._counts = self._counts + other._counts[swap]
+        out._batches = self._batches + other._batches
+        return out
+
+    def signature(self, **meta: str) -> Signature:
+        """Frozen snapshot of the state (copies; later updates do not change it)."""
+        if self.count == 0:
+            raise InputError("the sketch is empty: no samples were added")
+        return Signature(self.config, self._sums.detach().cpu().clone(), self._diag.detach().cpu().clone(),
+                         self._counts.clone(), {**self.meta, **{k: str(v) for k, v in meta.items()}})
+
+    @classmethod
+    def from_signature(cls, sig: Signature, device: torch.device | str = "cpu") -> "FisherSketch":
+        """Resume streaming from a saved signature."""
+        sk = cls(config=sig.config, device=device, meta=dict(sig.meta))
+        sk._sums = sig.sums.clone().to(sk.device)
+        sk._diag = sig.diag.clone().to(sk.device)
+        sk._counts = sig.counts.clone()
+        return sk
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "sums": self._sums.clone(), "diag": self._diag.clone(),
+                "counts": self._counts.clone(), "meta": dict(self.meta)}
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> "FisherSketch":
+        sk = cls(config=SketchConfig.from_dict(state["config"]), meta=state.get("meta"))
+        sk._sums = state["sums"].clone().to(torch.float64)
+        sk._diag = state["diag"].clone().to(torch.float64)
+        sk._counts = state["counts"].clone().to(torch.int64)
+        return sk
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"FisherSketch(act_dim={c.act_dim}, out_dim={c.out_dim}, sketch_dim={c.sketch_dim}, "
+                f"seed={c.seed}, maps={c.act_map}/{c.error_map}, count={self.count})")

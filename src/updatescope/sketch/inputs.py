@@ -1,0 +1,73 @@
+"""Validation and conversion of (activation, error) batches; error vectors from logits."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from updatescope.errors import InputError
+
+IGNORE_INDEX = -100
+
+
+def as_tensor(x: Any, name: str) -> Tensor:
+    """torch or numpy (or nested lists) -> a floating torch tensor, without copying torch input."""
+    if isinstance(x, Tensor):
+        t = x
+    elif isinstance(x, np.ndarray):
+        t = torch.from_numpy(np.ascontiguousarray(x))
+    else:
+        try:
+            t = torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"{name} must be a tensor or array, got {type(x).__name__}") from exc
+    if not t.is_floating_point():
+        t = t.to(torch.float32)
+    return t
+
+
+def compute_dtype(*ts: Tensor) -> torch.dtype:
+    """float64 when every input is float64 (exact checks), else float32."""
+    return torch.float64 if all(t.dtype == torch.float64 for t in ts) else torch.float32
+
+
+def check_finite(t: Tensor, name: str, batch: int) -> None:
+    if not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).any(dim=-1).nonzero()[0, 0]) if t.ndim > 1 else 0
+        raise InputError(f"{name} in batch {batch} contain NaN or inf (first bad row {bad}); nothing was added")
+
+
+def check_2d(t: Tensor, name: str, width: int, width_name: str) -> None:
+    if t.ndim != 2 or t.shape[1] != width:
+        raise InputError(f"{name} must have shape (n, {width_name}={width}), got {tuple(t.shape)}")
+
+
+def error_vectors(logits: Tensor, labels: Tensor, *, batch: int = 0) -> tuple[Tensor, Tensor]:
+    """softmax(logits) - onehot(labels), rows with label -100 dropped.
+
+    logits (n, K), labels (n,) -> (errors (n', K), kept row indices (n',)).  Softmax is
+    computed in float32 or better (bf16 logits are upcast) for a faithful error vector.
+    """
+    if labels.ndim != 1 or labels.shape[0] != logits.shape[0]:
+        raise InputError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+    if labels.is_floating_point():
+        if not bool((labels == labels.round()).all()):
+            raise InputError(f"labels in batch {batch} must be integers")
+    labels = labels.to(torch.int64)
+    k = logits.shape[1]
+    keep = labels != IGNORE_INDEX
+    bad = keep & ((labels < 0) | (labels >= k))
+    if bool(bad.any()):
+        v = int(labels[bad][0])
+        raise InputError(f"label {v} in batch {batch} is outside [0, {k}) and is not -100")
+    idx = keep.nonzero().squeeze(1)
+    if idx.numel() == logits.shape[0]:
+        kept = logits
+    else:
+        kept = logits.index_select(0, idx)
+    dtype = torch.float64 if kept.dtype == torch.float64 else torch.float32
+    err = torch.softmax(kept.to(dtype), dim=1)
+    err[torch.arange(err.shape[0], device=err.device), labels.index_select(0, idx)] -= 1.0
+    return err, idx
