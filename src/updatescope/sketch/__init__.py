@@ -1,5 +1,5 @@
 """The FisherSketch engine: pure maps and estimators, and the streaming sketch."""
-from updatescope.sketch.alignment import Alignment, alignment, exact_alignment
+from updatescope.sketch.align import Alignment, alignment, exact_alignment
 from updatescope.sketch.config import SketchConfig
 from updatescope.sketch.fishersketch import FisherSketch
 from updatescope.sketch.inputs import error_vectors
