@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from updatescope.errors import InputError
-from updatescope.sketch.alignment import Alignment, alignment
+from updatescope.sketch.align import Alignment, alignment
 from updatescope.sketch.signature import Signature
 
 FLAT_SPREAD = 0.02  # max−min of a similarity across candidates below which it is "flat"
