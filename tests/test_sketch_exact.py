@@ -96,3 +96,20 @@ def test_exact_rejects_bad_input():
         us.exact_alignment(a, bad, a, e)
     with pytest.raises(us.InputError, match="equal n"):
         us.exact_alignment(a, e[:3], a, e)
+
+
+def test_matrix_forms_equal_pairwise():
+    w = torch.randn(6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    tasks = []
+    for s in range(3):
+        a, y = task(20 + s, 4, 6, s)
+        tasks.append((a, us.error_vectors(a @ w.T, y)[0]))
+    mat = us.exact_alignment_matrix(tasks)
+    ex = us.exact_alignment(*tasks[0], *tasks[2])
+    assert float(mat["fisher"][0, 2]) == pytest.approx(ex.fisher, rel=1e-12)
+    assert float(mat["coupling"][2, 0]) == pytest.approx(ex.coupling, rel=1e-12)
+    sigs = [us.FisherSketch(4, 6, sketch_dim=64, seed=0).update(a, e).signature() for a, e in tasks]
+    est = us.alignment_matrix(sigs)
+    pair = us.alignment(sigs[1], sigs[0])
+    assert float(est["error"][1, 0]) == pytest.approx(pair.error, rel=1e-10)
+    assert torch.isnan(est["fisher"].diagonal()).all()

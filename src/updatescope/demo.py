@@ -14,23 +14,14 @@ from typing import Any
 import numpy as np
 
 from updatescope.select.rank import Ranking, rank_sources
-from updatescope.sketch.align import alignment
+from updatescope.sketch.align import alignment_matrix
 from updatescope.sketch.signature import Signature
 
 DEMO_TOKENS = 2500  # tokens sketched per domain (≈ 6 s each on 2 CPU cores)
 
 
 def _matrices(names: list[str], sigs: dict[str, Signature]) -> dict[str, np.ndarray]:
-    n = len(names)
-    mats = {k: np.full((n, n), np.nan) for k in ("fisher", "activation", "error", "coupling")}
-    for i, t in enumerate(names):
-        for j, s in enumerate(names):
-            if i == j:
-                continue
-            al = alignment(sigs[s], sigs[t])
-            for k in mats:
-                mats[k][i, j] = getattr(al, k)
-    return mats
+    return {k: v.numpy() for k, v in alignment_matrix([sigs[n] for n in names]).items()}
 
 
 def _synthetic_signatures(quiet: bool) -> tuple[dict[str, Signature], dict[str, str], dict[str, str]]:
