@@ -1,0 +1,198 @@
+"""The recovery-after-forgetting protocol, on any nn.Module with user-supplied task losses.
+
+1. multitask training on the mix of all tasks        -> theta_mt
+2. training on one *focus* task until the others degrade -> theta_forg
+3. training on the mix again                           -> theta_rec
+The target displacement is Delta_GD = theta_rec - theta_forg.  Phase 3 records every
+update for the first ``dense_steps`` steps (the trajectory-prefix bases need them) and a
+parameter snapshot every ``snapshot_every`` steps (the drift analysis needs them), plus
+losses and the user's metrics.  Memory: (dense_steps + steps/snapshot_every) vectors of D.
+
+A task loss is a closure ``(model, index) -> scalar tensor``; ``index`` names the batch,
+so runs are reproducible and each phase sees fresh batches (phase p uses indices
+p * 10^6 + step).  The mix loss is the equal-weight mean of the task losses.
+
+Default optimisers (synthetic lab, see ``updatescope.experiments.recovery``): Adam for
+phases 1-2 (fast to train), plain SGD for phase 3 so that Delta_GD is a gradient-descent
+displacement -- the object the Krylov argument is about.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from updatescope.locallinear.params import flat_params
+
+__all__ = ["PhaseConfig", "RecoveryConfig", "RecoveryRun", "train_phase", "run_recovery"]
+
+LossFn = Callable[[nn.Module, int], Tensor]
+Metrics = Callable[[nn.Module], Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class PhaseConfig:
+    """One training phase: ``steps`` updates of ``optimizer`` ("adam" or "sgd")."""
+
+    steps: int
+    lr: float
+    optimizer: str = "adam"
+    momentum: float = 0.0
+    warmup: int = 0  # linear learning-rate warm-up steps
+    eval_every: int = 0  # 0: evaluate only at the end of the phase
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.steps < 0 or self.lr <= 0:
+            raise ValueError(f"need steps >= 0 and lr > 0, got steps={self.steps}, lr={self.lr}")
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    """The three phases.  ``forget.steps`` is a cap: phase 2 stops as soon as the mean
+    metric of the non-focus tasks falls below ``forget_fraction`` of its theta_mt value
+    (checked every ``forget.eval_every`` steps; needs a metrics function)."""
+
+    multitask: PhaseConfig
+    forget: PhaseConfig
+    recover: PhaseConfig
+    forget_fraction: float = 0.5
+    dense_steps: int = 30
+    snapshot_every: int = 10
+
+    def __post_init__(self) -> None:
+        if self.dense_steps > self.recover.steps:
+            raise ValueError(
+                f"dense_steps={self.dense_steps} exceeds recover.steps={self.recover.steps}"
+            )
+        if self.snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be >= 1, got {self.snapshot_every}")
+
+
+@dataclass
+class RecoveryRun:
+    """Parameters along the protocol (flat, float32) and the logged history."""
+
+    theta_mt: Tensor  # (D,)
+    theta_forg: Tensor  # (D,)
+    theta_rec: Tensor  # (D,)
+    updates: Tensor  # (dense_steps, D): theta_{t+1} - theta_t for the first recovery steps
+    snapshots: dict[int, Tensor]  # recovery step -> theta (D,); step 0 is theta_forg
+    history: list[dict] = field(default_factory=list)
+    forget_steps: int = 0
+
+    @property
+    def delta_gd(self) -> Tensor:
+        """theta_rec - theta_forg, (D,)."""
+        return self.theta_rec - self.theta_forg
+
+
+def _optimizer(cfg: PhaseConfig, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, betas=(0.9, 0.98))
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
+
+
+def train_phase(
+    model: nn.Module,
+    loss_fn: LossFn,
+    cfg: PhaseConfig,
+    *,
+    phase: str = "train",
+    index_offset: int = 0,
+    metrics: Metrics | None = None,
+    stop: Callable[[Mapping[str, float]], bool] | None = None,
+    on_step: Callable[[int, nn.Module], None] | None = None,
+) -> list[dict]:
+    """Run one phase in place; returns its log rows.
+
+    ``on_step(t, model)`` is called after update t (t = 1..steps) -- recording hooks.
+    ``stop(metrics)`` ends the phase early; it is checked whenever metrics are computed.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = _optimizer(cfg, params)
+    log: list[dict] = []
+    model.train()
+    for t in range(1, cfg.steps + 1):
+        lr = cfg.lr * min(1.0, t / cfg.warmup) if cfg.warmup else cfg.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss = loss_fn(model, index_offset + t)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"{phase}: loss is {float(loss)} at step {t}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if on_step is not None:
+            on_step(t, model)
+        row: dict = {"phase": phase, "step": t, "loss": float(loss)}
+        due = (cfg.eval_every and t % cfg.eval_every == 0) or t == cfg.steps
+        if metrics is not None and due:
+            row["metrics"] = dict(metrics(model))
+            log.append(row)
+            if stop is not None and stop(row["metrics"]):
+                break
+        else:
+            log.append(row)
+    return log
+
+
+def run_recovery(
+    model: nn.Module,
+    task_losses: Mapping[str, LossFn],
+    focus: str,
+    cfg: RecoveryConfig,
+    metrics: Metrics | None = None,
+) -> RecoveryRun:
+    """Run the three phases on ``model`` (in place) and record the recovery trajectory.
+
+    ``task_losses`` maps task name -> loss closure; ``metrics(model)`` returns per-task
+    scores (higher is better, e.g. exact-match accuracy) keyed by the same names.
+    """
+    if focus not in task_losses:
+        raise ValueError(f"focus task {focus!r} is not among the tasks {sorted(task_losses)}")
+    names = list(task_losses)
+
+    def mix(m: nn.Module, i: int) -> Tensor:
+        return torch.stack([task_losses[n](m, i) for n in names]).mean()
+
+    history = train_phase(model, mix, cfg.multitask, phase="multitask", index_offset=0, metrics=metrics)
+    theta_mt = flat_params(model).float()
+
+    stop = None
+    if metrics is not None:
+        base = dict(metrics(model))
+        others = [n for n in names if n != focus]
+        ref = sum(base[n] for n in others) / len(others)
+        stop = lambda m: sum(m[n] for n in others) / len(others) < cfg.forget_fraction * ref
+    forget_log = train_phase(
+        model, lambda m, i: task_losses[focus](m, i), cfg.forget, phase="forget",
+        index_offset=1_000_000, metrics=metrics, stop=stop,
+    )
+    history += forget_log
+    theta_forg = flat_params(model).float()
+
+    dense = torch.empty(cfg.dense_steps, theta_forg.numel(), dtype=torch.float32)
+    snapshots = {0: theta_forg.clone()}
+    prev = [theta_forg]
+
+    def record(t: int, m: nn.Module) -> None:
+        if t <= cfg.dense_steps or t % cfg.snapshot_every == 0:
+            now = flat_params(m).float()
+            if t <= cfg.dense_steps:
+                dense[t - 1] = now - prev[0]
+                prev[0] = now
+            if t % cfg.snapshot_every == 0:
+                snapshots[t] = now
+
+    history += train_phase(
+        model, mix, cfg.recover, phase="recover", index_offset=2_000_000, metrics=metrics,
+        on_step=record,
+    )
+    return RecoveryRun(
+        theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=flat_params(model).float(),
+        updates=dense, snapshots=snapshots, history=history, forget_steps=len(forget_log),
+    )
