@@ -1,0 +1,248 @@
+"""Stream text through a Hugging Face causal LM and capture (head input, logits, next token).
+
+Forward only (``torch.inference_mode``); nothing is trained. For every counted position t
+of a token sequence ``x``, the record is
+
+    acts[t]   = a_t, the input of the output head (after the final norm), shape (d,)
+    logits[t] = W a_t (+ b), shape (K,)
+    labels[t] = x[t + 1], the observed next token
+
+so ``errors = softmax(logits) - onehot(labels)`` is the empirical-Fisher error of paper A.
+
+Positions. By default every next-token target of every document is counted exactly once.
+``positions`` restricts this: for text i, either a list of *target* token indices (index j
+means "count the prediction of token j from tokens < j"; negative indices count from the end,
+so ``[-1]`` counts only the last token, e.g. the answer of a prompt) or a boolean mask over
+the text's tokens (True = count that token as a target). Target index 0 has no context and
+is never counted.
+
+Long documents are cut into chunks of ``chunk_len`` tokens (default: the model's context
+length) that overlap by one token, so every target keeps exactly one prediction and only
+the context before a chunk boundary is lost. Chunks with no counted target are skipped.
+
+Batches hold at most ``token_budget`` padded tokens (right padding plus an attention mask,
+so real tokens never attend to padding and keep their positions). Logits (n, K) dominate
+memory: 1,024 tokens x 49,152 logits x 4 bytes = 200 MB, hence the modest default budget.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import nullcontext
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from updatescope.capture.hook import LinearCapture, find_output_linear
+from updatescope.errors import InputError
+
+__all__ = ["CaptureBatch", "capture_causal_lm", "count_tokens"]
+
+IGNORE_INDEX = -100
+
+
+class CaptureBatch(NamedTuple):
+    """One batch of captured records; unpacks as ``acts, logits, labels``."""
+
+    acts: Tensor  # (n, d) float32, head input
+    logits: Tensor  # (n, K) float32, head output
+    labels: Tensor  # (n,) int64, observed next token
+
+
+class _Chunk(NamedTuple):
+    ids: list[int]  # (L,) token ids fed to the model
+    count: list[bool]  # (L,) whether position k's prediction (target ids[k+1]) is counted
+
+
+def _context_length(model: nn.Module) -> int:
+    cfg = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 1:
+            return value
+    return 2048
+
+
+def _target_mask(n: int, spec: Any, index: int) -> list[bool]:
+    """Boolean mask over the n tokens of text ``index``: True = counted as a target."""
+    if spec is None:
+        return [False] + [True] * (n - 1)
+    if isinstance(spec, Tensor):
+        spec = spec.tolist()
+    spec = list(spec)
+    if spec and all(isinstance(v, bool) for v in spec):
+        if len(spec) != n:
+            raise InputError(f"text {index}: position mask has {len(spec)} entries for {n} tokens")
+        mask = list(spec)
+    else:
+        mask = [False] * n
+        for v in spec:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise InputError(f"text {index}: positions must be ints or a bool mask, got {v!r}")
+            if not -n <= v < n:
+                raise InputError(f"text {index}: position {v} out of range for {n} tokens")
+            mask[v % n] = True
+    if n and mask[0]:
+        raise InputError(f"text {index}: target position 0 has no context and cannot be counted")
+    return mask
+
+
+def _chunks(ids: list[int], mask: list[bool], chunk_len: int) -> Iterator[_Chunk]:
+    """Overlapping windows of ``chunk_len`` tokens; stride chunk_len - 1 counts each target once."""
+    n = len(ids)
+    start = 0
+    while start < n - 1:
+        stop = min(start + chunk_len, n)
+        # position k in the chunk predicts document token start + k + 1
+        count = [mask[start + k + 1] for k in range(stop - start - 1)] + [False]
+        if any(count):
+            yield _Chunk(ids[start:stop], count)
+        if stop == n:
+            break
+        start = stop - 1
+
+
+def _tokenize(tokenizer: Any, text: Any, add_special_tokens: bool, index: int) -> list[int]:
+    if isinstance(text, str):
+        if tokenizer is None:
+            raise InputError("a tokenizer is needed to capture raw text")
+        return list(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+    if isinstance(text, Tensor):
+        return [int(v) for v in text.reshape(-1).tolist()]
+    if isinstance(text, Sequence) and all(isinstance(v, int) for v in text):
+        return list(text)
+    raise InputError(f"text {index}: expected a string or a list of token ids, got {type(text).__name__}")
+
+
+def count_tokens(tokenizer: Any, texts: Iterable[str], add_special_tokens: bool = True) -> int:
+    """Number of next-token targets the default capture would count (sum of len - 1)."""
+    return sum(max(len(_tokenize(tokenizer, t, add_special_tokens, i)) - 1, 0) for i, t in enumerate(texts))
+
+
+def _batches(chunks: Iterable[_Chunk], token_budget: int) -> Iterator[list[_Chunk]]:
+    """Greedy, order-preserving packing: rows x longest row <= token_budget."""
+    batch: list[_Chunk] = []
+    longest = 0
+    for ch in chunks:
+        new_longest = max(longest, len(ch.ids))
+        if batch and (len(batch) + 1) * new_longest > token_budget:
+            yield batch
+            batch, new_longest = [], len(ch.ids)
+        batch.append(ch)
+        longest = new_longest
+    if batch:
+        yield batch
+
+
+def capture_causal_lm(
+    model: nn.Module,
+    texts: Iterable[Any],
+    tokenizer: Any = None,
+    *,
+    positions: Sequence[Any] | None = None,
+    chunk_len: int | None = None,
+    token_budget: int = 1024,
+    max_tokens: int | None = None,
+    dtype: torch.dtype | str | None = None,
+    add_special_tokens: bool = True,
+    progress: bool = True,
+    desc: str = "capture",
+) -> Iterator[CaptureBatch]:
+    """Yield ``CaptureBatch(acts (n,d), logits (n,K), labels (n,))`` for a stream of texts.
+
+    ``texts``: strings (tokenised with ``tokenizer``) or lists of token ids, consumed lazily.
+    ``positions``: per text, target indices or a boolean target mask (module docstring).
+    ``chunk_len``: window length for long documents (default: the model's context length).
+    ``token_budget``: padded tokens per forward pass (memory ~ budget x K x 4 bytes).
+    ``max_tokens``: stop after this many counted records (the last batch is truncated).
+    ``dtype``: None runs the model as it is; ``torch.bfloat16``/"bfloat16" runs the forward
+    under autocast (outputs are still returned as float32).
+    Outputs live on the model's device, so a GPU sketch never round-trips through the host.
+    """
+    head = find_output_linear(model)
+    if isinstance(dtype, str):
+        dtype = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}.get(dtype)  # type: ignore[assignment]
+        if dtype is None:
+            raise InputError("dtype must be float32, bfloat16 or float16")
+    chunk_len = chunk_len or _context_length(model)
+    if chunk_len < 2:
+        raise InputError(f"chunk_len must be at least 2, got {chunk_len}")
+    if token_budget < chunk_len:
+        chunk_len = max(2, min(chunk_len, token_budget))
+    if max_tokens is not None and max_tokens <= 0:
+        raise InputError(f"max_tokens must be positive, got {max_tokens}")
+    param = next(model.parameters())
+    device = param.device
+    pad_id = 0
+    if tokenizer is not None and getattr(tokenizer, "pad_token_id", None) is not None:
+        pad_id = int(tokenizer.pad_token_id)
+    use_autocast = dtype is not None and dtype != param.dtype
+    autocast = torch.autocast(device_type=device.type, dtype=dtype) if use_autocast else nullcontext()
+
+    def all_chunks() -> Iterator[_Chunk]:
+        pos_iter = iter(positions) if positions is not None else None
+        for i, text in enumerate(texts):
+            spec = None
+            if pos_iter is not None:
+                try:
+                    spec = next(pos_iter)
+                except StopIteration:
+                    raise InputError(f"positions has fewer entries than texts (none for text {i})") from None
+            ids = _tokenize(tokenizer, text, add_special_tokens, i)
+            if len(ids) < 2:
+                continue
+            yield from _chunks(ids, _target_mask(len(ids), spec, i), chunk_len)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_tokens, unit="tok", unit_scale=True, desc=desc, dynamic_ncols=True)
+    done = 0
+    was_training = model.training
+    model.eval()
+    try:
+        with LinearCapture(head) as cap:
+            for batch in _batches(all_chunks(), token_budget):
+                width = max(len(ch.ids) for ch in batch)
+                ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+                attn = torch.zeros((len(batch), width), dtype=torch.long)
+                count = torch.zeros((len(batch), width), dtype=torch.bool)
+                for r, ch in enumerate(batch):
+                    ids[r, : len(ch.ids)] = torch.tensor(ch.ids)
+                    attn[r, : len(ch.ids)] = 1
+                    count[r, : len(ch.ids)] = torch.tensor(ch.count)
+                labels = torch.full_like(ids, IGNORE_INDEX)
+                labels[:, :-1] = ids[:, 1:]
+                ids, attn, count, labels = ids.to(device), attn.to(device), count.to(device), labels.to(device)
+                with torch.inference_mode(), autocast:
+                    model(input_ids=ids, attention_mask=attn, use_cache=False)
+                acts, logits = cap.pop()
+                assert logits is not None
+                keep = count
+                if max_tokens is not None:
+                    room = max_tokens - done
+                    flat = keep.reshape(-1)
+                    idx = flat.nonzero().squeeze(1)
+                    if idx.numel() > room:
+                        flat = torch.zeros_like(flat)
+                        flat[idx[:room]] = True
+                        keep = flat.reshape(keep.shape)
+                out = CaptureBatch(
+                    acts[keep].to(torch.float32),
+                    logits[keep].to(torch.float32),
+                    labels[keep],
+                )
+                del acts, logits
+                done += out.labels.shape[0]
+                if bar is not None:
+                    bar.update(out.labels.shape[0])
+                yield out
+                if max_tokens is not None and done >= max_tokens:
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+        if was_training:
+            model.train()

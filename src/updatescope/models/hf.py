@@ -1,0 +1,109 @@
+"""Load Hugging Face causal LMs offline and fingerprint their output head.
+
+``load_causal_lm("smollm2")`` gives the packaged SmolLM2-135M-Instruct; any other spec is a
+local folder (``config.json`` + weights) or a local ``.gguf`` file. Hub ids are refused with a
+one-line error: nothing here ever downloads.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from updatescope.capture.hook import find_output_linear
+from updatescope.errors import InputError, MissingExtraError
+
+__all__ = ["load_causal_lm", "head_fingerprint", "FINGERPRINT_HEX"]
+
+FINGERPRINT_HEX = 16  # 64-bit prefix of the sha256: collisions are not a practical concern
+
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16,
+}
+
+
+def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise InputError(f"unknown dtype {dtype!r}: use float32, bfloat16 or float16")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -> tuple[nn.Module, Any]:
+    """Return ``(model, tokenizer)`` in eval mode, loaded without network access.
+
+    ``spec``: "smollm2" (the packaged model, see ``models.smollm2``), a local HF model folder,
+    or a local ``.gguf`` file. Raises InputError (one line) when the path is missing, is not a
+    model, or the model has no linear output head.
+    """
+    dtype = _as_dtype(dtype)
+    if str(spec).lower() in {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}:
+        from updatescope.models.smollm2 import load_smollm2
+
+        model, tokenizer = load_smollm2(dtype=dtype)
+        find_output_linear(model)
+        return model, tokenizer
+    try:
+        import transformers
+    except ImportError as exc:  # pragma: no cover
+        raise MissingExtraError("transformers", "hf") from exc
+
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise InputError(f"model not found: {spec} (give 'smollm2' or a local model folder; hub downloads are disabled)")
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise InputError(f"not a model: {spec} (expected a folder with config.json or a .gguf file)")
+        root, kwargs["gguf_file"] = str(path.parent), path.name
+    else:
+        if not (path / "config.json").is_file():
+            raise InputError(f"not a model folder: {spec} (no config.json)")
+        root = str(path)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(root, dtype=dtype, **kwargs)
+    except Exception as exc:  # transformers raises many types; the user needs one line
+        raise InputError(f"cannot load a causal LM from {spec}: {_first_line(exc)}") from exc
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(root, **kwargs)
+    except Exception as exc:
+        raise InputError(f"cannot load the tokenizer from {spec}: {_first_line(exc)}") from exc
+    find_output_linear(model)
+    model.eval()
+    return model, tokenizer
+
+
+def head_fingerprint(model: nn.Module, tokenizer: Any = None) -> str:
+    """Short hex id of the head weight (and bias) plus the tokenizer vocabulary.
+
+    Signatures are only comparable under one head and one output vocabulary, so this id is
+    stored with every signature and compared before any alignment. The weight is hashed
+    after rounding to bfloat16, so one model loaded in float32 or bfloat16 gets the same id,
+    while any real change of the head (fine-tuning, another checkpoint) changes it.
+    Classifiers pass ``tokenizer=None``; the vocabulary part is then the output size only.
+    """
+    head = find_output_linear(model)
+    h = hashlib.sha256()
+    h.update(f"head:{tuple(head.weight.shape)}".encode())
+    for tensor in (head.weight, head.bias):
+        if tensor is None:
+            continue
+        t = tensor.detach().to(device="cpu", dtype=torch.bfloat16).contiguous()
+        h.update(t.view(torch.int16).numpy().tobytes())
+    if tokenizer is not None:
+        vocab = tokenizer.get_vocab()
+        h.update(f"vocab:{len(vocab)}".encode())
+        for token, idx in sorted(vocab.items(), key=lambda kv: kv[1]):
+            h.update(f"{idx}\t{token}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:FINGERPRINT_HEX]
