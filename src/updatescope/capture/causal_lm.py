@@ -1,6 +1,6 @@
 """Stream text through a Hugging Face causal LM and capture (head input, logits, next token).
 
-Forward only (``torch.inference_mode``); nothing is trained. For every counted position t
+Forward only (``torch.no_grad``); nothing is trained. For every counted position t
 of a token sequence ``x``, the record is
 
     acts[t]   = a_t, the input of the output head (after the final norm), shape (d,)
@@ -216,7 +216,7 @@ def capture_causal_lm(
                 labels = torch.full_like(ids, IGNORE_INDEX)
                 labels[:, :-1] = ids[:, 1:]
                 ids, attn, count, labels = ids.to(device), attn.to(device), count.to(device), labels.to(device)
-                with torch.inference_mode(), autocast:
+                with torch.no_grad(), autocast:
                     model(input_ids=ids, attention_mask=attn, use_cache=False)
                 acts, logits = cap.pop()
                 assert logits is not None

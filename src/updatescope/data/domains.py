@@ -7,7 +7,7 @@ Families and sources (all read from disk, nothing downloaded):
   prose    Lee news corpus, movie-review sentences, Python reference documentation
            (``pydoc_data``), dependency licence texts, word-analogy lists
   smiles   NCI molecules shipped with RDKit binned by TPSA (3 domains); WEHI screening
-           molecules by element class x N+O count (6 domains)
+           molecules by element class x upper/lower half of N+O atom count (6)
   numeric  stock price tables (matplotlib sample data), NumPy floating-point validation
            vectors (hex), NumPy random-generator test vectors
 
@@ -102,7 +102,7 @@ def _polar_atoms(smiles: str) -> int:
 
 
 def _wehi(kind: str, polar: bool) -> list[str]:
-    """WEHI molecules by element class, then split at the class median of N+O atom count."""
+    """WEHI molecules by element class, then the upper or lower half by N+O atom count."""
 
     def halogen(s: str) -> bool:
         return "Cl" in s or "Br" in s or "F" in s or "I" in s
@@ -117,10 +117,10 @@ def _wehi(kind: str, polar: bool) -> list[str]:
         mols = [m for m in mols if sulfur(m) and not halogen(m)]
     else:
         mols = [m for m in mols if not halogen(m) and not sulfur(m)]
-    counts = sorted(_polar_atoms(m) for m in mols)
-    median = counts[len(counts) // 2]
-    mols = [m for m in mols if (_polar_atoms(m) >= median) == polar]
-    return _smiles_units(mols)
+    # exact halves by (N+O count, text hash) rank, so ties at the median cannot unbalance them
+    ranked = sorted(mols, key=lambda m: (_polar_atoms(m), hashlib.sha256(m.encode()).hexdigest()))
+    upper = set(ranked[len(ranked) // 2 :])
+    return _smiles_units([m for m in mols if (m in upper) == polar])
 
 
 def _registry() -> dict[str, tuple[DomainInfo, Callable[[], list[str]]]]:
@@ -148,8 +148,8 @@ def _registry() -> dict[str, tuple[DomainInfo, Callable[[], list[str]]]]:
         for polar in (True, False):
             tag = "polar" if polar else "apolar"
             add(DomainInfo(f"smiles_wehi_{kind}_{tag}", "smiles",
-                           f"WEHI screening molecules (RDKit PAINS data): {kind}, N+O count "
-                           f"{'at or above' if polar else 'below'} the class median", "rdkit"),
+                           f"WEHI screening molecules (RDKit PAINS data): {kind}, "
+                           f"{'upper' if polar else 'lower'} half by N+O atom count", "rdkit"),
                 lambda kind=kind, polar=polar: _wehi(kind, polar))
     add(DomainInfo("num_stocks", "numeric", "monthly stock prices (matplotlib sample data)", "matplotlib"), src.stock_units)
     add(DomainInfo("num_float_vectors", "numeric", "NumPy umath validation vectors (hex floats)"),
