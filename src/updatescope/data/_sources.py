@@ -206,7 +206,7 @@ def review_units() -> list[str]:
         ln = re.sub(r"^_\*\d+\s*", "", ln).strip()
         if ln:
             lines.append(ln)
-    return line_units(lines)
+    return line_units(lines, target=500)  # small source: small units keep the split balanced
 
 
 def analogy_units() -> list[str]:

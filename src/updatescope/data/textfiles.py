@@ -25,7 +25,7 @@ from updatescope.errors import InputError
 __all__ = ["read_documents", "read_corpus", "MODES"]
 
 MODES = ("auto", "lines", "paragraphs", "file", "jsonl")
-_BLANK = re.compile(r"\n[ \t]*\n")
+_BLANK = re.compile(r"\n(?:[ \t]*\n)+")
 
 
 def _read_text(path: Path) -> str:

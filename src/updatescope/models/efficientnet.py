@@ -45,5 +45,5 @@ def efficientnet_preprocess(images: Any) -> Tensor:
     x = x.to(torch.float32)
     if tuple(x.shape[-2:]) != (IMAGE_SIZE, IMAGE_SIZE):
         x = torch.nn.functional.interpolate(x, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear",
-                                            align_corners=False, antialias=True)
+                                            align_corners=False, antialias=True).clamp_(0.0, 1.0)
     return (x - 0.5) / 0.5

@@ -2,7 +2,9 @@
 
 One shared "pretrained" linear head W (K × d).  A task is a pair (activation cluster α,
 label block β) plus a mixing weight:
-- activations  a = c_α + noise  (c_α a unit-scale cluster centre, noise isotropic);
+- activations  a = s + c_α + noise: s a direction shared by every task (final-layer
+  activations of real LMs are strongly anisotropic: random pairs have cosine ≈ 0.3–0.6),
+  c_α a cluster centre, noise isotropic; ``shared``, ``centre`` and ``noise`` are norms;
 - labels y: with probability ``p_model`` drawn from the model's own prediction
   softmax(W a) (the part the model already gets right), otherwise from a Zipf law over
   label block β (K/n_blocks consecutive classes) — the part fine-tuning must learn;
@@ -26,7 +28,9 @@ class HeadTaskFamily:
     out_dim: int = 512
     n_clusters: int = 4
     n_blocks: int = 4
-    noise: float = 0.6
+    shared: float = 2.0
+    centre: float = 1.5
+    noise: float = 2.0
     p_model: float = 0.3
     zipf: float = 1.1
     logit_scale: float = 3.0
@@ -44,7 +48,12 @@ class HeadTaskFamily:
     def centres(self) -> Tensor:
         """Cluster centres, unit norm.  (n_clusters, d)"""
         c = torch.randn(self.n_clusters, self.act_dim, generator=self._gen(2))
-        return c / c.norm(dim=1, keepdim=True) * 1.5
+        return c / c.norm(dim=1, keepdim=True) * self.centre
+
+    def shared_direction(self) -> Tensor:
+        """The offset every task shares.  (d,)"""
+        s = torch.randn(self.act_dim, generator=self._gen(4))
+        return s / s.norm() * self.shared
 
     def block_probs(self, block: int) -> Tensor:
         """Zipf law over label block `block`, zero elsewhere.  (K,)"""
@@ -68,7 +77,8 @@ class HeadTaskFamily:
         if mix_to is not None:
             centre = (1 - mix) * centre + mix * c[mix_to[0]]
             probs = (1 - mix) * probs + mix * self.block_probs(mix_to[1])
-        acts = centre + self.noise * torch.randn(n, self.act_dim, generator=g)
+        noise = torch.randn(n, self.act_dim, generator=g) * (self.noise / self.act_dim**0.5)
+        acts = self.shared_direction() + centre + noise
         logits = acts @ self.head().T
         own = torch.multinomial(torch.softmax(logits.double(), 1), 1, generator=g).squeeze(1)
         zipf = torch.multinomial(probs, n, replacement=True, generator=g)
