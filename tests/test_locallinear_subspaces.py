@@ -10,6 +10,7 @@ from updatescope.locallinear import (
     random_basis,
     random_subspace_null,
     random_walk_prefix_null,
+    rest_capture_curve,
     top_directions,
 )
 
@@ -60,6 +61,16 @@ def test_prefix_curve_equals_capture_of_each_prefix_basis():
     assert curve[3] == pytest.approx(float(curve[2]), abs=1e-12)
 
 
+def test_rest_capture_of_a_straight_line_is_one_and_of_a_turn_is_zero():
+    e = torch.eye(6, dtype=torch.float64)
+    line = torch.stack([e[0], e[0], e[0]])
+    assert rest_capture_curve(line, 5 * e[0]).tolist() == pytest.approx([1.0, 1.0, 1.0], abs=1e-12)
+    turn = torch.stack([e[0], e[0]])
+    rest = rest_capture_curve(turn, 2 * e[0] + 3 * e[1])
+    assert float(rest[1]) == pytest.approx(0.0, abs=1e-12)  # remaining 3 e_1 is orthogonal
+    assert float(rest[0]) == pytest.approx(1 / 10, abs=1e-12)  # rest e_0 + 3 e_1
+
+
 def test_top_directions_match_numpy_svd():
     # a stack with a clear 3-dimensional signal plus small noise
     g = _gen(6)
@@ -87,6 +98,7 @@ def test_random_walk_prefix_null_is_k_over_t_for_equal_steps():
     # finite-D fluctuation of each term is O(1/sqrt(D)), so 0.05 is generous at D = 20k
     out = random_walk_prefix_null(torch.ones(40), [4, 10, 20], dim=20_000, seed=0)
     for k, val in out.items():
-        assert val == pytest.approx(k / 40, abs=0.05)
+        assert val["total"] == pytest.approx(k / 40, abs=0.05)
+        assert val["rest"] == pytest.approx(0.0, abs=0.01)  # k/D-sized
     again = random_walk_prefix_null(torch.ones(40), [4, 10, 20], dim=20_000, seed=0)
     assert again == out

@@ -9,6 +9,7 @@ from updatescope.locallinear.capture import (
     prefix_capture_curve,
     random_subspace_null,
     random_walk_prefix_null,
+    rest_capture_curve,
 )
 from updatescope.locallinear.drift import drift_curve, principal_angles, subspace_overlap
 from updatescope.locallinear.krylov import hvp, krylov_basis, make_hvp
@@ -48,7 +49,7 @@ __all__ = [
     "ParamLayout", "flat_params", "set_flat_params", "flat_grad", "swapped_params",
     "orthonormal_basis", "top_directions", "random_basis", "gradient_stack", "gradient_plane",
     "restrict",
-    "capture_fraction", "prefix_capture_curve", "random_subspace_null", "random_walk_prefix_null",
+    "capture_fraction", "prefix_capture_curve", "random_subspace_null", "random_walk_prefix_null", "rest_capture_curve",
     "principal_angles", "subspace_overlap", "drift_curve",
     "RankStats", "effective_rank", "singular_values", "gaussian_like",
     "hvp", "make_hvp", "krylov_basis",

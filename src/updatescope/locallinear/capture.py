@@ -25,6 +25,7 @@ __all__ = [
     "prefix_capture_curve",
     "random_subspace_null",
     "random_walk_prefix_null",
+    "rest_capture_curve",
 ]
 
 
@@ -79,15 +80,42 @@ def random_subspace_null(dim: int, r: int, delta: Tensor, seeds: Sequence[int]) 
     return {"mean": float(vals.mean()), "se": se, "expected": r / dim, "n_draws": len(seeds)}
 
 
+def rest_capture_curve(vectors: Tensor, delta: Tensor) -> Tensor:
+    """Capture, by span(vectors[:j]), of what remains of ``delta`` after those j steps.
+
+    rest_j = delta - sum(vectors[:j]); returns capture(span(vectors[:j]), rest_j) for
+    j = 1..k, (k,) float64.  This is the honest version of the prefix score: the prefix is
+    not credited for the displacement it *is*, only for predicting the rest.
+    """
+    k = vectors.shape[0]
+    d = delta.to(torch.float64)
+    q = torch.empty(k, d.shape[0], dtype=torch.float64)
+    out = torch.zeros(k, dtype=torch.float64)
+    rest, r = d.clone(), 0
+    for j in range(k):
+        v = vectors[j].to(torch.float64)
+        rest -= v
+        u = _gs_step(q[:r], v)
+        if u is not None:
+            q[r] = u
+            r += 1
+        nrest = float(rest @ rest)
+        c = q[:r] @ rest
+        out[j] = float(c @ c) / nrest if nrest > 0 else float("nan")
+    return out
+
+
 def random_walk_prefix_null(
     step_norms: Tensor, ks: Sequence[int], dim: int, seed: int, chunk: int = 16
-) -> dict[int, float]:
+) -> dict[int, dict[str, float]]:
     """Capture of a random walk's end-point by the span of its first k steps.
 
     step_norms (T,) are the norms of the real updates; the walk takes steps of exactly
     those norms in independent uniformly random directions of R^dim.  Steps are drawn in
     chunks and only the first max(ks) steps plus a running sum are kept: memory
-    O(max(ks) * dim).  Returns {k: capture}.
+    O(max(ks) * dim).  Returns {k: {"total": capture of the end-point, "rest": capture of
+    the end-point minus the first k steps}} -- the nulls for :func:`prefix_capture_curve`
+    and :func:`rest_capture_curve`.
     """
     ks = sorted(set(int(k) for k in ks))
     t = step_norms.shape[0]
@@ -104,5 +132,6 @@ def random_walk_prefix_null(
         end += z.double().sum(0)
         if start < kmax:
             prefix[start : min(stop, kmax)] = z[: min(stop, kmax) - start]
-    curve = prefix_capture_curve(prefix, end)
-    return {k: float(curve[k - 1]) for k in ks}
+    total = prefix_capture_curve(prefix, end)
+    rest = rest_capture_curve(prefix, end)
+    return {k: {"total": float(total[k - 1]), "rest": float(rest[k - 1])} for k in ks}

@@ -18,6 +18,7 @@ displacement -- the object the Krylov argument is about.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -41,9 +42,12 @@ class PhaseConfig:
     optimizer: str = "adam"
     momentum: float = 0.0
     warmup: int = 0  # linear learning-rate warm-up steps
+    schedule: str = "constant"  # or "cosine": decay to 10% of lr at the last step
     eval_every: int = 0  # 0: evaluate only at the end of the phase
 
     def __post_init__(self) -> None:
+        if self.schedule not in ("constant", "cosine"):
+            raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if self.steps < 0 or self.lr <= 0:
@@ -81,6 +85,7 @@ class RecoveryRun:
     theta_rec: Tensor  # (D,)
     updates: Tensor  # (dense_steps, D): theta_{t+1} - theta_t for the first recovery steps
     snapshots: dict[int, Tensor]  # recovery step -> theta (D,); step 0 is theta_forg
+    step_norms: Tensor  # (recover.steps,): ||theta_{t+1} - theta_t|| for every recovery step
     history: list[dict] = field(default_factory=list)
     forget_steps: int = 0
 
@@ -118,6 +123,8 @@ def train_phase(
     model.train()
     for t in range(1, cfg.steps + 1):
         lr = cfg.lr * min(1.0, t / cfg.warmup) if cfg.warmup else cfg.lr
+        if cfg.schedule == "cosine":
+            lr *= 0.1 + 0.45 * (1 + math.cos(math.pi * (t - 1) / max(1, cfg.steps - 1)))
         for group in opt.param_groups:
             group["lr"] = lr
         loss = loss_fn(model, index_offset + t)
@@ -128,7 +135,7 @@ def train_phase(
         opt.step()
         if on_step is not None:
             on_step(t, model)
-        row: dict = {"phase": phase, "step": t, "loss": float(loss)}
+        row: dict = {"phase": phase, "step": t, "loss": float(loss.detach())}
         due = (cfg.eval_every and t % cfg.eval_every == 0) or t == cfg.steps
         if metrics is not None and due:
             row["metrics"] = dict(metrics(model))
@@ -177,16 +184,18 @@ def run_recovery(
 
     dense = torch.empty(cfg.dense_steps, theta_forg.numel(), dtype=torch.float32)
     snapshots = {0: theta_forg.clone()}
+    norms = torch.zeros(cfg.recover.steps, dtype=torch.float64)
     prev = [theta_forg]
 
     def record(t: int, m: nn.Module) -> None:
-        if t <= cfg.dense_steps or t % cfg.snapshot_every == 0:
-            now = flat_params(m).float()
-            if t <= cfg.dense_steps:
-                dense[t - 1] = now - prev[0]
-                prev[0] = now
-            if t % cfg.snapshot_every == 0:
-                snapshots[t] = now
+        now = flat_params(m).float()
+        step = now - prev[0]
+        norms[t - 1] = float(step.norm())
+        if t <= cfg.dense_steps:
+            dense[t - 1] = step
+        if t % cfg.snapshot_every == 0:
+            snapshots[t] = now
+        prev[0] = now
 
     history += train_phase(
         model, mix, cfg.recover, phase="recover", index_offset=2_000_000, metrics=metrics,
@@ -194,5 +203,5 @@ def run_recovery(
     )
     return RecoveryRun(
         theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=flat_params(model).float(),
-        updates=dense, snapshots=snapshots, history=history, forget_steps=len(forget_log),
+        updates=dense, snapshots=snapshots, step_norms=norms, history=history, forget_steps=len(forget_log),
     )

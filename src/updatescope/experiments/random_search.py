@@ -1,0 +1,277 @@
+"""``updatescope reproduce random-search`` -- paper B's Best-of-N random search at theta_forg
+on the synthetic transformer.
+
+Objective: the mix loss (all four tasks) -- the loss recovery descends.  The best of N
+candidates is chosen on a *selection* split and reported on a *held-out* split.  Scales
+are given as the expected step norm rho = ||sigma z||; per coordinate that is
+sigma = rho / sqrt(r) in an r-dimensional subspace and rho / sqrt(D) isotropically, so
+different subspaces are compared at the same distance from theta_forg.
+
+Parts: (1) a scale sweep (the window); (2) gain vs N next to sigma ||P g|| E[max_N] and
+sqrt(2 ln N); (3) subspaces compared at one scale; (4) gain vs ambient dimension at fixed
+N (isotropic noise on nested parameter groups, and on a linear toy); (5) signal density
+vs mass (a small aligned subspace vs a larger one containing it, equal step norm).
+Figures: search_sigma_window.png, search_gain_vs_n.png.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from updatescope.experiments._common import finish, write_json_atomic
+from updatescope.locallinear import (
+    TASKS,
+    ParamLayout,
+    best_of_n,
+    expected_max_normal,
+    flat_grad,
+    gradient_stack,
+    orthonormal_basis,
+    random_basis,
+    set_flat_params,
+    swapped_params,
+    top_directions,
+)
+from updatescope.locallinear.lab import LabConfig, quick as quick_cfg, synthetic_recovery
+
+NAME = "random-search"
+
+
+def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None) -> dict[str, Any]:
+    """Run every part; ``lab`` overrides the lab settings (tests)."""
+    t0 = time.perf_counter()
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = LabConfig(seed=seed) if lab is None else lab
+    if quick and lab is None:
+        cfg = quick_cfg(cfg)
+    # only the first dense_steps of recovery are needed (the prefix basis); the run is
+    # deterministic, so they equal those of the recovery experiment with the same config
+    cfg = replace(cfg, recover_steps=cfg.dense_steps, snapshot_every=cfg.dense_steps)
+    n_eval = 32 if quick else 64  # sequences per task in each split
+    n_sweep, n_curve, reps = (16, 64, 2) if quick else (32, 128, 4)
+    r_sub = 10
+
+    model, tasks, run_, info = synthetic_recovery(cfg)
+    theta = run_.theta_forg.clone()
+    layout = ParamLayout.of(model)
+    d = layout.dim
+
+    def objective(split: str):
+        @torch.no_grad()
+        def f(vec: torch.Tensor) -> float:
+            set_flat_params(model, vec)
+            return float(torch.stack([tasks.loss(model, t, 0, split, n=n_eval) for t in TASKS]).mean())
+        return f
+
+    f_sel, f_held = objective("select"), objective("heldout")
+
+    def grad_of(split: str) -> torch.Tensor:
+        with swapped_params(model, theta):
+            loss = torch.stack([tasks.loss(model, t, 0, split, n=n_eval) for t in TASKS]).mean()
+            return flat_grad(loss, model).detach().double()
+
+    g_sel, g_held = grad_of("select"), grad_of("heldout")
+
+    # subspaces (r_sub-dimensional) at theta_forg
+    with swapped_params(model, theta):
+        g_stack = gradient_stack(model, [(lambda m, t=t, j=j: tasks.loss(m, t, j, "train", n=4))
+                                         for t in TASKS for j in range(4)])
+    with swapped_params(model, run_.theta_mt):
+        g_mt = gradient_stack(model, [(lambda m, t=t, j=j: tasks.loss(m, t, j, "train", n=4))
+                                      for t in TASKS for j in range(4)])
+    bases = {
+        "trajectory_prefix": orthonormal_basis(run_.updates[:r_sub]),
+        "local_task_plane": top_directions(g_stack, r_sub),
+        "pre_interference_plane": top_directions(g_mt, r_sub),
+        "random": random_basis(d, r_sub, seed + 1234),
+    }
+
+    def search(basis, rho, n, s):
+        r = d if basis is None else basis.shape[0]
+        res = best_of_n(theta, f_sel, f_held, rho / math.sqrt(r), n, s, layout.numels, basis)
+        return res
+
+    def pred(basis, rho, n):
+        """Linear-regime prediction (selection, held-out) of the best-of-n gain."""
+        r = d if basis is None else basis.shape[0]
+        ps, ph = (g_sel, g_held) if basis is None else (basis @ g_sel, basis @ g_held)
+        sig, em = rho / math.sqrt(r), expected_max_normal(n)
+        return sig * float(ps.norm()) * em, sig * float(ps @ ph) / float(ps.norm()) * em
+
+    # (1) scale window
+    rhos = [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]
+    sweep = {}
+    for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
+        rows = []
+        for rho in rhos:
+            res = search(basis, rho, n_sweep, seed)
+            ps, ph = pred(basis, rho, n_sweep)
+            rows.append({"rho": rho, "sigma": res.sigma, "gain_select": res.gain_select,
+                         "gain_heldout": res.gain_heldout, "pred_select": ps, "pred_heldout": ph,
+                         "median_candidate_change": float(np.median(np.array(res.select) - res.base_select))})
+        sweep[name] = rows
+    timings = {"sweep": time.perf_counter() - t0}
+    best_rho = max(sweep["trajectory_prefix"], key=lambda r: r["gain_heldout"])["rho"]
+
+    # (2) gain vs N at best_rho: best-of-n of the first n candidates, averaged over reps
+    ns = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= n_curve]
+    gain_vs_n = {}
+    for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
+        results = [search(basis, best_rho, n_curve, seed + 100 + k) for k in range(reps)]
+        sel = np.array([[r.best_of(n)[0] for n in ns] for r in results])
+        held = np.array([[r.best_of(n)[1] for n in ns] for r in results])
+        p = [pred(basis, best_rho, n) for n in ns]
+        gain_vs_n[name] = {
+            "n": ns, "gain_select": sel.mean(0).tolist(), "gain_heldout": held.mean(0).tolist(),
+            "gain_heldout_se": (held.std(0, ddof=1) / math.sqrt(reps)).tolist() if reps > 1 else None,
+            "pred_select": [a for a, _ in p], "pred_heldout": [b for _, b in p],
+            "sqrt_2lnN_scaled": [pred(basis, best_rho, 2)[0] / expected_max_normal(2) * math.sqrt(2 * math.log(n))
+                                 for n in ns],
+            "seeds": [r.seed for r in results],
+        }
+    timings["gain_vs_n"] = time.perf_counter() - t0
+
+    # (3) subspaces at one scale (N = n_sweep, reps seeds each)
+    compare = {}
+    for name, basis in [("isotropic", None)] + list(bases.items()):
+        res = [search(basis, best_rho, n_sweep, seed + 200 + k) for k in range(reps)]
+        held = [r.gain_heldout for r in res]
+        compare[name] = {"gain_heldout_mean": float(np.mean(held)), "gain_heldout": held,
+                         "pred_heldout": pred(basis, best_rho, n_sweep)[1],
+                         "capture_of_grad": 1.0 if basis is None else float((basis @ g_sel).pow(2).sum() / g_sel.pow(2).sum())}
+    timings["compare"] = time.perf_counter() - t0
+
+    # (4) ambient dimension at fixed N: isotropic noise on nested parameter groups, same
+    # sigma per coordinate; gain / (sigma ||g_S||) should stay at E[max_N] while linear.
+    groups = _nested_groups(layout)
+    sigma_c = best_rho / math.sqrt(d) * 4
+    ambient = []
+    for label, mask in groups:
+        gs, gh = g_sel * mask, g_held * mask
+        res = _masked_search(theta, f_sel, f_held, sigma_c, n_sweep, seed + 300, layout, mask)
+        ambient.append({"group": label, "dim": int(mask.sum()), "sigma": sigma_c, "gain_select": res[0],
+                        "gain_heldout": res[1], "norm_grad": float(gs.norm()),
+                        "normalised_gain_select": res[0] / (sigma_c * float(gs.norm())),
+                        "expected_max": expected_max_normal(n_sweep)})
+    toy = _linear_toy(n_sweep, seed)
+    timings["ambient"] = time.perf_counter() - t0
+
+    # (5) density vs mass: 2-dim prefix vs the same + 38 random directions, equal step norm
+    small = bases["trajectory_prefix"][:2]
+    large = orthonormal_basis(torch.cat([small, random_basis(d, 38, seed + 555)]))
+    dens = {}
+    for name, basis in [("small_aligned_r2", small), ("large_containing_r40", large)]:
+        held = [search(basis, best_rho, n_sweep, seed + 400 + k).gain_heldout for k in range(reps)]
+        dens[name] = {"gain_heldout_mean": float(np.mean(held)), "gain_heldout": held,
+                      "density": float((basis @ g_sel).norm() / math.sqrt(basis.shape[0])),
+                      "mass": float((basis @ g_sel).norm())}
+    set_flat_params(model, theta)
+
+    metrics = {
+        "dim": d, "theta_mt_cached": info["cached"], "accuracy_theta_forg": tasks.accuracy(model, n=cfg.eval_n),
+        "base_loss_select": f_sel(theta), "base_loss_heldout": f_held(theta),
+        "grad_norm_select": float(g_sel.norm()), "grad_cos_select_heldout": float(g_sel @ g_held / g_sel.norm() / g_held.norm()),
+        "best_rho": best_rho, "sigma_window": sweep, "gain_vs_n": gain_vs_n, "subspaces": compare,
+        "ambient_dimension": ambient, "linear_toy": toy, "density_vs_mass": dens,
+        "timings_s": {**timings, "total": time.perf_counter() - t0},
+    }
+    set_flat_params(model, theta)
+    config = {"quick": quick, "seed": seed, "lab": asdict(cfg), "n_eval_per_task": n_eval,
+              "n_sweep": n_sweep, "n_curve": n_curve, "reps": reps, "subspace_dim": r_sub, "rhos": rhos}
+    _figures(metrics, out_dir)
+    result = finish(NAME, config, metrics, t0)
+    write_json_atomic(result, out_dir / "random_search.json")
+    return result
+
+
+def _nested_groups(layout: ParamLayout) -> list[tuple[str, torch.Tensor]]:
+    """Masks over the flat vector: output head, then adding blocks from the top, then all."""
+    slices = layout.slices()
+    names = list(slices)
+    n_blocks = len({n.split(".")[1] for n in names if n.startswith("blocks.")})
+    out, chosen = [], set()
+    stages = [("head", lambda n: n.startswith(("head", "ln_f")))]
+    for b in reversed(range(n_blocks)):
+        stages.append((f"+block{b}", lambda n, b=b: n.startswith(f"blocks.{b}.")))
+    stages.append(("+embeddings", lambda n: True))
+    for label, pick in stages:
+        chosen |= {n for n in names if pick(n)}
+        mask = torch.zeros(layout.dim, dtype=torch.float64)
+        for n in chosen:
+            mask[slices[n]] = 1.0
+        out.append((label, mask))
+    return out
+
+
+def _masked_search(theta, f_sel, f_held, sigma, n, seed, layout, mask):
+    from updatescope.locallinear import candidate_direction
+
+    base_s, base_h = f_sel(theta), f_held(theta)
+    sel, held = [], []
+    for i in range(n):
+        cand = theta + sigma * (candidate_direction(layout.numels, seed, i).double() * mask).float()
+        sel.append(f_sel(cand))
+        held.append(f_held(cand))
+    b = int(np.argmin(sel))
+    return base_s - sel[b], base_h - held[b]
+
+
+def _linear_toy(n: int, seed: int) -> dict:
+    """f(theta) = <g, theta>, ||g|| = 1, in D = 10 .. 10^5: gain/sigma vs E[max_N] (theory: flat in D)."""
+    out = []
+    for dim in (10, 1000, 100_000):
+        g = torch.randn(dim, generator=torch.Generator().manual_seed(seed + dim), dtype=torch.float64)
+        g /= g.norm()
+        f = lambda th: float(g @ th)
+        gains = [best_of_n(torch.zeros(dim, dtype=torch.float64), f, f, 1.0, n, seed + k).gain_select
+                 for k in range(40)]
+        out.append({"dim": dim, "gain_mean": float(np.mean(gains)),
+                    "gain_se": float(np.std(gains, ddof=1) / math.sqrt(len(gains))),
+                    "theory": expected_max_normal(n)})
+    return {"n": n, "reps": 40, "rows": out}
+
+
+def _figures(m: dict, out_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    for i, (name, rows) in enumerate(m["sigma_window"].items()):
+        rho = [r["rho"] for r in rows]
+        ax.plot(rho, [r["gain_heldout"] for r in rows], "-o", color=f"C{i}", ms=3, label=f"{name}: held-out gain")
+        ax.plot(rho, [r["pred_heldout"] for r in rows], ":", color=f"C{i}", label=f"{name}: linear prediction")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("step norm ρ = E||σz||")
+    ax.set_ylabel("loss decrease of best of N")
+    lo = min(min(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
+    hi = max(max(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
+    ax.set_ylim(max(lo, -2 * abs(hi) - 1e-3), 1.5 * hi + 1e-3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "search_sigma_window.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    for i, (name, c) in enumerate(m["gain_vs_n"].items()):
+        ax.plot(c["n"], c["gain_select"], "-o", color=f"C{i}", ms=3, label=f"{name}: selection")
+        ax.plot(c["n"], c["gain_heldout"], "--s", color=f"C{i}", ms=3, label=f"{name}: held-out")
+        ax.plot(c["n"], c["pred_select"], ":", color=f"C{i}", label=f"{name}: σ||Pg||E[max_N]")
+        ax.plot(c["n"], c["sqrt_2lnN_scaled"], "-.", color=f"C{i}", lw=0.8, label=f"{name}: σ||Pg||√(2 ln N)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("budget N")
+    ax.set_ylabel("loss decrease of best of N")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out_dir / "search_gain_vs_n.png", dpi=110)
+    plt.close(fig)

@@ -1,0 +1,231 @@
+"""``updatescope reproduce recovery`` -- paper B's recovery-after-forgetting analyses on the
+synthetic transformer: capture of Delta_GD by every subspace (with nulls), drift of the
+local task plane, effective rank of task gradients vs noise, and the Krylov basis.
+
+Figures (PNG, in out_dir): recovery_capture.png, recovery_drift.png, recovery_rank.png,
+recovery_training.png.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from updatescope.experiments._common import finish, write_json_atomic
+from updatescope.locallinear import (
+    TASKS,
+    capture_fraction,
+    effective_rank,
+    flat_grad,
+    gaussian_like,
+    gradient_stack,
+    krylov_basis,
+    make_hvp,
+    prefix_capture_curve,
+    random_walk_prefix_null,
+    rest_capture_curve,
+    subspace_overlap,
+    swapped_params,
+    top_directions,
+)
+from updatescope.locallinear.lab import LabConfig, quick as quick_cfg, synthetic_recovery
+
+NAME = "recovery"
+
+
+def _plane_losses(tasks, split, index0, m, n):
+    """Closures for per-task gradients on m small batches of n sequences per task."""
+    return [
+        (lambda mod, t=t, j=j: tasks.loss(mod, t, index0 + j, split, n=n))
+        for t in TASKS for j in range(m)
+    ]
+
+
+def _task_plane(model, tasks, theta, index0):
+    """span of the 4 per-task gradients (32 sequences each) at theta: (4, D)."""
+    with swapped_params(model, theta):
+        g = gradient_stack(model, _plane_losses(tasks, "select", index0, 1, 32))
+    return top_directions(g, len(TASKS))
+
+
+def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None) -> dict[str, Any]:
+    """Run the protocol and every analysis; ``lab`` overrides the lab settings (tests)."""
+    t0 = time.perf_counter()
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = LabConfig(seed=seed) if lab is None else lab
+    if quick and lab is None:
+        cfg = quick_cfg(cfg)
+    ks = [1, 2, 5, 10, 20, 30]
+    m_batches, small_n = (6, 4) if quick else (10, 4)  # gradient stack: 4 tasks x m batches of 4
+    krylov_k = 20 if quick else 30
+    drift_every = cfg.snapshot_every
+
+    model, tasks, run_, info = synthetic_recovery(cfg)
+    delta = run_.delta_gd.double()
+    d = delta.numel()
+    timings = {"train": time.perf_counter() - t0}
+
+    # ---- capture curves ---------------------------------------------------------------
+    kmax = cfg.dense_steps
+    curves: dict[str, list[float]] = {}
+    curves["trajectory_prefix"] = prefix_capture_curve(run_.updates, delta).tolist()
+    curves["trajectory_prefix_rest"] = rest_capture_curve(run_.updates, run_.theta_rec - run_.theta_forg).tolist()
+    with swapped_params(model, run_.theta_forg):
+        g_forg = gradient_stack(model, _plane_losses(tasks, "select", 0, m_batches, small_n))
+        g_shuf = gradient_stack(
+            model,
+            [(lambda mod, t=t, j=j: tasks.loss(mod, t, j, "select", shuffle_labels=True, n=small_n))
+             for t in TASKS for j in range(m_batches)],
+        )
+    with swapped_params(model, run_.theta_mt):
+        g_mt = gradient_stack(model, _plane_losses(tasks, "select", 0, m_batches, small_n))
+    local_plane = top_directions(g_forg, g_forg.shape[0])
+    pre_plane = top_directions(g_mt, g_mt.shape[0])
+    curves["local_task_plane"] = prefix_capture_curve(local_plane, delta).tolist()
+    curves["pre_interference_plane"] = prefix_capture_curve(pre_plane, delta).tolist()
+    timings["planes"] = time.perf_counter() - t0
+
+    # Krylov basis of the mix loss at theta_forg on one fixed batch (32 per task)
+    hess_loss = lambda mod: torch.stack([tasks.loss(mod, t, 7, "select", n=32) for t in TASKS]).mean()
+    with swapped_params(model, run_.theta_forg):
+        g0 = flat_grad(hess_loss(model), model).detach()
+        kry = krylov_basis(make_hvp(hess_loss, model), g0, krylov_k)
+    curves["krylov"] = prefix_capture_curve(kry, delta).tolist()
+    timings["krylov"] = time.perf_counter() - t0
+
+    gen = torch.Generator().manual_seed(seed + 99)
+    curves["random"] = prefix_capture_curve(torch.randn(kmax, d, generator=gen), delta).tolist()
+    walk = random_walk_prefix_null(run_.step_norms, list(range(1, kmax + 1)), d, seed=seed + 7)
+    curves["random_walk_prefix_null"] = [walk[k]["total"] for k in range(1, kmax + 1)]
+    curves["random_walk_prefix_rest_null"] = [walk[k]["rest"] for k in range(1, kmax + 1)]
+
+    def at(name: str, k: int) -> float | None:
+        c = curves[name]
+        return c[k - 1] if k <= len(c) else None
+
+    capture_table = {name: {str(k): at(name, k) for k in ks} for name in curves}
+
+    # ---- drift of the local task plane --------------------------------------------------
+    ref = _task_plane(model, tasks, run_.theta_forg, 100)
+    floor = subspace_overlap(ref, _task_plane(model, tasks, run_.theta_forg, 200))
+    drift = {}
+    for step in sorted(run_.snapshots):
+        if step % drift_every == 0:
+            drift[step] = subspace_overlap(ref, _task_plane(model, tasks, run_.snapshots[step], 100))
+    timings["drift"] = time.perf_counter() - t0
+
+    # ---- effective rank vs noise ---------------------------------------------------------
+    rank = {
+        "task_gradients": effective_rank(g_forg).as_dict(),
+        "gaussian_same_norms": effective_rank(gaussian_like(g_forg, seed)).as_dict(),
+        "shuffled_labels": effective_rank(g_shuf).as_dict(),
+        "task_gradients_theta_mt": effective_rank(g_mt).as_dict(),
+        "per_task": {
+            t: effective_rank(g_forg[i * m_batches : (i + 1) * m_batches]).as_dict() for i, t in enumerate(TASKS)
+        },
+    }
+
+    acc = {r["phase"]: r["metrics"] for r in run_.history if "metrics" in r}  # last per phase
+    metrics = {
+        "dim": d,
+        "delta_norm": float(delta.norm()),
+        "forget_steps": run_.forget_steps,
+        "theta_mt_cached": info["cached"],
+        "accuracy": {"theta_mt": info["accuracy"], **{f"end_{k}": v for k, v in acc.items()}},
+        "capture_at_k": capture_table,
+        "capture_curves": curves,
+        "local_plane_dim4_capture": at("local_task_plane", 4),
+        "drift_overlap": {str(k): v for k, v in drift.items()},
+        "drift_same_point_resample_overlap": floor,
+        "drift_random_expected": len(TASKS) / d,
+        "rank": rank,
+        "krylov_dim": int(kry.shape[0]),
+        "timings_s": timings,
+        "history": [
+            {k: r[k] for k in ("phase", "step", "loss", "metrics") if k in r}
+            for r in run_.history if "metrics" in r
+        ],
+    }
+    config = {"quick": quick, "seed": seed, "lab": _jsonable(asdict(cfg)), "ks": ks,
+              "gradient_stack": {"batches_per_task": m_batches, "batch": small_n},
+              "krylov_k": krylov_k, "hessian_batch_per_task": 32, "drift_plane": "span of 4 per-task gradients (32 seq each)"}
+    _figures(metrics, out_dir)
+    result = finish(NAME, config, metrics, t0)
+    write_json_atomic(result, out_dir / "recovery.json")
+    return result
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def _figures(m: dict, out_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, style in [("trajectory_prefix", "-o"), ("trajectory_prefix_rest", "--o"), ("krylov", "-s"),
+                        ("local_task_plane", "-^"), ("pre_interference_plane", "-v"), ("random", ":"),
+                        ("random_walk_prefix_null", "-."), ("random_walk_prefix_rest_null", ":")]:
+        c = m["capture_curves"][name]
+        ax.plot(range(1, len(c) + 1), c, style, ms=3, label=name.replace("_", " "))
+    ax.set_xlabel("subspace dimension k")
+    ax.set_ylabel("capture ||P_U Δ||² / ||Δ||²")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7)
+    ax.set_title("Capture of Δ_GD = θ_rec − θ_forg")
+    fig.tight_layout()
+    fig.savefig(out_dir / "recovery_capture.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    steps = [int(k) for k in m["drift_overlap"]]
+    ax.plot(steps, list(m["drift_overlap"].values()), "-o", ms=3, label="overlap with plane at θ_forg")
+    ax.axhline(m["drift_same_point_resample_overlap"], color="gray", ls="--", label="same point, new batches")
+    ax.axhline(m["drift_random_expected"], color="k", ls=":", label="random (r/D)")
+    ax.set_xlabel("recovery step")
+    ax.set_ylabel("principal-angle overlap (mean cos²)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "recovery_drift.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    names = ["task_gradients", "task_gradients_theta_mt", "shuffled_labels", "gaussian_same_norms"]
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], [m["rank"][n]["entropy_rank"] for n in names], 0.4, label="entropy rank")
+    ax.bar([i + 0.2 for i in x], [m["rank"][n]["stable_rank"] for n in names], 0.4, label="stable rank")
+    ax.set_xticks(list(x), [n.replace("_", "\n") for n in names], fontsize=7)
+    ax.set_ylabel(f"effective rank (n = {m['rank']['task_gradients']['n']})")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "recovery_rank.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    x0 = 0
+    for phase in ("multitask", "forget", "recover"):
+        rows = [r for r in m["history"] if r["phase"] == phase]
+        if not rows:
+            continue
+        for i, t in enumerate(TASKS):
+            ax.plot([x0 + r["step"] for r in rows], [r["metrics"][t] for r in rows], color=f"C{i}",
+                    label=t if phase == "forget" else None)
+        x0 += rows[-1]["step"]
+        ax.axvline(x0, color="gray", lw=0.5)
+    ax.set_xlabel("step (multitask | forget | recover)")
+    ax.set_ylabel("exact-match accuracy")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "recovery_training.png", dpi=110)
+    plt.close(fig)
