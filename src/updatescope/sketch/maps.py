@@ -8,14 +8,14 @@ coordinate by coordinate, self-pairs included.  Three ways to draw u, v:
 - ``dense``: i.i.d. Rademacher matrices (dim, m).  Exact Rademacher features; memory
   2·dim·m floats, so used for narrow sides only.
 - ``srht``: rows of H·D, H the Walsh-Hadamard matrix of the padded width N, D random signs,
-  m rows sampled without replacement (with replacement when m > N).  Each row is a ±1
-  vector whose signs are independent over D, so E[(h D x)(h D x')] = x·x' exactly; u and v
-  use independent sign vectors and row samples (sharing D would make the product biased).
-  Cost O(N log N) per sample, memory O(N).
+  m rows sampled in Kronecker blocks (see ``SRHTMap``).  Each row is a ±1 vector whose
+  signs are independent over D, so E[(h D x)(h D x')] = x·x' exactly; u and v use
+  independent sign vectors and row samples (sharing D would make the product biased).
+  Cost O(dim·m/A + m·A) ≈ O(m √dim) per sample as two dense matmuls, memory O(dim).
 - ``countsketch``: TensorSketch — two independent count sketches C1, C2 (hash to m
   buckets, random signs), q = √m · IFFT(FFT(C1 x) ∘ FFT(C2 x)).  Since each pair (k, l)
   lands in bucket (h1(k)+h2(l)) mod m with probability 1/m, E[q_j(x) q_j(x')] = (x·x')².
-  Cost O(dim + m log m) per sample.
+  Cost O(dim + m log m) per sample (one scatter-add, one FFT pair).
 
 All random tensors come from one CPU generator drawn in a fixed order, so every device
 gets the same basis from the same seed.
@@ -27,10 +27,12 @@ import math
 import torch
 from torch import Tensor
 
-from updatescope.sketch.hadamard import fwht, next_pow2
+from updatescope.sketch.hadamard import hadamard_entries, hadamard_matrix, next_pow2
 
-# Rows processed per chunk are chosen so the widest temporary stays near this many floats.
-_CHUNK_ELEMS = 1 << 23
+# Rows processed per chunk are chosen so the widest temporary stays near this many floats:
+# 2M floats (8 MB) stays in the last-level cache, so the signed copy of x is read back by
+# the matmul from cache, and the extra memory is bounded whatever the batch size.
+_CHUNK_ELEMS = 1 << 21
 
 
 def _rademacher(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
@@ -85,29 +87,54 @@ class DenseMap(QuadraticMap):
 
 
 class SRHTMap(QuadraticMap):
+    """Rows of H_N·D for a block-structured row sample, applied as two small dense matmuls.
+
+    Write N = Bp·A (A a power of two near √dim, Bp = next power of two of ⌈dim/A⌉) and view
+    D·x as a (B, A) matrix X, coordinate k = b·A + a (interleaved: neighbouring token ids
+    fall in different columns).  Sylvester ordering gives H_N = H_Bp ⊗ H_A, so
+    (H_N D x)[(ob, oa)] = (H_Bp[ob] · X · H_A)[oa].  We keep the rows {(ob, oa): ob ∈ S, all
+    oa}, |S| = s = m/A, sampled without replacement (with replacement when s > Bp), which
+    costs 2·dim·s + 2·m·A flops per factor instead of N log N, and never pads x by more
+    than A − 1 zeros.  Every kept row is still a ±1 Hadamard row under independent random
+    signs D, so E[(h D x)(h D x')] = x·x' exactly; u and v use independent D, S, and v's
+    outputs are paired with u's through a random permutation (without it, for x supported
+    in one column the A features of a group would repeat the same product).
+    """
+
     kind = "srht"
 
     def __init__(self, dim: int, m: int, g: torch.Generator) -> None:
         super().__init__(dim, m, g)
-        self.n_pad = next_pow2(dim)
+        a = 1 << max(0, round(math.log2(math.sqrt(dim))))
+        while m % a:  # A must divide m (m is a multiple of 16)
+            a //= 2
+        self.a, self.s = a, m // a
+        self.b = -(-dim // a)
+        self.n_pad = next_pow2(self.b) * a
+        bp = self.n_pad // a
         self.signs = _rademacher((2, dim), g)  # D_u, D_v
-        if m <= self.n_pad:
-            rows_u = torch.randperm(self.n_pad, generator=g)[:m]
-            rows_v = torch.randperm(self.n_pad, generator=g)[:m]
+        if self.s <= bp:
+            rows = torch.stack([torch.randperm(bp, generator=g)[: self.s] for _ in range(2)])
         else:
-            rows_u = torch.randint(0, self.n_pad, (m,), generator=g)
-            rows_v = torch.randint(0, self.n_pad, (m,), generator=g)
-        self.rows = torch.stack((rows_u, rows_v))  # (2, m) int64
+            rows = torch.randint(0, bp, (2, self.s), generator=g)
+        self.rows = rows  # (2, s) sampled rows of H_Bp (the ob of each kept row)
+        self.pair = torch.randperm(m, generator=g)  # v output paired with u output j
+        self.h_b = hadamard_entries(rows, torch.arange(self.b))  # (2, s, B): H_Bp[S], used columns only
+        self.h_a = hadamard_matrix(a)  # (A, A)
 
     def _width(self) -> int:
-        return 2 * self.n_pad
+        return 2 * self.b * self.a
 
     def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
         n = x.shape[0]
-        z = torch.zeros(n, 2, self.n_pad, dtype=x.dtype, device=x.device)
-        z[:, :, : self.dim] = x.unsqueeze(1) * self.signs.to(x.dtype)
-        h = fwht(z)  # (n, 2, N)
-        return h[:, 0, self.rows[0]], h[:, 1, self.rows[1]]
+        width = self.b * self.a
+        z = x.new_empty(n, 2, width)
+        torch.mul(x.unsqueeze(1), self.signs.to(x.dtype), out=z[:, :, : self.dim])
+        if width > self.dim:
+            z[:, :, self.dim :] = 0
+        y = torch.matmul(self.h_b.to(x.dtype), z.view(n, 2, self.b, self.a))  # (n, 2, s, A)
+        q = torch.matmul(y, self.h_a.to(x.dtype)).view(n, 2, self.m)  # H_A symmetric
+        return q[:, 0], q[:, 1].index_select(1, self.pair)
 
     def _apply(self, x: Tensor) -> Tensor:
         u, v = self.factors(x)
@@ -121,18 +148,18 @@ class CountSketchMap(QuadraticMap):
         super().__init__(dim, m, g)
         self.buckets = torch.randint(0, m, (2, dim), generator=g)  # h1, h2
         self.signs = _rademacher((2, dim), g)  # σ1, σ2
+        self._index = torch.cat((self.buckets[0], self.buckets[1] + m))  # derived, no draw
 
     def _width(self) -> int:
-        return max(self.dim, 2 * self.m)
-
-    def _count_sketch(self, x: Tensor, i: int) -> Tensor:
-        out = torch.zeros(x.shape[0], self.m, dtype=x.dtype, device=x.device)
-        return out.index_add_(1, self.buckets[i], x * self.signs[i].to(x.dtype))
+        return 2 * max(self.dim, self.m)
 
     def _apply(self, x: Tensor) -> Tensor:
-        c1, c2 = self._count_sketch(x, 0), self._count_sketch(x, 1)
-        f = torch.fft.rfft(c1, dim=1) * torch.fft.rfft(c2, dim=1)
-        return torch.fft.irfft(f, n=self.m, dim=1) * math.sqrt(self.m)
+        n = x.shape[0]
+        # Both count sketches in one scatter: C1 x into buckets [0, m), C2 x into [m, 2m).
+        signed = (x.unsqueeze(1) * self.signs.to(x.dtype)).view(n, 2 * self.dim)
+        c = x.new_zeros(n, 2 * self.m).index_add_(1, self._index, signed)
+        f = torch.fft.rfft(c[:, : self.m], dim=1) * torch.fft.rfft(c[:, self.m :], dim=1)
+        return torch.fft.irfft(f, n=self.m, dim=1).mul_(math.sqrt(self.m))
 
 
 _KINDS = {c.kind: c for c in (DenseMap, SRHTMap, CountSketchMap)}
