@@ -1,0 +1,121 @@
+"""Fast paths against their plain definitions: fwht vs the dense Hadamard matrix, the
+blocked SRHT vs explicit rows of H·D, the one-scatter count sketch vs a loop, and the
+unbiasedness E[q_j(x) q_j(x')] = (x·x')² of every map, averaged over seeds."""
+import math
+
+import pytest
+import torch
+
+from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
+from updatescope.sketch.maps import CountSketchMap, DenseMap, SRHTMap, build_maps
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 64, 128, 4096, 8192])
+def test_fwht_equals_dense_hadamard(n):
+    x = torch.randn(3, 2, n, dtype=torch.float64, generator=torch.Generator().manual_seed(n))
+    h = hadamard_matrix(n, torch.float64)
+    assert torch.allclose(fwht(x), x @ h, rtol=0, atol=1e-9 * math.sqrt(n))
+
+
+def test_hadamard_entries_match_matrix():
+    h = hadamard_matrix(512)
+    rows = torch.tensor([[0, 5, 511], [3, 100, 256]])
+    cols = torch.arange(300)
+    assert torch.equal(hadamard_entries(rows, cols), h[rows][..., :300])
+
+
+def test_hadamard_is_kronecker_of_factors():
+    assert torch.equal(hadamard_matrix(32), torch.kron(hadamard_matrix(4), hadamard_matrix(8)))
+
+
+@pytest.mark.parametrize("dim,m", [(10, 64), (300, 256), (4096, 256), (1000, 4096)])
+def test_srht_factors_equal_explicit_rows_of_HD(dim, m):
+    """u_j = h_{r_j}·(D_u x) with r_j = (ob_j, oa_j) rows of the padded Sylvester H_N."""
+    g = torch.Generator().manual_seed(7)
+    mp = SRHTMap(dim, m, g)
+    x = torch.randn(5, dim, dtype=torch.float64, generator=g)
+    u, v = mp.factors(x)
+    n_pad = next_pow2(mp.b) * mp.a
+    assert n_pad >= dim and mp.a * mp.s == m
+    oa = torch.arange(mp.a).repeat(mp.s)                   # output j = (ob index, oa) with oa fastest
+    ob = mp.rows.repeat_interleave(mp.a, dim=1)            # (2, m)
+    rows = ob * mp.a + oa                                  # row index of H_N = H_Bp ⊗ H_A
+    hn = hadamard_entries(rows, torch.arange(dim), torch.float64)  # (2, m, dim)
+    u_ref = (x * mp.signs[0].double()) @ hn[0].T
+    v_ref = ((x * mp.signs[1].double()) @ hn[1].T)[:, mp.pair]
+    assert torch.allclose(u, u_ref, atol=1e-10) and torch.allclose(v, v_ref, atol=1e-10)
+
+
+def test_countsketch_equals_loop_definition():
+    g = torch.Generator().manual_seed(3)
+    dim, m = 50, 32
+    mp = CountSketchMap(dim, m, g)
+    x = torch.randn(4, dim, dtype=torch.float64, generator=g)
+    c = torch.zeros(2, 4, m, dtype=torch.float64)
+    for i in range(2):
+        for k in range(dim):
+            c[i, :, mp.buckets[i, k]] += mp.signs[i, k] * x[:, k]
+    ref = torch.zeros(4, m, dtype=torch.float64)
+    for j in range(m):  # circular convolution, the definition behind the FFT
+        for t in range(m):
+            ref[:, j] += c[0, :, t] * c[1, :, (j - t) % m]
+    assert torch.allclose(mp(x), ref * math.sqrt(m), atol=1e-10)
+
+
+def test_chunked_call_equals_single_call(monkeypatch):
+    import updatescope.sketch.maps as maps
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(37, 700, dtype=torch.float64)
+    for cls in (DenseMap, SRHTMap, CountSketchMap):
+        mp = cls(700, 128, torch.Generator().manual_seed(2))
+        whole = mp(x)
+        monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3000)  # forces chunks of a few rows
+        assert torch.allclose(mp(x), whole, rtol=1e-12, atol=1e-12), cls.kind
+        monkeypatch.setattr(maps, "_CHUNK_ELEMS", 1 << 21)
+    del g
+
+
+def test_float32_path_close_to_float64():
+    x = torch.randn(6, 3000, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    for cls in (DenseMap, SRHTMap, CountSketchMap):
+        mp = cls(3000, 256, torch.Generator().manual_seed(5))
+        q64, q32 = mp(x), mp(x.float()).double()
+        assert torch.allclose(q32, q64, rtol=1e-4, atol=1e-4 * float(q64.abs().max())), cls.kind
+
+
+def test_basis_is_a_function_of_the_seed():
+    a1, e1 = build_maps(20, 5000, 512, 11, "srht", "srht")
+    a2, e2 = build_maps(20, 5000, 512, 11, "srht", "srht")
+    a3, _ = build_maps(20, 5000, 512, 12, "srht", "srht")
+    x = torch.randn(3, 5000)
+    assert torch.equal(e1(x), e2(x))
+    assert not torch.equal(a1(x[:, :20]), a3(x[:, :20]))
+
+
+@pytest.mark.parametrize("cls,dim", [(DenseMap, 12), (SRHTMap, 12), (SRHTMap, 300), (CountSketchMap, 12)])
+def test_map_unbiased_over_seeds(cls, dim):
+    """mean over seeds and coordinates of q_j(x) q_j(x') equals (x·x')².
+
+    The kernel value is tested per pair; the tolerance is 4 standard errors of the seed
+    average, the SE measured from the same draws (coordinates of one seed are correlated,
+    so each seed contributes one number: its coordinate mean).
+    """
+    gx = torch.Generator().manual_seed(99)
+    x = torch.randn(4, dim, dtype=torch.float64, generator=gx)
+    x[3] = 0
+    x[3, :3] = torch.tensor([2.0, -1.0, 0.5])  # a sparse vector, like a next-token error
+    truth = (x @ x.T) ** 2
+    draws = []
+    for seed in range(300):
+        q = cls(dim, 64, torch.Generator().manual_seed(seed))(x)
+        draws.append((q @ q.T) / q.shape[1])
+    draws = torch.stack(draws)
+    mean, se = draws.mean(0), draws.std(0) / math.sqrt(len(draws))
+    z = ((mean - truth) / se.clamp_min(1e-12)).abs()
+    assert float(z.max()) < 4.0, f"max |z| = {float(z.max()):.2f}"
+    # self-pairs with a single nonzero coordinate are exact for every ±1 map
+    if cls is not CountSketchMap:
+        e = torch.zeros(1, dim, dtype=torch.float64)
+        e[0, 1] = 3.0
+        q = cls(dim, 64, torch.Generator().manual_seed(0))(e)
+        assert torch.allclose(q.abs(), torch.full_like(q, 9.0))
