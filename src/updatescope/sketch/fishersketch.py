@@ -26,6 +26,7 @@ from updatescope.sketch.maps import QuadraticMap, build_maps
 from updatescope.sketch.signature import N_BLOCKS, Signature
 
 _BASIS_CACHE: dict[tuple, tuple[QuadraticMap, QuadraticMap]] = {}
+_ACC_ROWS = 256  # rows per accumulation step: 256 × 3 × m float64 = 24 MB at m = 4096
 
 
 def _basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, QuadraticMap]:
@@ -128,17 +129,20 @@ class FisherSketch:
         return self
 
     def _accumulate(self, a: Tensor, e: Tensor) -> None:
-        f = features(self.config, a, e).to(torch.float64)  # (n, 3, m)
+        # Row chunks bound the float64 feature block (_ACC_ROWS × 3 × m) whatever the batch;
+        # features are float32 (or float64 for float64 input), sums are always float64.
         m = self.config.sketch_dim
-        # Sample i of the whole stream goes to half (count + i) mod 2.
-        first = int(self._counts.sum()) % 2
-        for half in (0, 1):
-            part = f[(half - first) % 2 :: 2]
-            if part.shape[0] == 0:
-                continue
-            self._sums[half] += part.sum(0)
-            self._diag[half] += (part * part).sum(0).view(3, N_BLOCKS, m // N_BLOCKS).sum(-1)
-            self._counts[half] += part.shape[0]
+        for i in range(0, a.shape[0], _ACC_ROWS):
+            f = features(self.config, a[i : i + _ACC_ROWS], e[i : i + _ACC_ROWS]).to(torch.float64)  # (r, 3, m)
+            # Sample i of the whole stream goes to half (count + i) mod 2.
+            first = int(self._counts.sum()) % 2
+            for half in (0, 1):
+                part = f[(half - first) % 2 :: 2]
+                if part.shape[0] == 0:
+                    continue
+                self._sums[half] += part.sum(0)
+                self._diag[half] += part.square().sum(0).view(3, N_BLOCKS, m // N_BLOCKS).sum(-1)
+                self._counts[half] += part.shape[0]
 
     # ------------------------------------------------------------------ combining
     def merge(self, other: "FisherSketch") -> "FisherSketch":
