@@ -1,0 +1,80 @@
+"""Target 2: tokens/s of the sketch pipeline (forward + capture + sketch, what ``updatescope
+sketch`` runs) against the bare forward pass (logits computed, nothing else) on the packaged
+SmolLM2-135M, same texts, same chunking, alternated in one run.
+
+    python benchmarks/speed_vs_forward.py [--threads 1] [--tokens 2048 --reps 3]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from updatescope.experiments._common import env_info, write_json_atomic
+
+HERE = Path(__file__).resolve().parent
+TEXT = ("The committee reviewed the proposal in detail and asked for a revised budget, "
+        "a clearer schedule, and an independent assessment of the risks involved. ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--tokens", type=int, default=2048)
+    p.add_argument("--chunk-len", type=int, default=256)
+    p.add_argument("--token-budget", type=int, default=1024)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=str(HERE / "results" / "speed_vs_forward.json"))
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from updatescope.models.smollm2 import load_smollm2
+    from updatescope.signatures.build import sketch_causal_lm
+
+    model, tok = load_smollm2()
+    model = model.to(args.device).eval()
+    ids = tok(TEXT * (args.tokens // 20 + 1))["input_ids"][: args.tokens]
+    texts = [tok.decode(ids[i : i + args.chunk_len]) for i in range(0, len(ids), args.chunk_len)]
+    batch = max(1, args.token_budget // args.chunk_len)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+
+    def bare() -> int:
+        n = 0
+        with torch.inference_mode():
+            for i in range(0, len(texts), batch):
+                enc = tok(texts[i : i + batch], return_tensors="pt", padding=True).to(args.device)
+                model(**enc).logits
+                n += int(enc["attention_mask"].sum())
+        sync()
+        return n
+
+    def sketched() -> int:
+        sig = sketch_causal_lm(model, tok, texts, chunk_len=args.chunk_len, token_budget=args.token_budget,
+                               progress=False)
+        sync()
+        return sig.count + len(texts)  # count = predicted tokens; +1 per chunk = tokens forwarded
+
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    bare(), sketched()  # warm-up
+    t_bare, t_sk = [], []
+    for _ in range(args.reps):
+        t = time.perf_counter(); nb = bare(); t_bare.append(nb / (time.perf_counter() - t))
+        t = time.perf_counter(); ns = sketched(); t_sk.append(ns / (time.perf_counter() - t))
+    ratio = statistics.median(s / b for s, b in zip(t_sk, t_bare))
+    res = {"bare_tokens_per_s": statistics.median(t_bare), "sketch_tokens_per_s": statistics.median(t_sk),
+           "ratio": ratio, "bare_all": t_bare, "sketch_all": t_sk, "tokens_bare": nb, "tokens_sketch": ns}
+    print(f"bare forward {res['bare_tokens_per_s']:.0f} tok/s, forward+capture+sketch "
+          f"{res['sketch_tokens_per_s']:.0f} tok/s, ratio {ratio:.2f}", flush=True)
+    write_json_atomic({"name": "speed_vs_forward", "config": vars(args), "result": res, "env": env_info(),
+                       "command": "python benchmarks/speed_vs_forward.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+                      Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Targets 3 and 4: per-sample sketch time across out_dim 2^12 … 2^17 against the time to
+read the error matrix once (a plain ``errors.sum()``, same tensor, same run, alternated),
+and the peak memory the sketch adds (RSS high-water mark in a fresh subprocess, after the
+inputs exist, minus before).
+
+    python benchmarks/speed_vs_memory_floor.py [--threads 1] [--n 64 --reps 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import updatescope as us
+from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.sketch.fishersketch import _basis, features
+
+HERE = Path(__file__).resolve().parent
+
+
+def _errors(n: int, k: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    e, _ = us.error_vectors(3.0 * torch.randn(n, k, generator=g), torch.randint(0, k, (n,), generator=g))
+    return e
+
+
+def memory_child(d: int, k: int, n: int, m: int) -> None:
+    """Runs in a subprocess: peak RSS added by one update of n rows (MB), basis bytes."""
+    a, e = torch.randn(n, d), _errors(n, k)
+    sk = us.FisherSketch(act_dim=d, out_dim=k, sketch_dim=m, seed=0)
+    amap, emap = _basis(sk.config, torch.device("cpu"))  # the basis is part of what the sketch adds
+    basis = sum(v.numel() * v.element_size() for mp in (amap, emap) for v in vars(mp).values()
+                if isinstance(v, torch.Tensor))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sk.update(a, e)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"added_peak_MB": (after - before) / 1024, "basis_MB": basis / 2**20,
+                      "inputs_MB": (a.numel() + e.numel()) * 4 / 2**20}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--n", type=int, default=64)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--m", type=int, default=4096)
+    p.add_argument("--d", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=str(HERE / "results" / "speed_vs_memory_floor.json"))
+    p.add_argument("--child", nargs=4, type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.child:
+        memory_child(*args.child)
+        return 0
+    dev = torch.device(args.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    rows = []
+    for bits in range(12, 18):
+        k = 1 << bits
+        a, e = torch.randn(args.n, args.d, device=dev), _errors(args.n, k).to(dev)
+        sk = us.FisherSketch(act_dim=args.d, out_dim=k, sketch_dim=args.m, seed=0, device=dev)
+        sk.update(a[:8], e[:8])
+        cfg = sk.config
+        t_up, t_feat, t_read = [], [], []
+        for _ in range(args.reps):
+            sync(); t = time.perf_counter(); sk.update(a, e); sync(); t_up.append(time.perf_counter() - t)
+            t = time.perf_counter(); features(cfg, a, e); sync(); t_feat.append(time.perf_counter() - t)
+            t = time.perf_counter(); float(e.sum()); sync(); t_read.append(time.perf_counter() - t)
+        us_ = lambda xs: 1e6 * statistics.median(xs) / args.n  # noqa: E731
+        row = {"out_dim": k, "error_map": cfg.error_map, "update_us_per_sample": us_(t_up),
+               "features_us_per_sample": us_(t_feat), "read_us_per_sample": us_(t_read),
+               "update_over_read": statistics.median(t_up) / statistics.median(t_read),
+               "features_over_read": statistics.median(t_feat) / statistics.median(t_read)}
+        rows.append(row)
+        print(f"K=2^{bits}: update {row['update_us_per_sample']:.0f} us/sample, features "
+              f"{row['features_us_per_sample']:.0f}, read {row['read_us_per_sample']:.1f} "
+              f"(x{row['update_over_read']:.1f} / x{row['features_over_read']:.1f})", flush=True)
+    mem = []
+    if dev.type == "cpu":
+        for d, k, n in ((args.d, 1 << 17, args.n), (576, 49152, 256), (4096, 128256, 256)):
+            out = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--child", str(d), str(k),
+                                  str(n), str(args.m)], capture_output=True, text=True, check=True)
+            r = {"act_dim": d, "out_dim": k, "n": n, **json.loads(out.stdout.strip().splitlines()[-1])}
+            mem.append(r)
+            print(f"memory d={d} K={k} n={n}: +{r['added_peak_MB']:.1f} MB peak (basis {r['basis_MB']:.1f} MB, "
+                  f"inputs {r['inputs_MB']:.0f} MB)", flush=True)
+    write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in vars(args).items() if k != "child"},
+                       "rows": rows, "memory": mem, "env": env_info(),
+                       "command": "python benchmarks/speed_vs_memory_floor.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+                      Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
