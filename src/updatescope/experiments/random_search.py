@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from updatescope.experiments._common import finish, write_json_atomic
+from updatescope.experiments._common import finish
 from updatescope.locallinear import (
     TASKS,
     ParamLayout,
@@ -187,9 +187,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
     config = {"quick": quick, "seed": seed, "lab": asdict(cfg), "n_eval_per_task": n_eval,
               "n_sweep": n_sweep, "n_curve": n_curve, "reps": reps, "subspace_dim": r_sub, "rhos": rhos}
     _figures(metrics, out_dir)
-    result = finish(NAME, config, metrics, t0)
-    write_json_atomic(result, out_dir / "random_search.json")
-    return result
+    return finish(NAME, config, metrics, t0)
 
 
 def _nested_groups(layout: ParamLayout) -> list[tuple[str, torch.Tensor]]:

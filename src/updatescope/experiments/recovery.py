@@ -8,15 +8,16 @@ recovery_training.png.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from updatescope.experiments._common import finish, write_json_atomic
+from updatescope.experiments._common import finish
 from updatescope.locallinear import (
     TASKS,
+    ParamLayout,
     capture_fraction,
     effective_rank,
     flat_grad,
@@ -24,9 +25,11 @@ from updatescope.locallinear import (
     gradient_stack,
     krylov_basis,
     make_hvp,
+    orthonormal_basis,
     prefix_capture_curve,
     random_walk_prefix_null,
     rest_capture_curve,
+    restrict,
     subspace_overlap,
     swapped_params,
     top_directions,
@@ -110,13 +113,30 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
 
     capture_table = {name: {str(k): at(name, k) for k in ks} for name in curves}
 
+    # per layer: each parameter group's share of ||Delta||^2 and the capture of its part of
+    # Delta by the same group's part of the first 10 updates (a per-layer prefix basis)
+    layout = ParamLayout.of(model)
+    k10 = min(10, kmax)
+    per_layer = {}
+    for group, sls in layout.groups(_layer_of).items():
+        part = restrict(delta, sls)
+        per_layer[group] = {
+            "dim": int(part.numel()),
+            "share_of_delta_sq": float(part.pow(2).sum() / delta.pow(2).sum()),
+            f"prefix{k10}_capture": capture_fraction(orthonormal_basis(restrict(run_.updates[:k10], sls)), part),
+        }
+
     # ---- drift of the local task plane --------------------------------------------------
     ref = _task_plane(model, tasks, run_.theta_forg, 100)
     floor = subspace_overlap(ref, _task_plane(model, tasks, run_.theta_forg, 200))
+    states = dict(run_.snapshots)
+    for t in (1, 2, 5):  # early points from the dense updates: the first steps are the largest
+        if t <= kmax:
+            states[t] = run_.theta_forg + run_.updates[:t].sum(0)
     drift = {}
-    for step in sorted(run_.snapshots):
-        if step % drift_every == 0:
-            drift[step] = subspace_overlap(ref, _task_plane(model, tasks, run_.snapshots[step], 100))
+    for step in sorted(states):
+        if step % drift_every == 0 or step in (1, 2, 5):
+            drift[step] = subspace_overlap(ref, _task_plane(model, tasks, states[step], 100))
     timings["drift"] = time.perf_counter() - t0
 
     # ---- effective rank vs noise ---------------------------------------------------------
@@ -125,8 +145,19 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
         "gaussian_same_norms": effective_rank(gaussian_like(g_forg, seed)).as_dict(),
         "shuffled_labels": effective_rank(g_shuf).as_dict(),
         "task_gradients_theta_mt": effective_rank(g_mt).as_dict(),
+        # rows scaled to unit norm: the rank of the *directions*, free of norm differences
+        # between tasks (a Gaussian stack of unit rows has entropy rank ~ n)
+        "task_gradients_unit_rows": effective_rank(_unit(g_forg)).as_dict(),
+        "shuffled_labels_unit_rows": effective_rank(_unit(g_shuf)).as_dict(),
+        "gaussian_unit_rows": effective_rank(_unit(gaussian_like(g_forg, seed))).as_dict(),
         "per_task": {
-            t: effective_rank(g_forg[i * m_batches : (i + 1) * m_batches]).as_dict() for i, t in enumerate(TASKS)
+            t: {
+                "task": effective_rank(g_forg[i * m_batches : (i + 1) * m_batches]).as_dict(),
+                "shuffled_labels": effective_rank(g_shuf[i * m_batches : (i + 1) * m_batches]).as_dict(),
+                "gaussian_same_norms": effective_rank(
+                    gaussian_like(g_forg[i * m_batches : (i + 1) * m_batches], seed + i)).as_dict(),
+            }
+            for i, t in enumerate(TASKS)
         },
     }
 
@@ -139,6 +170,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
         "accuracy": {"theta_mt": info["accuracy"], **{f"end_{k}": v for k, v in acc.items()}},
         "capture_at_k": capture_table,
         "capture_curves": curves,
+        "per_layer": per_layer,
         "local_plane_dim4_capture": at("local_task_plane", 4),
         "drift_overlap": {str(k): v for k, v in drift.items()},
         "drift_same_point_resample_overlap": floor,
@@ -155,9 +187,18 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
               "gradient_stack": {"batches_per_task": m_batches, "batch": small_n},
               "krylov_k": krylov_k, "hessian_batch_per_task": 32, "drift_plane": "span of 4 per-task gradients (32 seq each)"}
     _figures(metrics, out_dir)
-    result = finish(NAME, config, metrics, t0)
-    write_json_atomic(result, out_dir / "recovery.json")
-    return result
+    return finish(NAME, config, metrics, t0)
+
+
+def _unit(g: torch.Tensor) -> torch.Tensor:
+    return g / g.norm(dim=1, keepdim=True).clamp_min(1e-30)
+
+
+def _layer_of(name: str) -> str:
+    """Parameter name -> layer group: 'block<i>', 'embeddings' or 'head'."""
+    if name.startswith("blocks."):
+        return "block" + name.split(".")[1]
+    return "embeddings" if name.startswith(("tok", "pos")) else "head"
 
 
 def _jsonable(obj):
@@ -200,8 +241,9 @@ def _figures(m: dict, out_dir: Path) -> None:
     fig.savefig(out_dir / "recovery_drift.png", dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    names = ["task_gradients", "task_gradients_theta_mt", "shuffled_labels", "gaussian_same_norms"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    names = ["task_gradients", "shuffled_labels", "gaussian_same_norms", "task_gradients_unit_rows",
+             "shuffled_labels_unit_rows", "gaussian_unit_rows"]
     x = range(len(names))
     ax.bar([i - 0.2 for i in x], [m["rank"][n]["entropy_rank"] for n in names], 0.4, label="entropy rank")
     ax.bar([i + 0.2 for i in x], [m["rank"][n]["stable_rank"] for n in names], 0.4, label="stable rank")
