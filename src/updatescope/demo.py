@@ -41,7 +41,7 @@ def _synthetic_signatures(quiet: bool) -> tuple[dict[str, Signature], dict[str, 
 
 
 def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature], dict[str, str], dict[str, str]]:
-    from updatescope.data.domains import demo_domains, load_domain
+    from updatescope.data.domains import demo_domains, list_domains
     from updatescope.models.hf import head_fingerprint, load_causal_lm
     from updatescope.signatures.build import sketch_causal_lm
 
@@ -50,13 +50,13 @@ def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature
     fp = head_fingerprint(model, tok)
     if not quiet:
         print(f"loaded SmolLM2-135M-Instruct in {time.perf_counter() - t0:.1f} s (head fingerprint {fp})")
+    family_of = {d.name: d.family for d in list_domains()}
     sigs, families = {}, {}
-    for dom in demo_domains():
-        texts = load_domain(dom.name, split="sketch")
-        sigs[dom.name] = sketch_causal_lm(model, tok, texts, sketch_dim=4096, seed=0, max_tokens=max_tokens,
-                                          token_budget=1024, progress=not quiet, desc=dom.name, fingerprint=fp,
-                                          meta={"name": dom.name, "family": dom.family})
-        families[dom.name] = dom.family
+    for name, texts in demo_domains(split="sketch").items():
+        sigs[name] = sketch_causal_lm(model, tok, texts, sketch_dim=4096, seed=0, max_tokens=max_tokens,
+                                      token_budget=1024, progress=not quiet, desc=name, fingerprint=fp,
+                                      meta={"name": name, "family": family_of.get(name, "")})
+        families[name] = family_of.get(name, "")
     return sigs, families, {"model": "SmolLM2-135M-Instruct (packaged, offline)", "tokens per domain":
                             str(max_tokens), "sketch_dim": "4096", "seed": "0"}
 
