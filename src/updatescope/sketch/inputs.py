@@ -34,6 +34,10 @@ def compute_dtype(*ts: Tensor) -> torch.dtype:
 
 
 def check_finite(t: Tensor, name: str, batch: int) -> None:
+    # One reduction first: a finite sum means every entry is finite (NaN and ±inf propagate);
+    # only a non-finite sum (bad entry, or a float overflow) pays for the elementwise check.
+    if t.numel() == 0 or bool(torch.isfinite(t.sum())):
+        return
     if not bool(torch.isfinite(t).all()):
         bad = int((~torch.isfinite(t)).any(dim=-1).nonzero()[0, 0]) if t.ndim > 1 else 0
         raise InputError(f"{name} in batch {batch} contain NaN or inf (first bad row {bad}); nothing was added")
