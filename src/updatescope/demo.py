@@ -83,12 +83,17 @@ def run_demo(out: Path, *, synthetic: bool = False, max_tokens: int | None = Non
     mats = _matrices(names, sigs)
     if not quiet:
         print_ranking(rankings[0], console)
-        console.print("\n[bold]best source per target[/bold] (fisher; activation-only's pick; error-only's pick)")
+        from rich.table import Table
+
+        table = Table(title="best source per target", title_justify="left")
+        for col in ("target", "best source (fisher)", "fisher", "activation-only's pick", "error-only's pick", "regime"):
+            table.add_column(col)
         for rk in rankings:
             best = rk.rows[0]
             act = max(rk.rows, key=lambda r: r.activation if math.isfinite(r.activation) else -math.inf).source
             err = max(rk.rows, key=lambda r: r.error if math.isfinite(r.error) else -math.inf).source
-            console.print(f"  {rk.target:<28} → {best.source:<28} {best.fisher:6.3f}   ({act}; {err})  [{rk.regime}]")
+            table.add_row(rk.target, best.source, f"{best.fisher:.3f}", act, err, rk.regime)
+        console.print(table)
     meta = {**meta, "seconds": f"{time.perf_counter() - t0:.0f}"}
     html_path = write_report(out, names, mats, rankings, title="updatescope — source ranking report",
                              meta=meta, families=families)

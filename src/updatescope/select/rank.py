@@ -80,8 +80,9 @@ def diagnose(aligns: Mapping[str, Alignment]) -> tuple[str, str, dict[str, float
     act_flat = _is_flat(acts, [a.activation_se for a in aligns.values()])
     err_flat = _is_flat(errs, [a.error_se for a in aligns.values()])
     ordered = sorted(aligns.values(), key=lambda a: -a.fisher if math.isfinite(a.fisher) else math.inf)
-    top = [a.coupling for a in ordered[:3] if math.isfinite(a.coupling)]
-    coupled = bool(top) and max(abs(c - 1.0) for c in top) > COUPLING_TOL
+    # coupled: a top candidate's ρ is away from 1 by more than the tolerance and its noise
+    coupled = any(math.isfinite(a.coupling) and abs(a.coupling - 1.0) > max(COUPLING_TOL, 2 * a.coupling_se)
+                  for a in ordered[:3])
     if act_flat and not err_flat:
         return ("activation-dark",
                 "activation similarity is flat across candidates (spread "
