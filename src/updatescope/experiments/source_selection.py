@@ -1,0 +1,127 @@
+"""Natural domain shift on SmolLM2-135M: rank candidate sources for each target domain.
+
+Domains come from ``updatescope.data.domains`` (code by stdlib module family, Wikipedia
+topics, prose, SMILES, numeric tables).  Each domain's three hash splits are disjoint:
+``sketch`` feeds the selection methods, ``train`` the fine-tuning, ``eval`` the held-out
+loss.  Activations (head inputs) are captured once per split and cached.
+
+Ground truth (head-level, stated as such everywhere): for every source, the output head
+W (49,152×576, the tied embedding matrix, untied for training) is fine-tuned by Adam on
+the source's cached train-split activations with the backbone frozen (``_lm.finetune_head``:
+fixed step count and minibatch size, no weight decay); the transfer to a target is its
+eval-split mean cross-entropy under the base head minus under the fine-tuned head.  This is
+the setting paper A's head Fisher describes; full-network or LoRA fine-tuning can transfer
+differently (features move) and is not measured here.
+
+Every target is scored against every other domain as a candidate source (leave the target
+out), by every method in ``_lm.score_methods``; metrics from ``select.metrics.summarise``.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+from updatescope.experiments import _lm
+from updatescope.experiments._common import finish
+
+NAME = "source-selection"
+
+QUICK_DOMAINS = ("code_email", "code_asyncio", "code_text", "wiki_people", "wiki_life_science", "news_lee",
+                 "python_docs", "smiles_nci_tpsa_low", "smiles_wehi_halogen", "num_stocks")
+FULL_DOMAINS = (
+    "code_asyncio", "code_email", "code_xml", "code_http", "code_unittest", "code_tkinter", "code_numbers",
+    "code_text", "code_tests",
+    "wiki_countries", "wiki_people", "wiki_life_science", "wiki_physical_science", "wiki_arts", "wiki_tech_math",
+    "news_lee", "reviews", "python_docs", "licenses",
+    "smiles_nci_tpsa_low", "smiles_nci_tpsa_high", "smiles_wehi_halogen",
+    "num_stocks", "num_float_vectors",
+)
+#: characters read per split before the token cap applies (~2.2 chars/token for SMILES/digits)
+CHARS_PER_TOKEN_CAP = 6
+
+
+def load_texts(name: str, split: str, max_chars: int) -> list[str]:
+    """Documents of one domain split (monkeypatched in tests)."""
+    from updatescope.data.domains import load_domain
+
+    return load_domain(name, split, max_chars=max_chars)
+
+
+def family_of(name: str) -> str:
+    from updatescope.data.domains import list_domains
+
+    fams = {d.name: d.family for d in list_domains()}
+    return fams.get(name, name.split("_")[0])
+
+
+def capture_domains(model: Any, tok: Any, fp: str, domains: list[str], tokens: dict[str, int],
+                    log: Any = print) -> dict[str, dict[str, Any]]:
+    """split -> domain -> {"acts", "labels"} (cached)."""
+    out: dict[str, dict[str, Any]] = {s: {} for s in tokens}
+    for name in domains:
+        for split, n_tok in tokens.items():
+            t0 = time.perf_counter()
+            texts = load_texts(name, split, n_tok * CHARS_PER_TOKEN_CAP)
+            out[split][name] = _lm.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/{split}")
+            log(f"captured {name}/{split}: {out[split][name]['labels'].numel()} tokens "
+                f"({time.perf_counter() - t0:.1f}s)")
+    return out
+
+
+def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    cfg: dict[str, Any] = {
+        "model": "smollm2",
+        "domains": list(QUICK_DOMAINS if quick else FULL_DOMAINS),
+        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 1000},
+        "sketch_dim": 4096,
+        "finetune": {"optimizer": "adam", "lr": 1e-3, "steps": 60, "batch": 128, "extra_rows": 2048},
+        "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
+        "seed": seed, "quick": quick,
+    }
+    cfg.update(config or {})
+    domains = list(cfg["domains"])
+    cfg["families"] = {d: family_of(d) for d in domains}
+    log = functools.partial(print, flush=True)
+
+    model, tok = _lm.load_model(cfg["model"])
+    fp = _lm.fingerprint(model, tok)
+    w0, b0 = _lm.head_weights(model)
+    data = capture_domains(model, tok, fp, domains, cfg["tokens"], log)
+    del model
+    ft = cfg["finetune"]
+    gt = _lm.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft["steps"], lr=ft["lr"],
+                             batch=ft["batch"], seed=seed, extra_rows=ft["extra_rows"], log=log)
+    sc = _lm.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
+                           exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
+    by_method = _lm.evaluate_methods(sc["scores"], gt["transfer"], seed=seed)
+    head = _lm.headline(by_method)
+    _lm.print_table(head, sc["cannot_run"])
+
+    # does the best source share the target's family? (how much structure the truth has)
+    same_family_best = {}
+    for t, row in gt["transfer"].items():
+        best = max((s for s in row if s != t), key=lambda s: row[s])
+        same_family_best[t] = cfg["families"][best] == cfg["families"][t]
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig = out_dir / "source_selection.png"
+    _lm.plot_selection(head, gt["transfer"], sc["scores"]["fisher"], fig,
+                       f"natural shift, SmolLM2-135M, {len(domains)} domains, head fine-tuning ground truth")
+    metrics = {
+        "n_domains": len(domains), "n_families": len(set(cfg["families"].values())),
+        "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
+        "ground_truth": gt,
+        "best_source_same_family": same_family_best,
+        "summary": head,
+        "cannot_run": sc["cannot_run"],
+        "methods": by_method,
+        "sketch_vs_exact": _lm.sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
+        "sketch_alignment": sc["sketch_alignment"],
+        "exact_n": sc["exact_n"],
+        "method_seconds": sc["seconds"],
+        "figures": [fig.name],
+    }
+    return finish(NAME, cfg, metrics, t0)

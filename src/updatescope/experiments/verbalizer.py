@@ -1,0 +1,156 @@
+"""Verbalizer shift (paper A): one fixed prompt prefix, several answer-word sets.
+
+Tasks. Every labelled sentence (Pang–Lee movie-review polarity, shipped in gensim's test
+data) is put into one prompt, identical for all tasks,
+
+    "Review: {sentence}\\nQuestion: Is this review positive?\\nAnswer:"
+
+and a task is a *verbalizer set* (Yes/No, True/False, Positive/Negative, ...): its label at
+the answer position is the set's word for the true class (one SmolLM2 token, with the
+leading space).  Only the answer position is counted (``positions=[[-1]]``).  Since the
+prefix is the same, the head input ``a`` is the same for every set: the activation-only
+geometry Scov(M_a) (and CKA, RSA, SVCCA, LogME/H-score on source-projected features) is
+constant across sources and can only pick at random; only the labels, hence the errors
+``e = softmax(W a) − onehot(y)``, differ.  We verify the "same a" claim by capturing the
+first ``verify_n`` prompts under every set and comparing the activations (max |Δa|).
+
+Ground truth: head-only fine-tuning (``_lm.finetune_head``) on the source set's train split
+(full batch, Adam), transfer = reduction of the target set's held-out cross-entropy.
+
+Split: sentences are shuffled with a fixed generator (seed) and cut 60/40 into train (also
+the data that is sketched, as a user would sketch the data they might fine-tune on) and
+eval.
+"""
+from __future__ import annotations
+
+import re
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from updatescope.experiments import _lm
+from updatescope.experiments._common import finish
+
+NAME = "verbalizer"
+PROMPT = "Review: {text}\nQuestion: Is this review positive?\nAnswer:"
+#: (positive word, negative word); the quick run uses the first 6 (5 candidates per target,
+#: the paper's chance level of 20%).
+VERBALIZERS: tuple[tuple[str, str], ...] = (
+    ("Yes", "No"), ("True", "False"), ("Positive", "Negative"), ("Good", "Bad"),
+    ("yes", "no"), ("positive", "negative"), ("true", "false"), ("good", "bad"),
+    ("great", "terrible"), ("Right", "Wrong"),
+)
+
+
+def load_sentences() -> list[tuple[str, int]]:
+    """(sentence, 1 = positive / 0 = negative) from gensim's Pang–Lee polarity sample."""
+    from updatescope.data._sources import gensim_file
+
+    out = []
+    for ln in gensim_file("pang_lee_polarity.cor").read_text(encoding="cp1252", errors="replace").split("\n"):
+        m = re.match(r"^__label__(pos|neg)\s+(.*\S)", ln.strip())
+        if m:
+            out.append((m.group(2), 1 if m.group(1) == "pos" else 0))
+    return out
+
+
+def _word_id(tokenizer: Any, word: str) -> int:
+    ids = tokenizer(" " + word, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        raise ValueError(f"verbalizer word {word!r} is {len(ids)} tokens; need exactly one")
+    return int(ids[0])
+
+
+def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    cfg: dict[str, Any] = {
+        "model": "smollm2", "prompt": PROMPT, "n_sets": 6 if quick else len(VERBALIZERS),
+        "train_frac": 0.6, "verify_n": 16 if quick else 48, "sketch_dim": 4096,
+        "finetune": {"optimizer": "adam", "lr": 1e-4, "steps": 30, "batch": "full", "extra_rows": 512},
+        "exact_n": None, "baseline_n": None, "seed": seed, "quick": quick,
+    }
+    cfg.update(config or {})
+    sets = VERBALIZERS[: cfg["n_sets"]]
+    cfg["verbalizers"] = [f"{p}/{n}" for p, n in sets]
+    log = functools.partial(print, flush=True)
+
+    model, tok = _lm.load_model(cfg["model"])
+    fp = _lm.fingerprint(model, tok)
+    w0, b0 = _lm.head_weights(model)
+    data = load_sentences()
+    if cfg.get("max_sentences"):
+        data = data[: cfg["max_sentences"]]
+    perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed)).tolist()
+    data = [data[i] for i in perm]
+    prompts = [tok(PROMPT.format(text=s), add_special_tokens=True)["input_ids"] for s, _ in data]
+    ys = torch.tensor([y for _, y in data])
+    n_train = int(round(cfg["train_frac"] * len(data)))
+
+    names, word_ids, tasks = [], {}, {}
+    verify: dict[str, Any] = {}
+    base_acts = None
+    for k, (pos, neg) in enumerate(sets):
+        name = f"{pos}/{neg}"
+        ids = (_word_id(tok, neg), _word_id(tok, pos))
+        word_ids[name] = {"positive": ids[1], "negative": ids[0]}
+        labels = torch.tensor([ids[int(y)] for y in ys])
+        n_cap = len(data) if k == 0 else min(cfg["verify_n"], len(data))
+        texts = [p + [int(labels[i])] for i, p in enumerate(prompts[:n_cap])]
+        cap = _lm.capture_acts(model, tok, texts, fp=fp, positions=[[-1]] * n_cap, desc=name)
+        if not torch.equal(cap["labels"], labels[:n_cap]):
+            raise RuntimeError(f"{name}: captured labels differ from the verbalizer ids")
+        if k == 0:
+            base_acts = cap["acts"]
+        else:
+            diff = (cap["acts"] - base_acts[:n_cap]).abs().max().item()
+            verify[name] = {"n": n_cap, "max_abs_diff_vs_first_set": diff}
+        names.append(name)
+        tasks[name] = labels
+    assert base_acts is not None
+    act_scale = base_acts.abs().max().item()
+    log(f"activation check: max |Δa| = {max((v['max_abs_diff_vs_first_set'] for v in verify.values()), default=0.0):.3g}"
+        f" (max |a| = {act_scale:.3g})")
+
+    split = {"train": slice(0, n_train), "eval": slice(n_train, len(data))}
+    train = {n: {"acts": base_acts[split["train"]], "labels": y[split["train"]]} for n, y in tasks.items()}
+    evals = {n: {"acts": base_acts[split["eval"]], "labels": y[split["eval"]]} for n, y in tasks.items()}
+    ft = cfg["finetune"]
+    gt = _lm.transfer_matrix(w0, b0, train, evals, steps=ft["steps"], lr=ft["lr"],
+                             batch=10**9 if ft["batch"] == "full" else ft["batch"], seed=seed,
+                             extra_rows=ft["extra_rows"], log=log)
+    sc = _lm.score_methods(w0, b0, train, fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
+                           exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
+    metrics_by_method = _lm.evaluate_methods(sc["scores"], gt["transfer"], seed=seed)
+    head = _lm.headline(metrics_by_method)
+    _lm.print_table(head, sc["cannot_run"])
+
+    # how constant is each method across sources (the activation-dark signature)
+    spread = {}
+    for method, table in sc["scores"].items():
+        vals = [v for row in table.values() for v in row.values()]
+        spread[method] = max(vals) - min(vals) if vals else None
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig = out_dir / "verbalizer.png"
+    _lm.plot_selection(head, gt["transfer"], sc["scores"]["fisher"], fig,
+                       f"verbalizer shift, SmolLM2-135M, {len(names)} sets, head fine-tuning ground truth")
+    metrics = {
+        "n_sentences": len(data), "n_train": n_train, "n_eval": len(data) - n_train,
+        "verbalizer_token_ids": word_ids,
+        "activation_identity": {"per_set": verify, "max_abs_diff": max((v["max_abs_diff_vs_first_set"]
+                                                                        for v in verify.values()), default=0.0),
+                                "max_abs_activation": act_scale},
+        "ground_truth": gt,
+        "score_spread": spread,
+        "summary": head,
+        "cannot_run": sc["cannot_run"],
+        "methods": metrics_by_method,
+        "sketch_vs_exact": _lm.sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
+        "sketch_alignment": sc["sketch_alignment"],
+        "method_seconds": sc["seconds"],
+        "figures": [fig.name],
+    }
+    return finish(NAME, cfg, metrics, t0)

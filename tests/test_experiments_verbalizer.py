@@ -1,0 +1,77 @@
+"""The verbalizer runner on a tiny random Llama: plumbing, activation identity, metrics."""
+import math
+
+import pytest
+
+from updatescope.experiments import _lm, verbalizer
+
+from _tiny_lm import loader
+
+
+@pytest.fixture
+def tiny(monkeypatch, tmp_path):
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_lm, "load_model", loader())
+    words = ["fine", "dull", "bright", "slow", "warm", "cold", "sharp", "flat"]
+    sents = [(f"the film was {words[i % 8]} and {words[(3 * i) % 8]} number {i}", i % 2) for i in range(30)]
+    monkeypatch.setattr(verbalizer, "load_sentences", lambda: sents)
+    return tmp_path
+
+
+def test_verbalizer_tiny_run(tiny):
+    cfg = {"sketch_dim": 64, "verify_n": 6, "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 3, "batch": "full", "extra_rows": 8}}
+    res = verbalizer.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
+    m = res["metrics"]
+    assert set(res) == {"name", "config", "metrics", "env", "seconds"}
+    assert len(res["config"]["verbalizers"]) == 6
+    # same prefix -> same head input, up to float round-off of differently padded batches
+    assert m["activation_identity"]["max_abs_diff"] < 1e-4 * max(1.0, m["activation_identity"]["max_abs_activation"])
+    # activation-only methods see identical streams: constant scores -> chance top-1
+    assert m["score_spread"]["activation"] < 1e-9
+    assert m["score_spread"]["cka"] < 1e-9
+    assert m["summary"]["activation"]["top1"] == pytest.approx(m["summary"]["activation"]["chance_top1"])
+    # the error side differs between sets
+    assert m["score_spread"]["error"] > 0 and m["score_spread"]["exact_error"] > 0
+    for method in ("fisher", "exact_fisher", "grad_cos", "random"):
+        h = m["summary"][method]
+        assert 0.0 <= h["top1"] <= 1.0 and h["regret_mean"] >= 0.0
+    # transfer table: 6 targets x 6 sources, finite
+    tr = m["ground_truth"]["transfer"]
+    assert len(tr) == 6 and all(len(r) == 6 and all(math.isfinite(v) for v in r.values()) for r in tr.values())
+    assert (tiny / "out" / "verbalizer.png").is_file()
+
+
+def test_transfer_matrix_self_training_helps():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    w0 = torch.randn(20, 5, generator=g) * 0.1
+    acts = torch.randn(200, 5, generator=g)
+    lab_a = (acts[:, 0] > 0).long()           # task A: tokens 0/1
+    lab_b = (acts[:, 0] > 0).long() + 10      # task B: tokens 10/11, same inputs
+    tr = {"a": {"acts": acts[:150], "labels": lab_a[:150]}, "b": {"acts": acts[:150], "labels": lab_b[:150]}}
+    ev = {"a": {"acts": acts[150:], "labels": lab_a[150:]}, "b": {"acts": acts[150:], "labels": lab_b[150:]}}
+    gt = _lm.transfer_matrix(w0, None, tr, ev, steps=50, lr=0.05, batch=10**9)
+    # training on a task lowers its own held-out loss, and helps it more than the other task does
+    assert gt["transfer"]["a"]["a"] > 0 and gt["transfer"]["b"]["b"] > 0
+    assert gt["transfer"]["a"]["a"] > gt["transfer"]["a"]["b"]
+    assert gt["transfer"]["b"]["b"] > gt["transfer"]["b"]["a"]
+
+
+def test_grad_cos_matches_baseline():
+    import torch
+
+    from updatescope.select.baselines import mean_gradient_cosine
+
+    g = torch.Generator().manual_seed(1)
+    w0 = torch.randn(30, 6, generator=g)
+    tasks = {n: {"acts": torch.randn(12, 6, generator=g), "labels": torch.randint(0, 30, (12,), generator=g)}
+             for n in "abc"}
+    sc = _lm.score_methods(w0, None, tasks, sketch_dim=32, baselines=("cka",))
+    for t in "abc":
+        for s in "abc":
+            if s == t:
+                continue
+            ref = mean_gradient_cosine(tasks[s]["acts"], _lm.errors_of(w0, None, tasks[s]["acts"], tasks[s]["labels"]),
+                                       tasks[t]["acts"], _lm.errors_of(w0, None, tasks[t]["acts"], tasks[t]["labels"]))
+            assert sc["scores"]["grad_cos"][t][s] == pytest.approx(ref, abs=1e-6)
