@@ -26,7 +26,7 @@ def heatmaps(names: Sequence[str], mats: dict[str, np.ndarray], path: Path) -> P
     plt = _plt()
     k = len(mats)
     n = len(names)
-    size = max(3.2, 0.42 * n + 1.6)
+    size = max(4.0, 0.55 * n + 2.2)
     fig, axes = plt.subplots(1, k, figsize=(size * k, size), squeeze=False)
     for ax, (title, m) in zip(axes[0], mats.items()):
         shown = np.where(np.isfinite(m), m, np.nan)

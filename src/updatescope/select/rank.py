@@ -6,8 +6,9 @@ Regime diagnosis (across the candidate set, not per pair):
   representations cannot tell the sources apart; the error geometry carries the signal
   (the paper's Thm 3.2 setting: identical activations, different label sets).
 - ``error-dark``: the converse — the sources share error geometry, activations decide.
-- ``coupled``: the best candidates have coupling ρ far from 1, so A_F is not the product
-  of the marginals and neither marginal alone ranks them correctly.
+- ``coupled``: the product of the marginals, Scov(M_a)·Scov(Γ_e), would pick a different
+  best source than A_F: activations and errors are dependent (ρ ≠ 1) enough to change the
+  decision, so only the joint score ranks correctly.
 - ``separable``: both marginals vary and A_F ≈ Scov(M_a)·Scov(Γ_e).
 """
 from __future__ import annotations
@@ -79,10 +80,9 @@ def diagnose(aligns: Mapping[str, Alignment]) -> tuple[str, str, dict[str, float
         return "single", "only one candidate: nothing to compare", spreads
     act_flat = _is_flat(acts, [a.activation_se for a in aligns.values()])
     err_flat = _is_flat(errs, [a.error_se for a in aligns.values()])
-    ordered = sorted(aligns.values(), key=lambda a: -a.fisher if math.isfinite(a.fisher) else math.inf)
-    # coupled: a top candidate's ρ is away from 1 by more than the tolerance and its noise
-    coupled = any(math.isfinite(a.coupling) and abs(a.coupling - 1.0) > max(COUPLING_TOL, 2 * a.coupling_se)
-                  for a in ordered[:3])
+    fin = {n: a for n, a in aligns.items() if math.isfinite(a.fisher)}
+    prod = {n: a.activation * a.error for n, a in fin.items() if math.isfinite(a.activation * a.error)}
+    coupled = bool(fin) and bool(prod) and max(fin, key=lambda n: fin[n].fisher) != max(prod, key=prod.get)
     if act_flat and not err_flat:
         return ("activation-dark",
                 "activation similarity is flat across candidates (spread "
@@ -94,8 +94,9 @@ def diagnose(aligns: Mapping[str, Alignment]) -> tuple[str, str, dict[str, float
     if act_flat and err_flat:
         return ("flat", "neither marginal varies beyond noise; candidates look alike to the head", spreads)
     if coupled:
-        return ("coupled", "top candidates have coupling far from 1: activations and errors are "
-                "dependent, so only the joint Fisher alignment ranks them", spreads)
+        return ("coupled", "activation × error would pick a different best source than the joint "
+                "Fisher alignment: activations and errors are dependent, only the joint score ranks "
+                "correctly", spreads)
     return ("separable", "both marginals vary and fisher ≈ activation × error", spreads)
 
 
