@@ -127,14 +127,23 @@ class SRHTMap(QuadraticMap):
 
     def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
         n = x.shape[0]
-        width = self.b * self.a
-        z = x.new_empty(n, 2, width)
-        torch.mul(x.unsqueeze(1), self.signs.to(x.dtype), out=z[:, :, : self.dim])
-        if width > self.dim:
-            z[:, :, self.dim :] = 0
-        y = torch.matmul(self.h_b.to(x.dtype), z.view(n, 2, self.b, self.a))  # (n, 2, s, A)
-        q = torch.matmul(y, self.h_a.to(x.dtype)).view(n, 2, self.m)  # H_A symmetric
-        return q[:, 0], q[:, 1].index_select(1, self.pair)
+        b, a, s = self.b, self.a, self.s
+        # Lay D·x out as (2, B, n, A) in the one pass that applies the signs, so that both
+        # stages are single large GEMMs instead of n small batched ones.
+        signs = self.signs.to(x.dtype)
+        full = self.dim // a
+        if full == b:  # dim is a multiple of A: signs and layout in one fused op
+            z = torch.empty(2, b, n, a, dtype=x.dtype, device=x.device)
+            torch.mul(x.view(n, b, a).transpose(0, 1).unsqueeze(0), signs.view(2, b, 1, a), out=z)
+        else:
+            z = x.new_zeros(2, b, n, a)
+            z[:, :full] = x[:, : full * a].view(n, full, a).transpose(0, 1).unsqueeze(0) * signs[:, : full * a].view(2, full, 1, a)
+            rest = self.dim - full * a
+            z[:, full, :, :rest] = x[:, full * a :].unsqueeze(0) * signs[:, full * a :].unsqueeze(1)
+        y = torch.bmm(self.h_b.to(x.dtype), z.view(2, b, n * a))  # (2, s, n·A): rows ob ∈ S
+        q = (y.view(2 * s * n, a) @ self.h_a.to(x.dtype)).view(2, s, n, a)  # H_A symmetric
+        q = q.permute(0, 2, 1, 3).reshape(2, n, self.m)  # feature j = (ob index)·A + oa
+        return q[0], q[1].index_select(1, self.pair)
 
     def _apply(self, x: Tensor) -> Tensor:
         u, v = self.factors(x)
