@@ -134,7 +134,7 @@ class SRHTMap(QuadraticMap):
         full = self.dim // a
         if full == b:  # dim is a multiple of A: signs and layout in one fused op
             z = torch.empty(2, b, n, a, dtype=x.dtype, device=x.device)
-            torch.mul(x.view(n, b, a).transpose(0, 1).unsqueeze(0), signs.view(2, b, 1, a), out=z)
+            torch.mul(x.reshape(n, b, a).transpose(0, 1).unsqueeze(0), signs.view(2, b, 1, a), out=z)
         else:
             z = x.new_zeros(2, b, n, a)
             z[:, :full] = x[:, : full * a].view(n, full, a).transpose(0, 1).unsqueeze(0) * signs[:, : full * a].view(2, full, 1, a)
