@@ -1,4 +1,4 @@
-"""End-to-end runs of both experiments on a tiny lab (slow: about a minute each on 2 cores)."""
+"""End-to-end runs of both experiments on a tiny lab (slow: 1-6 min each on 2 cores, load-dependent)."""
 import json
 
 import pytest
