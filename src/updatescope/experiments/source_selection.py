@@ -29,13 +29,13 @@ from updatescope.experiments._common import finish
 NAME = "source-selection"
 
 QUICK_DOMAINS = ("code_email", "code_asyncio", "code_text", "wiki_people", "wiki_life_science", "news_lee",
-                 "python_docs", "smiles_nci_tpsa_low", "smiles_wehi_halogen", "num_stocks")
+                 "python_docs", "smiles_nci_tpsa_low", "smiles_wehi_halogen_polar", "num_stocks")
 FULL_DOMAINS = (
     "code_asyncio", "code_email", "code_xml", "code_http", "code_unittest", "code_tkinter", "code_numbers",
     "code_text", "code_tests",
     "wiki_countries", "wiki_people", "wiki_life_science", "wiki_physical_science", "wiki_arts", "wiki_tech_math",
     "news_lee", "reviews", "python_docs", "licenses",
-    "smiles_nci_tpsa_low", "smiles_nci_tpsa_high", "smiles_wehi_halogen",
+    "smiles_nci_tpsa_low", "smiles_nci_tpsa_high", "smiles_wehi_halogen_polar",
     "num_stocks", "num_float_vectors",
 )
 #: characters read per split before the token cap applies (~2.2 chars/token for SMILES/digits)
@@ -57,13 +57,15 @@ def family_of(name: str) -> str:
 
 
 def capture_domains(model: Any, tok: Any, fp: str, domains: list[str], tokens: dict[str, int],
-                    log: Any = print) -> dict[str, dict[str, Any]]:
-    """split -> domain -> {"acts", "labels"} (cached)."""
+                    log: Any = print, loader: Any = None) -> dict[str, dict[str, Any]]:
+    """split -> domain -> {"acts", "labels"} (cached).  ``loader(name, split, max_chars)``
+    defaults to :func:`load_texts`."""
+    loader = loader or load_texts
     out: dict[str, dict[str, Any]] = {s: {} for s in tokens}
     for name in domains:
         for split, n_tok in tokens.items():
             t0 = time.perf_counter()
-            texts = load_texts(name, split, n_tok * CHARS_PER_TOKEN_CAP)
+            texts = loader(name, split, n_tok * CHARS_PER_TOKEN_CAP)
             out[split][name] = _lm.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/{split}")
             log(f"captured {name}/{split}: {out[split][name]['labels'].numel()} tokens "
                 f"({time.perf_counter() - t0:.1f}s)")
@@ -77,7 +79,8 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         "domains": list(QUICK_DOMAINS if quick else FULL_DOMAINS),
         "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 1000},
         "sketch_dim": 4096,
-        "finetune": {"optimizer": "adam", "lr": 1e-3, "steps": 60, "batch": 128, "extra_rows": 2048},
+        "finetune": {"optimizer": "adam", "lr": 3e-5, "steps": 60, "batch": 128, "extra_rows": 2048},
+        "max_cached_logits": 2**29,
         "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
         "seed": seed, "quick": quick,
     }
@@ -93,7 +96,8 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     del model
     ft = cfg["finetune"]
     gt = _lm.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft["steps"], lr=ft["lr"],
-                             batch=ft["batch"], seed=seed, extra_rows=ft["extra_rows"], log=log)
+                             batch=ft["batch"], seed=seed, extra_rows=ft["extra_rows"],
+                             max_cached_logits=cfg["max_cached_logits"], log=log)
     sc = _lm.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
                            exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
     by_method = _lm.evaluate_methods(sc["scores"], gt["transfer"], seed=seed)
