@@ -54,6 +54,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} img{max-width:100%;he
 .meta{color:#555;font-size:.9rem} .regime{display:inline-block;padding:.05rem .5rem;border-radius:.6rem;
 background:#eef;font-size:.85rem} dl dt{font-weight:600;margin-top:.5rem} dl dd{margin-left:1rem}
 details{margin:.4rem 0} summary{cursor:pointer;font-weight:600}
+.grid{display:flex;flex-wrap:wrap;gap:1rem} .grid img{max-width:580px;flex:1 1 480px}
 """
 
 
@@ -65,8 +66,8 @@ def write_report(out_dir: Path, names: Sequence[str], matrices: dict[str, np.nda
     rankings: ``Ranking`` objects, one per target.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    heat = heatmaps(names, {k: matrices[k] for k in ("fisher", "activation", "error") if k in matrices},
-                    out_dir / "heatmaps.png")
+    heat = [heatmaps(names, {k: matrices[k]}, out_dir / f"heatmap_{k}.png")
+            for k in ("fisher", "activation", "error") if k in matrices]
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     parts.append("<p class='meta'>" + " · ".join(f"{html.escape(k)}: {html.escape(str(v))}" for k, v in meta.items())
@@ -84,7 +85,8 @@ def write_report(out_dir: Path, names: Sequence[str], matrices: dict[str, np.nda
                      f"</td><td class='num'>{_f(best.fisher, best.fisher_se)}</td><td>{html.escape(by_act.source)}</td>"
                      f"<td>{html.escape(by_err.source)}</td><td><span class='regime'>{html.escape(rk.regime)}</span></td></tr>")
     parts.append("</table>")
-    parts.append("<h2>Similarity matrices</h2><p>Rows are targets, columns candidate sources.</p>" + _img(heat))
+    parts.append("<h2>Similarity matrices</h2><p>Rows are targets, columns candidate sources.</p>"
+                 "<div class='grid'>" + "".join(_img(h) for h in heat) + "</div>")
     parts.append("<h2>Ranked sources per target</h2>")
     for i, rk in enumerate(rankings):
         rows = [r.as_dict() for r in rk.rows]
