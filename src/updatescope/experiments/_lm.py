@@ -477,3 +477,17 @@ def plot_selection(head: Mapping[str, Mapping[str, Any]], transfer: Mapping[str,
     fig.tight_layout()
     fig.savefig(out_png, dpi=110)
     plt.close(fig)
+
+
+def method_metrics(sc: Mapping[str, Any], by_method: Mapping[str, Any], summary: Any, figure: Path) -> dict[str, Any]:
+    """The metrics every selection runner reports from a ``score_methods`` result ``sc``."""
+    return {
+        "summary": summary,
+        "cannot_run": sc["cannot_run"],
+        "methods": by_method,
+        "sketch_vs_exact": sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
+        "sketch_alignment": sc["sketch_alignment"],
+        "exact_n": sc["exact_n"],
+        "method_seconds": sc["seconds"],
+        "figures": [figure.name],
+    }

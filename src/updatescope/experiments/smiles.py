@@ -213,13 +213,6 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": {**gt, "ppl_reduction": truth},
         "correlation": tests,
-        "summary": head,
-        "cannot_run": sc["cannot_run"],
-        "methods": by_method,
-        "sketch_vs_exact": _lm.sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
-        "sketch_alignment": sc["sketch_alignment"],
-        "exact_n": sc["exact_n"],
-        "method_seconds": sc["seconds"],
-        "figures": [fig.name],
+        **_lm.method_metrics(sc, by_method, head, fig),
     }
     return finish(NAME, cfg, metrics, t0)
