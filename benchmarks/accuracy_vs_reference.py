@@ -6,7 +6,7 @@ between anchors so pairs span low to high alignment (as in estimator_accuracy.py
 each of several seeds both sketches are built; the error of every pair estimate against the
 exact float64 value (unbiased norms) is summarised as median |error| and Spearman.
 
-    python benchmarks/accuracy_vs_reference.py --peer-python /tmp/fsvenv/bin/python [--k 8192 --n 300 --seeds 3]
+    python benchmarks/accuracy_vs_reference.py --peer-python PEER/bin/python [--k 8192 --n 300 --seeds 3]
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The reference runs in its own venv (never a project dependency), in a subprocess
 same saved (acts, errors) tensors; the two are timed alternately so the ratio survives a
 noisy machine.  Both use sketch_dim m = 4096 (equal state: 2 halves × 3 kinds × m float64).
 
-    python benchmarks/speed_vs_reference.py --peer-python /tmp/fsvenv/bin/python [--n 64 --reps 3]
+    python benchmarks/speed_vs_reference.py --peer-python PEER/bin/python [--n 64 --reps 3]
 """
 from __future__ import annotations
 
