@@ -38,7 +38,7 @@ from updatescope.locallinear import (
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import LabConfig, quick as quick_cfg, synthetic_recovery
+from updatescope.locallinear.lab import LabConfig, resolve as resolve_lab, synthetic_recovery
 
 NAME = "random-search"
 
@@ -49,9 +49,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = LabConfig(seed=seed) if lab is None else lab
-    if quick and lab is None:
-        cfg = quick_cfg(cfg)
+    cfg = resolve_lab(quick, seed, lab)
     # only the first dense_steps of recovery are needed (the prefix basis); the run is
     # deterministic, so they equal those of the recovery experiment with the same config
     cfg = replace(cfg, recover_steps=cfg.dense_steps, snapshot_every=cfg.dense_steps)

@@ -34,7 +34,7 @@ from updatescope.locallinear import (
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import LabConfig, quick as quick_cfg, synthetic_recovery
+from updatescope.locallinear.lab import LabConfig, resolve as resolve_lab, synthetic_recovery
 
 NAME = "recovery"
 
@@ -60,9 +60,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = LabConfig(seed=seed) if lab is None else lab
-    if quick and lab is None:
-        cfg = quick_cfg(cfg)
+    cfg = resolve_lab(quick, seed, lab)
     ks = [1, 2, 5, 10, 20, 30]
     m_batches, small_n = (6, 4) if quick else (10, 4)  # gradient stack: 4 tasks x m batches of 4
     krylov_k = 20 if quick else 30

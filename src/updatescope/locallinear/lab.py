@@ -125,3 +125,12 @@ def synthetic_recovery(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTran
 def quick(cfg: LabConfig) -> LabConfig:
     """Smaller settings for ``--quick`` runs."""
     return replace(cfg, mt_steps=800, recover_steps=150, eval_n=128)
+
+
+def resolve(quick_run: bool, seed: int, lab: LabConfig | None) -> LabConfig:
+    """The lab settings of a runner: ``lab`` as given (tests), else the default for ``seed``,
+    reduced by ``quick`` for ``--quick`` runs."""
+    if lab is not None:
+        return lab
+    cfg = LabConfig(seed=seed)
+    return quick(cfg) if quick_run else cfg
