@@ -1,10 +1,14 @@
-"""The estimator runner on a tiny random Llama: sketch vs exact plumbing and the speed record."""
+"""The estimator runner on a tiny random Llama and a tiny random image classifier:
+sketch vs exact plumbing and the speed record."""
 import math
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
-from updatescope.experiments import _lm, estimator, source_selection
+from updatescope.errors import InputError
+from updatescope.experiments import _lm, _vision, estimator, source_selection
 
 from _tiny_lm import loader
 
@@ -22,12 +26,25 @@ def tiny(monkeypatch, tmp_path):
         return [" ".join(words[(i * 7 + j * (j + salt)) % 4] for j in range(20)) for i in range(4)]
 
     monkeypatch.setattr(source_selection, "load_texts", texts)
+
+    def tiny_classifier():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(48, 24), nn.ReLU(),
+                             nn.Linear(24, 40)).eval()
+
+    monkeypatch.setattr(_vision, "load_model", tiny_classifier)
     return tmp_path
+
+
+VISION = {"photos": ["astronaut", "coins", "chelsea", "rocket", "moon", "coffee"], "per_photo": 12, "tasks": 6,
+          "n": 30, "size": 48, "batch": 16, "sketch_dim": 512, "seeds": [0, 1], "speed_n": 50, "repeats": 1,
+          "exact_repeats": 1}
 
 
 def test_estimator_tiny_run(tiny):
     cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d"], "tokens": {"sketch": 60, "train": 40, "eval": 40},
-           "sketch_dim": 512, "seeds": [0, 1], "speed_n": 100, "repeats": 1, "exact_repeats": 1}
+           "sketch_dim": 512, "seeds": [0, 1], "speed_n": 100, "repeats": 1, "exact_repeats": 1,
+           "parts": ["smollm2"]}
     res = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
     m = res["metrics"]
     acc = m["accuracy"]
@@ -42,3 +59,34 @@ def test_estimator_tiny_run(tiny):
     sp = m["speed"]
     assert sp["n_per_task"] == [100, 100] and sp["sketch_median_s"] > 0 and sp["exact_median_s"] > 0
     assert (tiny / "out" / "estimator.png").is_file()
+
+
+def test_estimator_tiny_vision_run(tiny):
+    res = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config={"parts": ["vision"], "vision": VISION})
+    m = res["metrics"]
+    assert "accuracy" not in m  # the language-model block did not run
+    v = m["vision"]
+    assert v["n_tasks"] == 6 and v["K"] == 40 and v["d"] == 24 and v["pool_views"] == 72
+    assert [t["n"] for t in v["tasks"].values()] == [30] * 6
+    assert sorted({t["rule"] for t in v["tasks"].values()}) == sorted(_vision.RULES)
+    acc = v["accuracy"]
+    assert set(acc) == {"fisher", "activation", "error", "coupling"}
+    for kind, a in acc.items():
+        assert a["pairs"] == 15 and len(a["per_seed"]) == 2 and math.isfinite(a["mean_abs_err"])
+    # label maps differ, so the exact error and fisher alignments spread over a range
+    assert acc["error"]["exact_max"] - acc["error"]["exact_min"] > 0.2
+    assert acc["fisher"]["mean_abs_err"] < 0.15 and acc["error"]["mean_abs_err"] < 0.15
+    assert acc["fisher"]["spearman_mean"] > 0.4  # 0.61 at this seed; m = 512 and n = 30 are tiny
+    assert not np.allclose(acc["fisher"]["exact"], acc["fisher"]["per_seed"][0]["sketch"], atol=0, rtol=0)
+    assert v["matrix_seconds"]["exact_s"] > 0 and len(v["matrix_seconds"]["sketch_s"]) == 2
+    sp = v["speed"]
+    assert sp["n_per_task"] == [50, 50] and sp["distinct_rows"] == 72 and sp["speedup"] > 0
+    assert m["figures"] == ["estimator_vision.png"] and (tiny / "out" / "estimator_vision.png").is_file()
+    # the pool was captured once and cached: a rerun reads it back and gives the same exact values
+    again = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config={"parts": ["vision"], "vision": VISION})
+    assert again["metrics"]["vision"]["accuracy"]["fisher"]["exact"] == acc["fisher"]["exact"]
+
+
+def test_estimator_rejects_unknown_part(tiny):
+    with pytest.raises(InputError, match="parts"):
+        estimator.run(quick=True, out_dir=tiny / "out", config={"parts": ["audio"]})

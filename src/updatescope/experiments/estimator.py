@@ -20,6 +20,17 @@ captures of the first and second half of the domains.  Both methods start from t
 softmax(z) − onehot(y) and evaluates ``exact_alignment_matrix``.  Median over repeats
 after one warm-up (exact: ``exact_repeats``, it is the slow side); the ratio is the figure
 that survives a noisy machine.
+
+Vision (paper A's own setting: an ImageNet classifier, K = 1,000).  EfficientNet-lite0
+(head 1280 → 1000) on real photographs shipped inside installed packages
+(``updatescope.data.images``): one forward pass over a pool of augmented views, then many
+tasks over that pool, each a subset of the photographs and its own label map (the model's
+top-1 or k-th class, a class per photograph, a permuted or coarsened top-1; see
+``_vision``).  Same accuracy and speed measurements as above; the speed streams are two
+pools of ``speed_n`` views labelled by the top-1 class and by a class per photograph.  At
+K = 1,000 the exact Gram identity costs O(T² n² (d + K)) against the sketch's
+O(T n m (d + K)), so with n = 2,000 < m = 4,096 and two tasks the exact path is the cheaper
+one; the timing of the whole T-task matrix is recorded as well (``matrix_seconds``).
 """
 from __future__ import annotations
 
@@ -32,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from updatescope.errors import InputError
 from updatescope.experiments import _lm, source_selection
 from updatescope.experiments._common import finish
 
@@ -46,18 +58,29 @@ def _pairs(mat: torch.Tensor) -> np.ndarray:
 
 
 def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[str, torch.Tensor]], *,
-             sketch_dim: int, seeds: list[int], fp: str = "") -> dict[str, Any]:
-    """Per kind: Spearman / mean|err| / max|err| of sketch vs exact, per seed and averaged."""
+             sketch_dim: int, seeds: list[int], fp: str = "",
+             timings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per kind: Spearman / mean|err| / max|err| of sketch vs exact, per seed and averaged.
+
+    ``timings``, if given, receives the wall seconds of the whole exact T×T matrix
+    (``exact_s``, errors formed from the same logits) and of sketching all T tasks and
+    comparing them, per seed (``sketch_s``).
+    """
     import updatescope as us
     from scipy import stats
 
     names = list(tasks)
     k, d = w0.shape
+    t0 = time.perf_counter()
     ex = us.exact_alignment_matrix([(t["acts"], _lm.errors_of(w0, b0, t["acts"], t["labels"]))
                                     for t in tasks.values()])
+    if timings is not None:
+        timings["exact_s"] = time.perf_counter() - t0
+        timings["sketch_s"] = []
     exact = {kind: _pairs(ex[kind]) for kind in KINDS}
     per_seed: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
     for seed in seeds:
+        t0 = time.perf_counter()
         sigs = []
         for name in names:
             sk = us.FisherSketch(d, k, sketch_dim, seed, fingerprint=fp)
@@ -66,6 +89,8 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
                 sk.update_logits(a[i : i + 256], _lm.logits_of(w0, b0, a[i : i + 256]), y[i : i + 256])
             sigs.append(sk.signature(name=name))
         est = us.alignment_matrix(sigs)
+        if timings is not None:
+            timings["sketch_s"].append(time.perf_counter() - t0)
         for kind in KINDS:
             x, y_ = _pairs(est[kind]), exact[kind]
             ok = np.isfinite(x) & np.isfinite(y_)
@@ -149,20 +174,21 @@ def plot_estimator(acc: dict[str, Any], sp: dict[str, Any], out_png: Path, title
     plt.close(fig)
 
 
-def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    cfg: dict[str, Any] = {
-        "model": "smollm2",
-        "domains": list(source_selection.QUICK_DOMAINS if quick else source_selection.FULL_DOMAINS),
-        # same sizes as source-selection (cache hits); speed streams pool all three splits
-        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 1000},
-        "sketch_dim": 4096, "seeds": [seed, seed + 1, seed + 2],
-        "speed_n": 2000, "repeats": 3, "exact_repeats": 1 if quick else 3, "quick": quick,
-    }
-    cfg.update(config or {})
-    domains = list(cfg["domains"])
-    log = functools.partial(print, flush=True)
+def _log_accuracy(acc: dict[str, Any], log: Any) -> None:
+    for kind in KINDS:
+        a = acc[kind]
+        log(f"{kind:10s} Spearman {a['spearman_mean']:.3f} [{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] "
+            f"mean|err| {a['mean_abs_err']:.4f}  exact range [{a['exact_min']:.3f}, {a['exact_max']:.3f}]")
 
+
+def _log_speed(sp: dict[str, Any], log: Any) -> None:
+    log(f"speed at n={sp['n_per_task']}: sketch {sp['sketch_median_s']:.2f}s, exact {sp['exact_median_s']:.2f}s, "
+        f"speed-up {sp['speedup']:.2f}x")
+
+
+def run_lm(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
+    """The SmolLM2 block: source-selection domains as tasks."""
+    domains = list(cfg["domains"])
     model, tok = _lm.load_model(cfg["model"])
     fp = _lm.fingerprint(model, tok)
     w0, b0 = _lm.head_weights(model)
@@ -170,10 +196,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     del model
 
     acc = accuracy(w0, b0, data["sketch"], sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp)
-    for kind in KINDS:
-        a = acc[kind]
-        log(f"{kind:10s} Spearman {a['spearman_mean']:.3f} [{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] "
-            f"mean|err| {a['mean_abs_err']:.4f}  exact range [{a['exact_min']:.3f}, {a['exact_max']:.3f}]")
+    _log_accuracy(acc, log)
 
     half = len(domains) // 2
     streams = []
@@ -184,16 +207,93 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         streams.append({"acts": acts[:n], "labels": labels[:n]})
     sp = speed(w0, b0, streams, sketch_dim=cfg["sketch_dim"], repeats=cfg["repeats"],
                exact_repeats=cfg["exact_repeats"], fp=fp)
-    log(f"speed at n={sp['n_per_task']}: sketch {sp['sketch_median_s']:.2f}s, exact {sp['exact_median_s']:.2f}s, "
-        f"speed-up {sp['speedup']:.1f}x")
+    _log_speed(sp, log)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     fig = out_dir / "estimator.png"
     plot_estimator(acc, sp, fig, f"SmolLM2-135M, {len(domains)} domains, m={cfg['sketch_dim']}")
-    metrics = {
+    return {
         "n_domains": len(domains), "d": int(w0.shape[1]), "K": int(w0.shape[0]),
         "tokens_per_task": {n: int(v["labels"].numel()) for n, v in data["sketch"].items()},
         "accuracy": acc, "speed": sp, "speed_groups": [domains[:half], domains[half:]],
         "figures": [fig.name],
     }
+
+
+def run_vision(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
+    """The EfficientNet-lite0 block: tasks over a pool of augmented photographs (see ``_vision``)."""
+    from updatescope.experiments import _vision
+
+    photos = list(cfg["photos"])
+    model = _vision.load_model()
+    fp = _vision.fingerprint(model)
+    w0, b0 = _lm.head_weights(model)
+    t0 = time.perf_counter()
+    pool = _vision.capture_pool(model, fp, photos, int(cfg["per_photo"]), seed=int(cfg["seed"]),
+                                size=int(cfg["size"]), batch=int(cfg["batch"]), log=log)
+    capture_s = time.perf_counter() - t0
+    del model
+    log(f"vision pool: {pool['acts'].shape[0]} views of {len(photos)} photos ({capture_s:.1f}s)")
+    specs = _vision.task_specs(int(cfg["tasks"]), len(photos), int(cfg["per_photo"]), int(cfg["n"]),
+                               seed=int(cfg["seed"]))
+    tasks, info = _vision.make_tasks(pool, w0, b0, specs, len(photos), seed=int(cfg["seed"]))
+
+    timings: dict[str, Any] = {}
+    acc = accuracy(w0, b0, tasks, sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp, timings=timings)
+    _log_accuracy(acc, log)
+    log(f"{len(tasks)}-task matrix: exact {timings['exact_s']:.2f}s, "
+        f"sketch {statistics.median(timings['sketch_s']):.2f}s (median over bases)")
+
+    streams, distinct = _vision.speed_streams(pool, w0, b0, int(cfg["speed_n"]), len(photos), seed=int(cfg["seed"]))
+    sp = speed(w0, b0, streams, sketch_dim=cfg["sketch_dim"], repeats=cfg["repeats"],
+               exact_repeats=cfg["exact_repeats"], fp=fp)
+    sp["distinct_rows"] = distinct
+    _log_speed(sp, log)
+
+    fig = out_dir / "estimator_vision.png"
+    plot_estimator(acc, sp, fig, f"EfficientNet-lite0, {len(tasks)} tasks x {cfg['n']} views, "
+                                 f"m={cfg['sketch_dim']}")
+    return {
+        "model": "efficientnet-lite0", "n_tasks": len(tasks), "n_per_task": int(cfg["n"]),
+        "d": int(w0.shape[1]), "K": int(w0.shape[0]), "pool_views": int(pool["acts"].shape[0]),
+        "capture_seconds": capture_s, "tasks": info, "accuracy": acc, "matrix_seconds": timings,
+        "speed": sp, "figures": [fig.name],
+    }
+
+
+def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    from updatescope.data.images import photo_names
+
+    t0 = time.perf_counter()
+    seeds = [seed, seed + 1, seed + 2]
+    cfg: dict[str, Any] = {
+        "parts": ["smollm2", "vision"],
+        "model": "smollm2",
+        "domains": list(source_selection.QUICK_DOMAINS if quick else source_selection.FULL_DOMAINS),
+        # same sizes as source-selection (cache hits); speed streams pool all three splits
+        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 1000},
+        "sketch_dim": 4096, "seeds": seeds,
+        "speed_n": 2000, "repeats": 3, "exact_repeats": 1 if quick else 3, "quick": quick,
+        # EfficientNet-lite0: tasks x n views from a pool of photos x per_photo views (one forward each)
+        "vision": {"photos": photo_names(), "per_photo": 64 if quick else 200, "tasks": 8 if quick else 24,
+                   "n": 300 if quick else 1000, "size": 224, "batch": 32, "seed": seed, "sketch_dim": 4096,
+                   "seeds": seeds, "speed_n": 2000, "repeats": 3, "exact_repeats": 3},
+    }
+    user = dict(config or {})
+    vision_over = user.pop("vision", None)
+    cfg.update(user)
+    if vision_over is not None:
+        cfg["vision"].update(vision_over)
+    unknown = set(cfg["parts"]) - {"smollm2", "vision"}
+    if unknown or not cfg["parts"]:
+        raise InputError(f"estimator parts must be among smollm2, vision; got {cfg['parts']}")
+    log = functools.partial(print, flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    metrics: dict[str, Any] = {"figures": []}
+    if "smollm2" in cfg["parts"]:
+        metrics.update(run_lm(cfg, out_dir, log))
+    if "vision" in cfg["parts"]:
+        vis = run_vision(cfg["vision"], out_dir, log)
+        metrics["vision"] = vis
+        metrics["figures"] = [*metrics["figures"], *vis["figures"]]
     return finish(NAME, cfg, metrics, t0)
