@@ -40,7 +40,8 @@ def pairs_of(t: int, max_pairs: int) -> list[tuple[int, int]]:
     return allp[:max_pairs]
 
 
-def evaluate(fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs: int, error_map: str) -> dict:
+def evaluate(fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs: int, error_map: str,
+             act_map: str = "auto") -> dict:
     tasks = make_tasks(fam, n)
     streams = [(a, us.error_vectors(z, y)[0]) for _, (a, z, y) in tasks]
     t0 = time.perf_counter()
@@ -55,7 +56,7 @@ def evaluate(fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs
         t_sk = 0.0
         for seed in range(seeds):
             t1 = time.perf_counter()
-            sigs = [us.FisherSketch(fam.act_dim, fam.out_dim, m, seed, error_map=error_map)
+            sigs = [us.FisherSketch(fam.act_dim, fam.out_dim, m, seed, error_map=error_map, act_map=act_map)
                     .update_logits(*task).signature() for _, task in tasks]
             t_sk += time.perf_counter() - t1
             est = us.alignment_matrix(sigs)

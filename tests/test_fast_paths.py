@@ -1,13 +1,15 @@
 """Fast paths against their plain definitions: fwht vs the dense Hadamard matrix, the
-blocked SRHT vs explicit rows of H·D, the one-scatter count sketch vs a loop, and the
-unbiasedness E[q_j(x) q_j(x')] = (x·x')² of every map, averaged over seeds."""
+blocked SRHT and the fold map vs explicit rows of H·D, the one-scatter count sketch vs a
+loop, chunked update_logits vs update with explicit errors, and the unbiasedness
+E[q_j(x) q_j(x')] = (x·x')² of every map, averaged over seeds."""
 import math
 
 import pytest
 import torch
 
 from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
-from updatescope.sketch.maps import CountSketchMap, DenseMap, SRHTMap, build_maps
+import updatescope as us
+from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SRHTMap, build_maps
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 64, 128, 4096, 8192])
@@ -46,6 +48,53 @@ def test_srht_factors_equal_explicit_rows_of_HD(dim, m):
     assert torch.allclose(u, u_ref, atol=1e-10) and torch.allclose(v, v_ref, atol=1e-10)
 
 
+@pytest.mark.parametrize("dim,m", [(10, 64), (300, 256), (5000, 256), (4096, 64), (1000, 4096), (700, 48)])
+def test_fold_factors_equal_explicit_rows_of_HD(dim, m):
+    """u_j = Σ_k H_F[r_j, k mod F] D_k x_k, built as an explicit (m, dim) ±1 matrix."""
+    g = torch.Generator().manual_seed(8)
+    mp = FoldMap(dim, m, g)
+    x = torch.randn(5, dim, dtype=torch.float64, generator=g)
+    u, v = mp.factors(x)
+    f = mp.f
+    # feature i of the (Q, P) output layout is row p·Q + q of H_F = H_P ⊗ H_Q
+    order = torch.arange(f).view(mp.p, mp.q).T.reshape(-1)
+    rows_u = order if mp.sel is None else order[mp.sel]
+    rows_v = order[mp.pair]
+    cols = torch.arange(dim) % f
+    for q, rows, sign in ((u, rows_u, mp.signs[0]), (v, rows_v, mp.signs[1])):
+        explicit = hadamard_entries(rows, cols, torch.float64) * sign.double()  # (m, dim)
+        assert explicit.shape == (m, dim) and bool((explicit.abs() == 1).all())
+        assert torch.allclose(q, x @ explicit.T, atol=1e-10)
+    if f > m:
+        assert len(set(mp.sel.tolist())) == m  # rows without replacement
+
+
+def test_update_logits_chunks_equal_update_with_errors(monkeypatch):
+    """Chunked softmax (ignored rows skipped per chunk) == update() with explicit errors."""
+    import updatescope.sketch.fishersketch as fs
+    g = torch.Generator().manual_seed(12)
+    a = torch.randn(23, 5, dtype=torch.float64, generator=g)
+    z = 3 * torch.randn(23, 40, dtype=torch.float64, generator=g)
+    y = torch.randint(0, 40, (23,), generator=g)
+    y[[0, 4, 5, 17]] = -100
+    keep = y != -100
+    e = torch.softmax(z[keep], 1) - torch.nn.functional.one_hot(y[keep], 40)
+    for kind in ("dense", "fold"):
+        kw = dict(act_dim=5, out_dim=40, sketch_dim=32, seed=4, act_map=kind, error_map=kind)
+        ref = us.FisherSketch(**kw).update(a[keep][:3], e[:3]).update(a[keep][3:], e[3:])
+        monkeypatch.setattr(fs, "_LOGIT_ELEMS", 3 * 40)  # 3 rows per softmax step
+        sk = us.FisherSketch(**kw).update_logits(a[:4], z[:4], y[:4]).update_logits(a[4:], z[4:], y[4:])
+        monkeypatch.setattr(fs, "_LOGIT_ELEMS", 1 << 22)
+        assert sk.count == ref.count == 19
+        assert torch.allclose(sk._sums, ref._sums, rtol=1e-12, atol=1e-12), kind
+        assert torch.allclose(sk._diag, ref._diag, rtol=1e-12, atol=1e-12), kind
+        assert torch.equal(sk._counts, ref._counts)
+        # float32 logits: same chunking, float32 projections, float64 sums
+        s32 = us.FisherSketch(**kw).update_logits(a.float(), z.float(), y)
+        assert s32._sums.dtype == torch.float64
+        assert torch.allclose(s32._sums, sk._sums, rtol=1e-4, atol=1e-4 * float(sk._sums.abs().max())), kind
+
+
 def test_countsketch_equals_loop_definition():
     g = torch.Generator().manual_seed(3)
     dim, m = 50, 32
@@ -66,7 +115,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
     import updatescope.sketch.maps as maps
     g = torch.Generator().manual_seed(1)
     x = torch.randn(37, 700, dtype=torch.float64)
-    for cls in (DenseMap, SRHTMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, CountSketchMap):
         mp = cls(700, 128, torch.Generator().manual_seed(2))
         whole = mp(x)
         monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3000)  # forces chunks of a few rows
@@ -77,7 +126,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
 
 def test_float32_path_close_to_float64():
     x = torch.randn(6, 3000, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    for cls in (DenseMap, SRHTMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, CountSketchMap):
         mp = cls(3000, 256, torch.Generator().manual_seed(5))
         q64, q32 = mp(x), mp(x.float()).double()
         assert torch.allclose(q32, q64, rtol=1e-4, atol=1e-4 * float(q64.abs().max())), cls.kind
@@ -92,7 +141,8 @@ def test_basis_is_a_function_of_the_seed():
     assert not torch.equal(a1(x[:, :20]), a3(x[:, :20]))
 
 
-@pytest.mark.parametrize("cls,dim", [(DenseMap, 12), (SRHTMap, 12), (SRHTMap, 300), (CountSketchMap, 12)])
+@pytest.mark.parametrize("cls,dim", [(DenseMap, 12), (SRHTMap, 12), (SRHTMap, 300), (FoldMap, 12), (FoldMap, 300),
+                                     (CountSketchMap, 12)])
 def test_map_unbiased_over_seeds(cls, dim):
     """mean over seeds and coordinates of q_j(x) q_j(x') equals (x·x')².
 

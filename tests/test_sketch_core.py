@@ -9,7 +9,7 @@ import updatescope as us
 from updatescope.models.head_tasks import HeadTaskFamily
 from updatescope.sketch.align import _u_sq
 
-MAPS = ["dense", "srht", "countsketch"]
+MAPS = ["dense", "srht", "fold", "countsketch"]
 
 
 def stream(n, d=6, k=10, seed=0, shift=0.0):
@@ -63,7 +63,7 @@ def test_sketch_pieces_unbiased_over_seeds(kind):
     assert float(z.max()) < 4.0, f"max |z| = {float(z.max()):.2f} ({kind})"
 
 
-@pytest.mark.parametrize("kind", ["dense", "srht"])
+@pytest.mark.parametrize("kind", ["dense", "srht", "fold"])
 def test_sketch_close_to_exact_within_reported_se(kind):
     fam = HeadTaskFamily(act_dim=32, out_dim=256 if kind == "dense" else 2048)
     src = fam.sample(0, 0, 600, seed=1, mix_to=(1, 1), mix=0.4)

@@ -6,7 +6,7 @@ from typing import Any
 
 from updatescope.errors import IncompatibleSignatureError, InputError
 
-MAP_KINDS = ("dense", "srht", "countsketch")
+MAP_KINDS = ("dense", "srht", "fold", "countsketch")
 
 # A side (activation or error) of width <= DENSE_MAX_DIM uses dense Rademacher projections:
 # two (dim, m) float32 matrices, 32 MiB at dim=1024, m=4096 — affordable, and the most

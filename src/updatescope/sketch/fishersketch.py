@@ -21,12 +21,17 @@ from torch import Tensor
 
 from updatescope.errors import InputError
 from updatescope.sketch.config import SketchConfig
-from updatescope.sketch.inputs import as_tensor, check_2d, check_finite, compute_dtype, error_vectors
+from updatescope.sketch.inputs import (as_tensor, check_2d, check_finite, compute_dtype, kept_rows,
+                                      softmax_minus_onehot)
 from updatescope.sketch.maps import QuadraticMap, build_maps
 from updatescope.sketch.signature import N_BLOCKS, Signature
 
 _BASIS_CACHE: dict[tuple, tuple[QuadraticMap, QuadraticMap]] = {}
 _ACC_ROWS = 256  # rows per accumulation step: 256 × 3 × m float64 = 24 MB at m = 4096
+# Logit rows turned into error vectors per step of update_logits: the softmax output of a
+# step (rows × K floats, ≤ 16 MB) is still in the last-level cache when the error map reads
+# it, instead of a full (n, K) error matrix making a round trip through memory.
+_LOGIT_ELEMS = 1 << 22
 
 
 def _basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, QuadraticMap]:
@@ -119,30 +124,48 @@ class FisherSketch:
             raise InputError(f"activations and logits have different numbers of rows: {a.shape[0]} vs {z.shape[0]}")
         check_finite(a, "activations", batch)
         check_finite(z, "logits", batch)
-        e, kept = error_vectors(z, y.to(z.device), batch=batch)
+        y, kept = kept_rows(y.to(z.device), self.config.out_dim, z.shape[0], batch=batch)
         self._batches += 1
         if kept.numel() == 0:
             return self
-        a = a.index_select(0, kept.to(a.device)) if kept.numel() != a.shape[0] else a
-        dt = compute_dtype(a, e)
-        self._accumulate(a.to(self.device, dt), e.to(self.device, dt))
+        dt = compute_dtype(a, z)
+        every = kept.numel() == z.shape[0]
+        rows = max(1, min(_ACC_ROWS, _LOGIT_ELEMS // self.config.out_dim))
+        for i in range(0, kept.numel(), rows):
+            # Ignored rows are skipped chunk by chunk: no compacted copy of the logits.
+            sel = slice(i, i + rows) if every else kept[i : i + rows]
+            zc, yc, ac = (z[sel], y[sel], a[sel]) if every else (
+                z.index_select(0, sel), y.index_select(0, sel), a.index_select(0, sel.to(a.device)))
+            e = softmax_minus_onehot(zc.to(self.device), yc.to(self.device))
+            self._accumulate(ac.to(self.device, dt), e.to(dt))
         return self
 
     def _accumulate(self, a: Tensor, e: Tensor) -> None:
         # Row chunks bound the float64 feature block (_ACC_ROWS × 3 × m) whatever the batch;
-        # features are float32 (or float64 for float64 input), sums are always float64.
+        # projections are float32 (or float64 for float64 input), sums are always float64.
         m = self.config.sketch_dim
+        amap, emap = _basis(self.config, a.device)
+        scale = 1.0 / m  # features carry 1/√m each: sums × 1/√m, squared sums × 1/m
         for i in range(0, a.shape[0], _ACC_ROWS):
-            f = features(self.config, a[i : i + _ACC_ROWS], e[i : i + _ACC_ROWS]).to(torch.float64)  # (r, 3, m)
+            qa, qe = amap(a[i : i + _ACC_ROWS]), emap(e[i : i + _ACC_ROWS])
+            r = qa.shape[0]
+            f = torch.empty(r, 3, m, dtype=torch.float64, device=qa.device)
+            torch.mul(qa, qe, out=f[:, 0])  # φ·√m, products in the projections' dtype
+            f[:, 1].copy_(qa)
+            f[:, 2].copy_(qe)
             # Sample i of the whole stream goes to half (count + i) mod 2.
             first = int(self._counts.sum()) % 2
+            parts = [f[(half - first) % 2 :: 2] for half in (0, 1)]
+            for half, part in enumerate(parts):
+                if part.shape[0]:
+                    self._sums[half] += part.sum(0).mul_(math.sqrt(scale))
+            f.square_()
+            blocks = f.view(r, 3, N_BLOCKS, m // N_BLOCKS).sum(-1)  # (r, 3, N_BLOCKS)
             for half in (0, 1):
-                part = f[(half - first) % 2 :: 2]
-                if part.shape[0] == 0:
-                    continue
-                self._sums[half] += part.sum(0)
-                self._diag[half] += part.square().sum(0).view(3, N_BLOCKS, m // N_BLOCKS).sum(-1)
-                self._counts[half] += part.shape[0]
+                part = blocks[(half - first) % 2 :: 2]
+                if part.shape[0]:
+                    self._diag[half] += part.sum(0).mul_(scale)
+                    self._counts[half] += part.shape[0]
 
     # ------------------------------------------------------------------ combining
     def merge(self, other: "FisherSketch") -> "FisherSketch":

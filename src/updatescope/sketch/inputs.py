@@ -48,30 +48,40 @@ def check_2d(t: Tensor, name: str, width: int, width_name: str) -> None:
         raise InputError(f"{name} must have shape (n, {width_name}={width}), got {tuple(t.shape)}")
 
 
+def kept_rows(labels: Tensor, k: int, n: int, *, batch: int = 0) -> tuple[Tensor, Tensor]:
+    """Validate labels (n,) against K outputs; -> (labels as int64 (n,), kept row indices (n',))."""
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise InputError(f"labels must have shape ({n},), got {tuple(labels.shape)}")
+    if labels.is_floating_point():
+        if not bool((labels == labels.round()).all()):
+            raise InputError(f"labels in batch {batch} must be integers")
+    labels = labels.to(torch.int64)
+    keep = labels != IGNORE_INDEX
+    bad = keep & ((labels < 0) | (labels >= k))
+    if bool(bad.any()):
+        v = int(labels[bad][0])
+        raise InputError(f"label {v} in batch {batch} is outside [0, {k}) and is not -100")
+    return labels, keep.nonzero().squeeze(1)
+
+
+def softmax_minus_onehot(logits: Tensor, labels: Tensor) -> Tensor:
+    """softmax(logits) - onehot(labels) for valid labels.  (n, K), (n,) -> (n, K)
+
+    Computed in float32 or better (bf16 logits are upcast) for a faithful error vector.
+    """
+    dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    err = torch.softmax(logits, dim=1, dtype=dtype)
+    err[torch.arange(err.shape[0], device=err.device), labels] -= 1.0
+    return err
+
+
 def error_vectors(logits: Tensor, labels: Tensor, *, batch: int = 0) -> tuple[Tensor, Tensor]:
     """softmax(logits) - onehot(labels), rows with label -100 dropped.
 
     logits (n, K), labels (n,) -> (errors (n', K), kept row indices (n',)).  Softmax is
     computed in float32 or better (bf16 logits are upcast) for a faithful error vector.
     """
-    if labels.ndim != 1 or labels.shape[0] != logits.shape[0]:
-        raise InputError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
-    if labels.is_floating_point():
-        if not bool((labels == labels.round()).all()):
-            raise InputError(f"labels in batch {batch} must be integers")
-    labels = labels.to(torch.int64)
-    k = logits.shape[1]
-    keep = labels != IGNORE_INDEX
-    bad = keep & ((labels < 0) | (labels >= k))
-    if bool(bad.any()):
-        v = int(labels[bad][0])
-        raise InputError(f"label {v} in batch {batch} is outside [0, {k}) and is not -100")
-    idx = keep.nonzero().squeeze(1)
+    labels, idx = kept_rows(labels, logits.shape[1], logits.shape[0], batch=batch)
     if idx.numel() == logits.shape[0]:
-        kept = logits
-    else:
-        kept = logits.index_select(0, idx)
-    dtype = torch.float64 if kept.dtype == torch.float64 else torch.float32
-    err = torch.softmax(kept.to(dtype), dim=1)
-    err[torch.arange(err.shape[0], device=err.device), labels.index_select(0, idx)] -= 1.0
-    return err, idx
+        return softmax_minus_onehot(logits, labels), idx
+    return softmax_minus_onehot(logits.index_select(0, idx), labels.index_select(0, idx)), idx

@@ -12,6 +12,11 @@ coordinate by coordinate, self-pairs included.  Three ways to draw u, v:
   signs are independent over D, so E[(h D x)(h D x')] = x·x' exactly; u and v use
   independent sign vectors and row samples (sharing D would make the product biased).
   Cost O(dim·m/A + m·A) ≈ O(m √dim) per sample as two dense matmuls, memory O(dim).
+- ``fold``: a signed fold into F = next_pow2(m) buckets followed by the F-point Hadamard
+  transform (see ``FoldMap``): u_j·x = Σ_k H_F[r_j, k mod F] D_k x_k.  Every row is again
+  ±1 under independent random signs D, so E[(u_j·x)(u_j·x')] = x·x' exactly.  Cost
+  O(dim + m √m) per sample: one streaming pass over x, then two (√m × √m) matmuls.  For
+  dim ≤ F it is the SRHT of x zero-padded to F with *all* rows kept (no collisions).
 - ``countsketch``: TensorSketch — two independent count sketches C1, C2 (hash to m
   buckets, random signs), q = √m · IFFT(FFT(C1 x) ∘ FFT(C2 x)).  Since each pair (k, l)
   lands in bucket (h1(k)+h2(l)) mod m with probability 1/m, E[q_j(x) q_j(x')] = (x·x')².
@@ -171,7 +176,75 @@ class CountSketchMap(QuadraticMap):
         return torch.fft.irfft(f, n=self.m, dim=1).mul_(math.sqrt(self.m))
 
 
-_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, CountSketchMap)}
+class FoldMap(QuadraticMap):
+    """Signed fold into F = next_pow2(m) buckets, then the F-point Hadamard transform.
+
+    Coordinate k of D·x is added to bucket k mod F (interleaved: neighbouring token ids
+    land in different buckets); the folded vector y ∈ R^F is multiplied by H_F, written as
+    H_P ⊗ H_Q (P·Q = F, Q ≈ √F) and applied as two dense matmuls on the (P, Q) view, rows
+    beyond the folded width skipped.  Output feature j is a fixed row r_j of H_F, so
+    u_j·x = Σ_k H_F[r_j, k mod F] D_k x_k: a ±1 vector whose signs are independent over D,
+    hence E[(u_j·x)(u_j·x')] = x·x' exactly.  u and v use independent D; v's rows are a
+    random permutation of u's (see ``SRHTMap`` for why the pairing must be random), and
+    when m < F (m not a power of two) m of the F rows are kept, sampled without
+    replacement.  Coordinates k ≡ k' (mod F) always share a bucket: for them the map is a
+    count sketch with a fixed hash (unbiased through D alone), which is what makes the
+    cost O(dim) instead of O(dim·m/A) for the block SRHT.
+    """
+
+    kind = "fold"
+
+    def __init__(self, dim: int, m: int, g: torch.Generator) -> None:
+        super().__init__(dim, m, g)
+        f = next_pow2(m)
+        bits = f.bit_length() - 1
+        self.f, self.q = f, 1 << ((bits + 1) // 2)
+        self.p = f // self.q
+        self.c = -(-dim // f)  # blocks of F coordinates folded onto each other
+        self.pu = -(-min(dim, f) // self.q)  # rows of the (P, Q) view that can be nonzero
+        self.signs = _rademacher((2, dim), g)  # D_u, D_v
+        perm = torch.randperm(f, generator=g)
+        self.sel = perm[:m] if f > m else None  # rows of H_F kept for u (all when m = F)
+        self.pair = torch.randperm(f, generator=g)[:m]  # row of v paired with u's output j
+        self.h_q = hadamard_matrix(self.q)  # (Q, Q)
+        self.h_p = hadamard_matrix(self.p)[: self.pu]  # (pu, P): H_P restricted to used rows
+
+    def _width(self) -> int:
+        return 2 * max(self.dim, self.f)
+
+    def _fold(self, x: Tensor) -> Tensor:
+        """(n, dim) -> (2, n, pu·Q): D_u·x and D_v·x folded modulo F (zero beyond dim)."""
+        n, dim, f, c = x.shape[0], self.dim, self.f, self.c
+        signs = self.signs.to(x.dtype)
+        span = self.pu * self.q
+        if c == 1:  # no collisions: sign, pad to a multiple of Q
+            z = x.new_empty(2, n, span) if span == dim else x.new_zeros(2, n, span)
+            torch.mul(x.unsqueeze(0), signs.unsqueeze(1), out=z[:, :, :dim])
+            return z
+        full = dim // f
+        # One product with both sign vectors, then the sum over blocks: the temporary is
+        # (2, rows, dim), bounded by the row chunks of __call__.
+        z = (x[:, : full * f].reshape(1, n, full, f) * signs[:, : full * f].view(2, 1, full, f)).sum(2)
+        rest = dim - full * f
+        if rest:
+            z[:, :, :rest] += x[:, full * f :].unsqueeze(0) * signs[:, full * f :].unsqueeze(1)
+        return z
+
+    def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        n = x.shape[0]
+        z = self._fold(x)
+        y = z.view(2 * n * self.pu, self.q) @ self.h_q.to(x.dtype)  # H_Q on the fast axis
+        # H_P on the slow axis; the result is laid out (q, p), a fixed permutation of H_F's rows
+        y = (y.view(2 * n, self.pu, self.q).transpose(1, 2) @ self.h_p.to(x.dtype)).view(2, n, self.f)
+        u = y[0] if self.sel is None else y[0].index_select(1, self.sel)
+        return u, y[1].index_select(1, self.pair)
+
+    def _apply(self, x: Tensor) -> Tensor:
+        u, v = self.factors(x)
+        return u * v
+
+
+_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, CountSketchMap)}
 
 
 def build_maps(act_dim: int, out_dim: int, m: int, seed: int, act_kind: str, error_kind: str
