@@ -26,9 +26,13 @@ def tiny(monkeypatch, tmp_path):
     return tmp_path
 
 
-def test_smiles_tiny_run(tiny):
+@pytest.mark.parametrize("gt", ["head", "lora"])
+def test_smiles_tiny_run(tiny, gt):
     cfg = {"tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
-           "n_perm": 200, "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
+           "n_perm": 200, "ground_truth": gt,
+           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
+                    "batch": 2, "seq_len": 16},
+           "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
     res = smiles.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
     m = res["metrics"]
     assert m["n_domains"] == 5 and res["config"]["domains"] == [f"smi_{k}" for k in ALPHABETS]

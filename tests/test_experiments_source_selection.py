@@ -25,14 +25,20 @@ def tiny(monkeypatch, tmp_path):
     return tmp_path
 
 
-def test_source_selection_tiny_run(tiny):
+@pytest.mark.parametrize("gt", ["head", "lora"])
+def test_source_selection_tiny_run(tiny, gt):
     cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d"], "tokens": {"sketch": 40, "train": 40, "eval": 40},
-           "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
+           "sketch_dim": 64, "exact_n": 30, "baseline_n": 30, "ground_truth": gt,
+           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
+                    "batch": 2, "seq_len": 16},
            "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
     res = source_selection.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
     m = res["metrics"]
     assert m["n_domains"] == 4 and m["n_families"] == 4
+    assert set(m["tokens_captured"]) == ({"sketch", "train", "eval"} if gt == "head" else {"sketch"})
     assert all(v == 40 for split in m["tokens_captured"].values() for v in split.values())
+    if gt == "lora":
+        assert all(v == 40 for split in m["ground_truth"]["tokens"].values() for v in split.values())
     tr = m["ground_truth"]["transfer"]
     assert all(math.isfinite(v) for row in tr.values() for v in row.values())
     # every method either has a summary or a stated reason it cannot run

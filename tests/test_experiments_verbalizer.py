@@ -18,8 +18,11 @@ def tiny(monkeypatch, tmp_path):
     return tmp_path
 
 
-def test_verbalizer_tiny_run(tiny):
-    cfg = {"sketch_dim": 64, "verify_n": 6, "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 3, "batch": "full", "extra_rows": 8}}
+@pytest.mark.parametrize("gt", ["head", "lora"])
+def test_verbalizer_tiny_run(tiny, gt):
+    cfg = {"sketch_dim": 64, "verify_n": 6, "ground_truth": gt,
+           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3, "batch": 8},
+           "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 3, "batch": "full", "extra_rows": 8}}
     res = verbalizer.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
     m = res["metrics"]
     assert set(res) == {"name", "config", "metrics", "env", "seconds"}

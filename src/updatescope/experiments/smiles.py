@@ -5,8 +5,9 @@ molecules by TPSA band, WEHI screening molecules by element class × polarity), 
 disjoint sketch / train / eval hash splits, all under SmolLM2's text tokenizer (the shared
 output basis).  Head inputs are captured once per split and cached (``_lm.capture_acts``).
 
-Ground truth (head-level, as in every runner here): the output head is fine-tuned by Adam
-on the source's cached train-split activations with the backbone frozen
+Ground truth (``ground_truth`` in the config, as in ``source-selection``): ``"lora"``
+(default) trains LoRA adapters on the last decoder blocks on the source's train split
+(``_lora.transfer_matrix``); ``"head"`` fine-tunes only the output head on cached head inputs
 (``_lm.transfer_matrix``).  The cross-domain *perplexity reduction* on a target is
 
     r(T, S) = (PPL_T − PPL_T|S) / PPL_T = 1 − exp(−(L_T − L_T|S)),
@@ -39,7 +40,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from updatescope.experiments import _lm, source_selection
+from updatescope.experiments import _lm, _lora, source_selection
 from updatescope.experiments._common import finish
 
 NAME = "smiles"
@@ -169,6 +170,9 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         # quick sizes equal source-selection's, so the two SMILES domains it uses are cache hits
         "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 1000},
         "sketch_dim": 4096,
+        "ground_truth": "lora",
+        "lora": {"n_last": 2, "r": 8, "alpha": 16, "targets": list(_lora.DEFAULT_TARGETS), "optimizer": "adam",
+                 "lr": 1e-3, "steps": 12 if quick else 16, "batch": 4, "seq_len": 128},
         "finetune": {"optimizer": "adam", "lr": 3e-5, "steps": 60, "batch": 128, "extra_rows": 2048},
         "max_cached_logits": 2**29,
         "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
@@ -182,12 +186,10 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     model, tok = _lm.load_model(cfg["model"])
     fp = _lm.fingerprint(model, tok)
     w0, b0 = _lm.head_weights(model)
-    data = source_selection.capture_domains(model, tok, fp, domains, cfg["tokens"], log, loader=load_texts)
+    wanted = cfg["tokens"] if cfg["ground_truth"] == "head" else {"sketch": cfg["tokens"]["sketch"]}
+    data = source_selection.capture_domains(model, tok, fp, domains, wanted, log, loader=load_texts)
+    gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, seed, log, loader=load_texts, data=data)
     del model
-    ft = cfg["finetune"]
-    gt = _lm.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft["steps"], lr=ft["lr"],
-                             batch=ft["batch"], seed=seed, extra_rows=ft["extra_rows"],
-                             max_cached_logits=cfg["max_cached_logits"], log=log)
     truth = ppl_reduction(gt["base_loss"], gt["loss"])
     sc = _lm.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
                            exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
@@ -207,7 +209,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     out_dir.mkdir(parents=True, exist_ok=True)
     fig = out_dir / "smiles.png"
     plot_smiles(domains, truth, sc["scores"], tests, fig,
-                f"SMILES, SmolLM2-135M, {len(domains)} domains, head fine-tuning ground truth")
+                f"SMILES, SmolLM2-135M, {len(domains)} domains, {cfg['ground_truth']} fine-tuning ground truth")
     metrics = {
         "n_domains": len(domains),
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},

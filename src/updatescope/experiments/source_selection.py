@@ -5,13 +5,18 @@ topics, prose, SMILES, numeric tables).  Each domain's three hash splits are dis
 ``sketch`` feeds the selection methods, ``train`` the fine-tuning, ``eval`` the held-out
 loss.  Activations (head inputs) are captured once per split and cached.
 
-Ground truth (head-level, stated as such everywhere): for every source, the output head
-W (49,152×576, the tied embedding matrix, untied for training) is fine-tuned by Adam on
-the source's cached train-split activations with the backbone frozen (``_lm.finetune_head``:
-fixed step count and minibatch size, no weight decay); the transfer to a target is its
-eval-split mean cross-entropy under the base head minus under the fine-tuned head.  This is
-the setting paper A's head Fisher describes; full-network or LoRA fine-tuning can transfer
-differently (features move) and is not measured here.
+Ground truth (``ground_truth`` in the config), both from actual fine-tuning on the source's
+train split, transfer = the target's eval-split mean cross-entropy under the base model minus
+under the fine-tuned one (nats, > 0 = the source helped):
+
+- ``"lora"`` (default): LoRA adapters (``peft``, rank 8, attention and MLP projections) on the
+  last ``n_last`` decoder blocks, trained by Adam for a fixed number of minibatch steps, head
+  frozen (``_lora.transfer_matrix``).  Features move, as in practical fine-tuning.  The frozen
+  blocks' output is captured once per split, so each step runs only the adapted blocks and
+  the head — exact, not an approximation.
+- ``"head"``: the output head W (49,152×576, the tied embedding matrix, untied for training)
+  trained by Adam on cached head inputs with the backbone frozen (``_lm.transfer_matrix``) —
+  the setting paper A's head Fisher describes literally.
 
 Every target is scored against every other domain as a candidate source (leave the target
 out), by every method in ``_lm.score_methods``; metrics from ``select.metrics.summarise``.
@@ -23,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from updatescope.experiments import _lm
+from updatescope.experiments import _lm, _lora
 from updatescope.experiments._common import finish
 
 NAME = "source-selection"
@@ -72,13 +77,54 @@ def capture_domains(model: Any, tok: Any, fp: str, domains: list[str], tokens: d
     return out
 
 
+def capture_blocks(model: Any, tok: Any, fp: str, domains: list[str], tokens: dict[str, int], n_last: int,
+                   log: Any = print, loader: Any = None, seq_len: int = 128) -> dict[str, dict[str, Any]]:
+    """split -> domain -> cached block inputs for the LoRA ground truth (:mod:`_lora`)."""
+    loader = loader or load_texts
+    out: dict[str, dict[str, Any]] = {s: {} for s in tokens}
+    for name in domains:
+        for split, n_tok in tokens.items():
+            t0 = time.perf_counter()
+            texts = loader(name, split, n_tok * CHARS_PER_TOKEN_CAP)
+            out[split][name] = _lora.capture_block_inputs(model, tok, texts, n_last=n_last, fp=fp,
+                                                          max_tokens=n_tok, seq_len=seq_len, desc=f"{name}/{split}")
+            n = int((out[split][name]["labels"] != _lora.IGNORE_INDEX).sum())
+            log(f"captured block inputs {name}/{split}: {n} tokens ({time.perf_counter() - t0:.1f}s)")
+    return out
+
+
+def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: dict[str, Any],
+                 seed: int, log: Any, loader: Any = None, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The transfer table from ``cfg["ground_truth"]`` ("lora" or "head") fine-tuning.
+
+    ``data``: head-input captures by split (needed for "head", which trains on them)."""
+    splits = {s: cfg["tokens"][s] for s in ("train", "eval")}
+    if cfg["ground_truth"] == "lora":
+        lc = cfg["lora"]
+        blocks = capture_blocks(model, tok, fp, domains, splits, lc["n_last"], log, loader, lc["seq_len"])
+        return _lora.transfer_matrix(model, blocks["train"], blocks["eval"], n_last=lc["n_last"], r=lc["r"],
+                                     alpha=lc["alpha"], lr=lc["lr"], steps=lc["steps"], batch=lc["batch"],
+                                     seed=seed, targets=lc["targets"], log=log)
+    if cfg["ground_truth"] != "head":
+        raise ValueError(f"ground_truth must be 'lora' or 'head', got {cfg['ground_truth']!r}")
+    if data is None or "train" not in data:
+        data = capture_domains(model, tok, fp, domains, splits, log, loader)
+    ft = cfg["finetune"]
+    return _lm.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft["steps"], lr=ft["lr"],
+                               batch=ft["batch"], seed=seed, extra_rows=ft["extra_rows"],
+                               max_cached_logits=cfg["max_cached_logits"], log=log)
+
+
 def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     cfg: dict[str, Any] = {
         "model": "smollm2",
         "domains": list(QUICK_DOMAINS if quick else FULL_DOMAINS),
-        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 1000},
+        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 600},
         "sketch_dim": 4096,
+        "ground_truth": "lora",
+        "lora": {"n_last": 2, "r": 8, "alpha": 16, "targets": list(_lora.DEFAULT_TARGETS), "optimizer": "adam",
+                 "lr": 1e-3, "steps": 12 if quick else 16, "batch": 4, "seq_len": 128},
         "finetune": {"optimizer": "adam", "lr": 3e-5, "steps": 60, "batch": 128, "extra_rows": 2048},
         "max_cached_logits": 2**29,
         "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
@@ -92,12 +138,10 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     model, tok = _lm.load_model(cfg["model"])
     fp = _lm.fingerprint(model, tok)
     w0, b0 = _lm.head_weights(model)
-    data = capture_domains(model, tok, fp, domains, cfg["tokens"], log)
+    wanted = cfg["tokens"] if cfg["ground_truth"] == "head" else {"sketch": cfg["tokens"]["sketch"]}
+    data = capture_domains(model, tok, fp, domains, wanted, log)
+    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, seed, log, data=data)
     del model
-    ft = cfg["finetune"]
-    gt = _lm.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft["steps"], lr=ft["lr"],
-                             batch=ft["batch"], seed=seed, extra_rows=ft["extra_rows"],
-                             max_cached_logits=cfg["max_cached_logits"], log=log)
     sc = _lm.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
                            exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
     by_method = _lm.evaluate_methods(sc["scores"], gt["transfer"], seed=seed)
@@ -113,7 +157,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     out_dir.mkdir(parents=True, exist_ok=True)
     fig = out_dir / "source_selection.png"
     _lm.plot_selection(head, gt["transfer"], sc["scores"]["fisher"], fig,
-                       f"natural shift, SmolLM2-135M, {len(domains)} domains, head fine-tuning ground truth")
+                       f"natural shift, SmolLM2-135M, {len(domains)} domains, {cfg['ground_truth']} fine-tuning ground truth")
     metrics = {
         "n_domains": len(domains), "n_families": len(set(cfg["families"].values())),
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},

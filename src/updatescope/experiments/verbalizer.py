@@ -14,8 +14,17 @@ constant across sources and can only pick at random; only the labels, hence the 
 ``e = softmax(W a) − onehot(y)``, differ.  We verify the "same a" claim by capturing the
 first ``verify_n`` prompts under every set and comparing the activations (max |Δa|).
 
-Ground truth: head-only fine-tuning (``_lm.finetune_head``) on the source set's train split
-(full batch, Adam), transfer = reduction of the target set's held-out cross-entropy.
+Ground truth (``ground_truth`` in the config), transfer = reduction of the target set's
+held-out cross-entropy at the answer position after fine-tuning on the source set's train
+split:
+
+- ``"lora"`` (default): LoRA adapters on the last decoder blocks (``_lora``), head frozen —
+  the features feeding the head move, so learning "positive review" for one word pair can
+  carry over to another pair.  The block inputs of the prompts are captured once (they do
+  not depend on the set) and only the answer label changes between sets.
+- ``"head"``: head-only fine-tuning (``_lm.finetune_head``, full batch, Adam) on the cached
+  answer-position activations; with frozen features the head rows of different sets are
+  independent parameters.
 
 Split: sentences are shuffled with a fixed generator (seed) and cut 60/40 into train (also
 the data that is sketched, as a user would sketch the data they might fine-tune on) and
@@ -31,7 +40,7 @@ from typing import Any
 
 import torch
 
-from updatescope.experiments import _lm
+from updatescope.experiments import _lm, _lora
 from updatescope.experiments._common import finish
 
 NAME = "verbalizer"
@@ -64,11 +73,39 @@ def _word_id(tokenizer: Any, word: str) -> int:
     return int(ids[0])
 
 
+def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], tasks: dict[str, torch.Tensor],
+                      n_train: int, lc: dict[str, Any], seed: int, log: Any) -> dict[str, Any]:
+    """LoRA transfer table: the prompts' block inputs are captured once (with the first set's
+    answer appended; causal attention keeps every earlier position independent of it) and each
+    set relabels the one counted position per prompt."""
+    first = next(iter(tasks.values()))
+    texts = [p + [int(first[i])] for i, p in enumerate(prompts)]
+    width = max(len(t) for t in texts)
+    blocks = _lora.capture_block_inputs(model, tok, texts, n_last=lc["n_last"], fp=fp, positions=[[-1]] * len(texts),
+                                        seq_len=width, desc="verbalizer prompts")
+    keep = blocks["labels"] != _lora.IGNORE_INDEX
+    if blocks["labels"].shape[0] != len(texts) or not torch.equal(keep.sum(1), torch.ones(len(texts), dtype=torch.long)):
+        raise RuntimeError("verbalizer: expected one counted answer position per prompt")
+    rows = {"train": slice(0, n_train), "eval": slice(n_train, len(texts))}
+    split: dict[str, dict[str, Any]] = {"train": {}, "eval": {}}
+    for name, y in tasks.items():
+        lab = torch.full_like(blocks["labels"], _lora.IGNORE_INDEX)
+        lab[keep] = y
+        for part, sl in rows.items():
+            split[part][name] = {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab[sl]}
+    return _lora.transfer_matrix(model, split["train"], split["eval"], n_last=lc["n_last"], r=lc["r"],
+                                 alpha=lc["alpha"], lr=lc["lr"], steps=lc["steps"], batch=lc["batch"], seed=seed,
+                                 targets=lc["targets"], log=log)
+
+
 def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     cfg: dict[str, Any] = {
         "model": "smollm2", "prompt": PROMPT, "n_sets": 6 if quick else len(VERBALIZERS),
         "train_frac": 0.6, "verify_n": 16 if quick else 48, "sketch_dim": 4096,
+        "ground_truth": "lora",
+        "lora": {"n_last": 2, "r": 8, "alpha": 16, "targets": list(_lora.DEFAULT_TARGETS), "optimizer": "adam",
+                 "lr": 1e-3, "steps": 30, "batch": 16},
         "finetune": {"optimizer": "adam", "lr": 1e-4, "steps": 30, "batch": "full", "extra_rows": 512},
         "exact_n": None, "baseline_n": None, "seed": seed, "quick": quick,
     }
@@ -117,10 +154,15 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     split = {"train": slice(0, n_train), "eval": slice(n_train, len(data))}
     train = {n: {"acts": base_acts[split["train"]], "labels": y[split["train"]]} for n, y in tasks.items()}
     evals = {n: {"acts": base_acts[split["eval"]], "labels": y[split["eval"]]} for n, y in tasks.items()}
-    ft = cfg["finetune"]
-    gt = _lm.transfer_matrix(w0, b0, train, evals, steps=ft["steps"], lr=ft["lr"],
-                             batch=10**9 if ft["batch"] == "full" else ft["batch"], seed=seed,
-                             extra_rows=ft["extra_rows"], log=log)
+    if cfg["ground_truth"] == "lora":
+        gt = lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg["lora"], seed, log)
+    elif cfg["ground_truth"] == "head":
+        ft = cfg["finetune"]
+        gt = _lm.transfer_matrix(w0, b0, train, evals, steps=ft["steps"], lr=ft["lr"],
+                                 batch=10**9 if ft["batch"] == "full" else ft["batch"], seed=seed,
+                                 extra_rows=ft["extra_rows"], log=log)
+    else:
+        raise ValueError(f"ground_truth must be 'lora' or 'head', got {cfg['ground_truth']!r}")
     sc = _lm.score_methods(w0, b0, train, fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
                            exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
     metrics_by_method = _lm.evaluate_methods(sc["scores"], gt["transfer"], seed=seed)
@@ -136,7 +178,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     out_dir.mkdir(parents=True, exist_ok=True)
     fig = out_dir / "verbalizer.png"
     _lm.plot_selection(head, gt["transfer"], sc["scores"]["fisher"], fig,
-                       f"verbalizer shift, SmolLM2-135M, {len(names)} sets, head fine-tuning ground truth")
+                       f"verbalizer shift, SmolLM2-135M, {len(names)} sets, {cfg['ground_truth']} fine-tuning ground truth")
     metrics = {
         "n_sentences": len(data), "n_train": n_train, "n_eval": len(data) - n_train,
         "verbalizer_token_ids": word_ids,
