@@ -7,6 +7,7 @@ SmolLM2-135M, same texts, same chunking, alternated in one run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -61,13 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     bare(), sketched()  # warm-up
+    load_before = os.getloadavg()
     t_bare, t_sk = [], []
     for _ in range(args.reps):
         t = time.perf_counter(); nb = bare(); t_bare.append(nb / (time.perf_counter() - t))
         t = time.perf_counter(); ns = sketched(); t_sk.append(ns / (time.perf_counter() - t))
     ratio = statistics.median(s / b for s, b in zip(t_sk, t_bare))
     res = {"bare_tokens_per_s": statistics.median(t_bare), "sketch_tokens_per_s": statistics.median(t_sk),
-           "ratio": ratio, "bare_all": t_bare, "sketch_all": t_sk, "tokens_bare": nb, "tokens_sketch": ns}
+           "ratio": ratio, "bare_all": t_bare, "sketch_all": t_sk, "tokens_bare": nb, "tokens_sketch": ns,
+           "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
     print(f"bare forward {res['bare_tokens_per_s']:.0f} tok/s, forward+capture+sketch "
           f"{res['sketch_tokens_per_s']:.0f} tok/s, ratio {ratio:.2f}", flush=True)
     write_json_atomic({"name": "speed_vs_forward", "config": vars(args), "result": res, "env": env_info(),

@@ -3,12 +3,18 @@ read the error matrix once (a plain ``errors.sum()``, same tensor, same run, alt
 and the peak memory the sketch adds (RSS high-water mark in a fresh subprocess, after the
 inputs exist, minus before).
 
-    python benchmarks/speed_vs_memory_floor.py [--threads 1] [--n 64 --reps 5]
+    python benchmarks/speed_vs_memory_floor.py [--threads 1] [--n 64 --reps 5] [--error-maps auto,fold]
+
+Every error map named in ``--error-maps`` is timed at every out_dim, interleaved with the
+read in the same loop (``auto`` is the default basis, the block SRHT beyond m; ``fold`` the
+O(K) signed fold + Hadamard option).  The load average is recorded with the result, since
+absolute times on a shared machine move with it; the ratios are what the targets are about.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -53,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--d", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--error-maps", default="auto,fold")
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_memory_floor.json"))
     p.add_argument("--child", nargs=4, type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -63,26 +70,36 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     rows = []
+    load_before = os.getloadavg()
+    kinds = args.error_maps.split(",")
     for bits in range(12, 18):
         k = 1 << bits
         a, e = torch.randn(args.n, args.d, device=dev), _errors(args.n, k).to(dev)
-        sk = us.FisherSketch(act_dim=args.d, out_dim=k, sketch_dim=args.m, seed=0, device=dev)
-        sk.update(a[:8], e[:8])
-        cfg = sk.config
-        t_up, t_feat, t_read = [], [], []
+        sks = {kind: us.FisherSketch(act_dim=args.d, out_dim=k, sketch_dim=args.m, seed=0, device=dev,
+                                     error_map=kind) for kind in kinds}
+        for sk in sks.values():
+            sk.update(a[:8], e[:8])
+        t_up = {kind: [] for kind in kinds}
+        t_feat = {kind: [] for kind in kinds}
+        t_read = []
         for _ in range(args.reps):
-            sync(); t = time.perf_counter(); sk.update(a, e); sync(); t_up.append(time.perf_counter() - t)
-            t = time.perf_counter(); features(cfg, a, e); sync(); t_feat.append(time.perf_counter() - t)
+            for kind, sk in sks.items():
+                sync(); t = time.perf_counter(); sk.update(a, e); sync(); t_up[kind].append(time.perf_counter() - t)
+                t = time.perf_counter(); features(sk.config, a, e); sync(); t_feat[kind].append(time.perf_counter() - t)
             t = time.perf_counter(); float(e.sum()); sync(); t_read.append(time.perf_counter() - t)
         us_ = lambda xs: 1e6 * statistics.median(xs) / args.n  # noqa: E731
-        row = {"out_dim": k, "error_map": cfg.error_map, "update_us_per_sample": us_(t_up),
-               "features_us_per_sample": us_(t_feat), "read_us_per_sample": us_(t_read),
-               "update_over_read": statistics.median(t_up) / statistics.median(t_read),
-               "features_over_read": statistics.median(t_feat) / statistics.median(t_read)}
-        rows.append(row)
-        print(f"K=2^{bits}: update {row['update_us_per_sample']:.0f} us/sample, features "
-              f"{row['features_us_per_sample']:.0f}, read {row['read_us_per_sample']:.1f} "
-              f"(x{row['update_over_read']:.1f} / x{row['features_over_read']:.1f})", flush=True)
+        for kind, sk in sks.items():
+            cfg = sk.config
+            row = {"out_dim": k, "error_map_requested": kind, "error_map": cfg.error_map, "act_map": cfg.act_map,
+                   "update_us_per_sample": us_(t_up[kind]), "features_us_per_sample": us_(t_feat[kind]),
+                   "read_us_per_sample": us_(t_read),
+                   "update_over_read": statistics.median(t_up[kind]) / statistics.median(t_read),
+                   "features_over_read": statistics.median(t_feat[kind]) / statistics.median(t_read)}
+            rows.append(row)
+            print(f"K=2^{bits} {cfg.error_map:>6}: update {row['update_us_per_sample']:.0f} us/sample, features "
+                  f"{row['features_us_per_sample']:.0f}, read {row['read_us_per_sample']:.1f} "
+                  f"(x{row['update_over_read']:.1f} / x{row['features_over_read']:.1f})", flush=True)
+    load_after = os.getloadavg()
     mem = []
     if dev.type == "cpu":
         for d, k, n in ((args.d, 1 << 17, args.n), (576, 49152, 256), (4096, 128256, 256)):
@@ -94,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"inputs {r['inputs_MB']:.0f} MB)", flush=True)
     write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in vars(args).items() if k != "child"},
                        "rows": rows, "memory": mem, "env": env_info(),
+                       "loadavg_before": load_before, "loadavg_after": load_after,
                        "command": "python benchmarks/speed_vs_memory_floor.py " + " ".join(sys.argv[1:] if argv is None else argv)},
                       Path(args.out))
     return 0

@@ -69,23 +69,25 @@ def test_fold_factors_equal_explicit_rows_of_HD(dim, m):
         assert len(set(mp.sel.tolist())) == m  # rows without replacement
 
 
-def test_update_logits_chunks_equal_update_with_errors(monkeypatch):
+@pytest.mark.parametrize("ignored", [[0, 4, 5, 17], [2, 30], []])  # gathered chunks; runs as slices; all kept
+def test_update_logits_chunks_equal_update_with_errors(monkeypatch, ignored):
     """Chunked softmax (ignored rows skipped per chunk) == update() with explicit errors."""
     import updatescope.sketch.fishersketch as fs
     g = torch.Generator().manual_seed(12)
-    a = torch.randn(23, 5, dtype=torch.float64, generator=g)
-    z = 3 * torch.randn(23, 40, dtype=torch.float64, generator=g)
-    y = torch.randint(0, 40, (23,), generator=g)
-    y[[0, 4, 5, 17]] = -100
+    a = torch.randn(43, 5, dtype=torch.float64, generator=g)
+    z = 3 * torch.randn(43, 40, dtype=torch.float64, generator=g)
+    y = torch.randint(0, 40, (43,), generator=g)
+    y[ignored] = -100
     keep = y != -100
     e = torch.softmax(z[keep], 1) - torch.nn.functional.one_hot(y[keep], 40)
+    k3 = int(keep[:4].sum())
     for kind in ("dense", "fold"):
         kw = dict(act_dim=5, out_dim=40, sketch_dim=32, seed=4, act_map=kind, error_map=kind)
-        ref = us.FisherSketch(**kw).update(a[keep][:3], e[:3]).update(a[keep][3:], e[3:])
+        ref = us.FisherSketch(**kw).update(a[keep][:k3], e[:k3]).update(a[keep][k3:], e[k3:])
         monkeypatch.setattr(fs, "_LOGIT_ELEMS", 3 * 40)  # 3 rows per softmax step
         sk = us.FisherSketch(**kw).update_logits(a[:4], z[:4], y[:4]).update_logits(a[4:], z[4:], y[4:])
         monkeypatch.setattr(fs, "_LOGIT_ELEMS", 1 << 22)
-        assert sk.count == ref.count == 19
+        assert sk.count == ref.count == 43 - len(ignored)
         assert torch.allclose(sk._sums, ref._sums, rtol=1e-12, atol=1e-12), kind
         assert torch.allclose(sk._diag, ref._diag, rtol=1e-12, atol=1e-12), kind
         assert torch.equal(sk._counts, ref._counts)

@@ -8,15 +8,22 @@ from updatescope.errors import IncompatibleSignatureError, InputError
 
 MAP_KINDS = ("dense", "srht", "fold", "countsketch")
 
-# A side (activation or error) of width <= DENSE_MAX_DIM uses dense Rademacher projections:
-# two (dim, m) float32 matrices, 32 MiB at dim=1024, m=4096 — affordable, and the most
-# accurate.  Wider sides use the SRHT (random signs + fast Walsh-Hadamard + row sampling),
-# O(dim log dim) per sample and O(dim) memory, which is what makes a 128k vocabulary cheap.
+# "auto" picks a projection per side from its width and m:
+# - width ≤ m: "fold" — x zero-padded to F = next_pow2(m) under random signs, then H_F with
+#   every row kept: an SRHT without collisions or row sampling, O(m √m) per sample, and as
+#   accurate as dense Rademacher (benchmarks/estimator_accuracy.py, act_map_choice.py);
+# - m < width ≤ DENSE_MAX_DIM: dense Rademacher projections, two (dim, m) float32 matrices;
+# - wider: the block SRHT (random signs + Kronecker-block rows of H·D), O(dim·m/A + m·A)
+#   per sample and O(dim) memory, which is what makes a 128k vocabulary cheap.
+# Signatures store the resolved kind, so files written under an older rule keep loading and
+# comparing among themselves; comparing them with a new sketch names the differing map.
 DENSE_MAX_DIM = 1024
 
 
-def resolve_map(kind: str, dim: int) -> str:
+def resolve_map(kind: str, dim: int, m: int) -> str:
     if kind == "auto":
+        if dim <= m:
+            return "fold"
         return "dense" if dim <= DENSE_MAX_DIM else "srht"
     if kind not in MAP_KINDS:
         raise InputError(f"unknown projection kind {kind!r}; choose one of auto, {', '.join(MAP_KINDS)}")
@@ -31,8 +38,8 @@ class SketchConfig:
     out_dim:     K, number of head outputs (vocabulary size or classes)
     sketch_dim:  m, number of random features (4096 -> 16 KB float32 signature vector)
     seed:        fixes the random basis; regenerated from it, never stored
-    act_map / error_map: projection family per side ("auto" resolves by width, see
-                 DENSE_MAX_DIM); part of the basis, hence of the key
+    act_map / error_map: projection family per side ("auto" resolves by width and m, see
+                 resolve_map); part of the basis, hence of the key
     fingerprint: hash of the model's head weight and tokenizer vocabulary ("" when the
                  streams do not come from a named model, e.g. synthetic tasks)
     """
@@ -56,8 +63,8 @@ class SketchConfig:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.sketch_dim % 16:
             raise InputError(f"sketch_dim must be a multiple of 16, got {self.sketch_dim}")
-        object.__setattr__(self, "act_map", resolve_map(self.act_map, self.act_dim))
-        object.__setattr__(self, "error_map", resolve_map(self.error_map, self.out_dim))
+        object.__setattr__(self, "act_map", resolve_map(self.act_map, self.act_dim, self.sketch_dim))
+        object.__setattr__(self, "error_map", resolve_map(self.error_map, self.out_dim, self.sketch_dim))
         if not isinstance(self.fingerprint, str):
             raise InputError(f"fingerprint must be a string, got {type(self.fingerprint).__name__}")
 

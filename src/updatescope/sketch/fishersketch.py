@@ -45,6 +45,27 @@ def _basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, Quadr
     return _BASIS_CACHE[key]
 
 
+def _row_chunks(kept: Tensor, n: int, rows: int) -> list[slice | Tensor]:
+    """Kept row indices (sorted) -> chunks of at most ``rows`` rows, in stream order.
+
+    Runs of consecutive kept rows (a causal LM keeps all but the last position of each
+    sequence) become slices, so the logits are read in place; when runs are short (sparse
+    targets) index chunks are gathered instead, to keep the chunks few and full.
+    """
+    if kept.numel() == n:
+        return [slice(i, min(i + rows, n)) for i in range(0, n, rows)]
+    ks = kept.cpu()
+    breaks = (torch.nonzero(ks[1:] - ks[:-1] != 1).squeeze(1) + 1).tolist()
+    starts = [0] + breaks
+    if len(starts) * 8 > kept.numel():  # average run shorter than 8 rows
+        return [kept[i : i + rows] for i in range(0, kept.numel(), rows)]
+    out: list[slice | Tensor] = []
+    for b, e in zip(starts, breaks + [kept.numel()]):
+        first, last = int(ks[b]), int(ks[e - 1]) + 1
+        out.extend(slice(i, min(i + rows, last)) for i in range(first, last, rows))
+    return out
+
+
 def features(cfg: SketchConfig, acts: Tensor, errors: Tensor) -> Tensor:
     """The three feature vectors of each sample under cfg's basis.  (n,d),(n,K) -> (n, 3, m)
 
@@ -129,13 +150,12 @@ class FisherSketch:
         if kept.numel() == 0:
             return self
         dt = compute_dtype(a, z)
-        every = kept.numel() == z.shape[0]
         rows = max(1, min(_ACC_ROWS, _LOGIT_ELEMS // self.config.out_dim))
-        for i in range(0, kept.numel(), rows):
-            # Ignored rows are skipped chunk by chunk: no compacted copy of the logits.
-            sel = slice(i, i + rows) if every else kept[i : i + rows]
-            zc, yc, ac = (z[sel], y[sel], a[sel]) if every else (
-                z.index_select(0, sel), y.index_select(0, sel), a.index_select(0, sel.to(a.device)))
+        for sel in _row_chunks(kept, z.shape[0], rows):
+            if isinstance(sel, slice):  # a run of kept rows: views, no copy
+                zc, yc, ac = z[sel], y[sel], a[sel]
+            else:  # scattered kept rows: gather one cache-sized chunk at a time
+                zc, yc, ac = z[sel], y[sel], a[sel.to(a.device)]
             e = softmax_minus_onehot(zc.to(self.device), yc.to(self.device))
             self._accumulate(ac.to(self.device, dt), e.to(dt))
         return self

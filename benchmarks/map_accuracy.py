@@ -1,0 +1,83 @@
+"""Accuracy vs exact of each projection choice, on the estimator benchmark's task family.
+
+Same 12 synthetic tasks and 66 pairs as ``estimator_accuracy.py`` (d = 128), exact values
+computed once per K, then every (act_map, error_map) choice sketched with the same seeds at
+m = 4096: Spearman and median |sketch − exact| for fisher / activation / error / coupling.
+This is what the "auto" rule and the O(K) ``fold`` error map are chosen on.
+
+    python benchmarks/map_accuracy.py [--seeds 3] [--out benchmarks/results/map_accuracy.json]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+import updatescope as us
+from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.models.head_tasks import HeadTaskFamily
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from estimator_accuracy import KINDS, make_tasks  # noqa: E402
+
+CHOICES = {1000: ["auto/auto", "dense/dense", "fold/fold"],
+           49152: ["auto/auto", "dense/srht", "fold/fold", "fold/countsketch"]}
+N = {1000: 1000, 49152: 500}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--m", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=str(HERE / "results" / "map_accuracy.json"))
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    load_before = os.getloadavg()
+    out = {}
+    for k, choices in CHOICES.items():
+        fam = HeadTaskFamily(act_dim=128, out_dim=k)
+        tasks = [t for _, t in make_tasks(fam, N[k])]
+        exact = us.exact_alignment_matrix([(a, us.error_vectors(z, y)[0]) for a, z, y in tasks])
+        iu = np.triu_indices(len(tasks), 1)
+        out[str(k)] = {}
+        for choice in choices:
+            act_map, error_map = choice.split("/")
+            vals = {kind: [] for kind in KINDS}
+            t1 = time.perf_counter()
+            for seed in range(args.seeds):
+                sigs = [us.FisherSketch(fam.act_dim, k, args.m, seed, act_map=act_map, error_map=error_map)
+                        .update_logits(*t).signature() for t in tasks]
+                est = us.alignment_matrix(sigs)
+                for kind in KINDS:
+                    e_, x_ = est[kind].numpy()[iu], exact[kind].numpy()[iu]
+                    ok = np.isfinite(e_)
+                    vals[kind].append((float(spearmanr(e_[ok], x_[ok]).statistic), float(np.median(np.abs(e_ - x_))),
+                                       int((~ok).sum())))
+            cfg = us.SketchConfig(fam.act_dim, k, args.m, act_map=act_map, error_map=error_map)
+            res = {"act_map": cfg.act_map, "error_map": cfg.error_map,
+                   "sketch_seconds_per_seed": round((time.perf_counter() - t1) / args.seeds, 2)}
+            for kind, v in vals.items():
+                res[kind] = {"spearman_mean": float(np.mean([x[0] for x in v])),
+                             "median_abs_err_mean": float(np.mean([x[1] for x in v])),
+                             "nan_pairs": int(sum(x[2] for x in v))}
+            out[str(k)][choice] = res
+            print(f"K={k:>6} {choice:>17} ({cfg.act_map}/{cfg.error_map}): " + "  ".join(
+                f"{kind} {res[kind]['spearman_mean']:.3f}/{res[kind]['median_abs_err_mean']:.3f}" for kind in KINDS),
+                flush=True)
+    write_json_atomic({"name": "map_accuracy", "config": {**vars(args), "n_per_task": N, "act_dim": 128, "pairs": 66},
+                       "metrics": out, "env": env_info(), "loadavg_before": load_before,
+                       "loadavg_after": os.getloadavg(), "seconds": round(time.perf_counter() - t0, 1)},
+                      Path(args.out))
+
+
+if __name__ == "__main__":
+    main()
