@@ -170,3 +170,19 @@ def test_linear_capture_and_head_lookup(tiny):
     assert not head._forward_hooks  # removed on exit
     with pytest.raises(InputError, match="linear output head"):
         find_output_linear(torch.nn.Sequential(torch.nn.ReLU()))
+
+
+@pytest.mark.parametrize("kw", [dict(token_budget=64), dict(max_tokens=25, token_budget=32),
+                                dict(positions=[[-1], [2, 5]], token_budget=64)])
+def test_uncompacted_batches_hold_the_same_records(tiny, kw):
+    """compact=False: every position, -100 where not counted; the counted rows are the compact ones."""
+    docs = _docs([20, 9, 17]) if "positions" not in kw else _docs([6, 9])
+    acts, logits, labels, nb = _collect(capture_causal_lm(tiny, docs, progress=False, **kw))
+    full = list(capture_causal_lm(tiny, docs, progress=False, compact=False, **kw))
+    assert len(full) == nb
+    fa, fz, fy = (torch.cat(t) for t in zip(*full))
+    keep = fy != -100
+    assert fa.shape[0] == fz.shape[0] == fy.shape[0] > int(keep.sum())  # padding / last positions kept as -100
+    torch.testing.assert_close(fy[keep], labels, rtol=0, atol=0)
+    torch.testing.assert_close(fa[keep], acts, rtol=0, atol=0)
+    torch.testing.assert_close(fz[keep], logits, rtol=0, atol=0)

@@ -147,6 +147,7 @@ def capture_causal_lm(
     add_special_tokens: bool = True,
     progress: bool = True,
     desc: str = "capture",
+    compact: bool = True,
 ) -> Iterator[CaptureBatch]:
     """Yield ``CaptureBatch(acts (n,d), logits (n,K), labels (n,))`` for a stream of texts.
 
@@ -158,6 +159,9 @@ def capture_causal_lm(
     ``dtype``: None runs the model as it is; ``torch.bfloat16``/"bfloat16" runs the forward
     under autocast (outputs are still returned as float32).
     Outputs live on the model's device, so a GPU sketch never round-trips through the host.
+    ``compact=False`` yields every position of the batch instead (views of the captured
+    tensors, in the model's dtype, no copy of the (n, K) logits), with label -100 at the
+    positions that are not counted: the form ``FisherSketch.update_logits`` skips in place.
     """
     head = find_output_linear(model)
     if isinstance(dtype, str):
@@ -229,15 +233,21 @@ def capture_causal_lm(
                         flat = torch.zeros_like(flat)
                         flat[idx[:room]] = True
                         keep = flat.reshape(keep.shape)
-                out = CaptureBatch(
-                    acts[keep].to(torch.float32),
-                    logits[keep].to(torch.float32),
-                    labels[keep],
-                )
+                if compact:
+                    out = CaptureBatch(
+                        acts[keep].to(torch.float32),
+                        logits[keep].to(torch.float32),
+                        labels[keep],
+                    )
+                    counted = out.labels.shape[0]
+                else:
+                    out = CaptureBatch(acts.reshape(-1, acts.shape[-1]), logits.reshape(-1, logits.shape[-1]),
+                                       labels.masked_fill(~keep, IGNORE_INDEX).reshape(-1))
+                    counted = int(keep.sum())
                 del acts, logits
-                done += out.labels.shape[0]
+                done += counted
                 if bar is not None:
-                    bar.update(out.labels.shape[0])
+                    bar.update(counted)
                 yield out
                 if max_tokens is not None and done >= max_tokens:
                     break

@@ -34,7 +34,7 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
         for acts, logits, labels in capture_causal_lm(model, texts, tokenizer, positions=positions,
                                                        chunk_len=chunk_len, token_budget=token_budget,
                                                        max_tokens=max_tokens, dtype=dtype,
-                                                       progress=progress, desc=desc):
+                                                       progress=progress, desc=desc, compact=False):
             sk.update_logits(acts, logits, labels)
     name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
     return sk.signature(model=str(name), tokens=str(sk.count), **(meta or {}))
