@@ -135,3 +135,29 @@ def test_unknown_experiment_and_domain(capsys, tmp_path):
     rc, _, err = _run(capsys, "domains", "--export", "nope", "--out", tmp_path / "x.jsonl")
     assert rc == 2 and "unknown domain" in err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_reproduce_settings_are_checked(capsys, tmp_path):
+    out = tmp_path / "x.json"
+    rc, _, err = _run(capsys, "reproduce", "verbalizer", "--quick", "--set", "ground_truht=head", "--out", out)
+    assert rc == 2 and "unknown setting 'ground_truht'" in err and "ground_truth" in err
+    rc, _, err = _run(capsys, "reproduce", "source-selection", "--set", "lora.learning_rate=1", "--out", out)
+    assert rc == 2 and "unknown setting 'lora.learning_rate'" in err
+    rc, _, err = _run(capsys, "reproduce", "recovery", "--set", "steps=3", "--out", out)
+    assert rc == 2 and "takes no --set settings" in err
+    rc, _, err = _run(capsys, "reproduce", "smiles", "--set", "noequals", "--out", out)
+    assert rc == 2 and "KEY=VALUE" in err
+    assert not out.exists()
+
+
+def test_parse_and_merge_settings():
+    from updatescope.errors import InputError
+    from updatescope.experiments._common import merge_config, parse_settings
+
+    s = parse_settings(["ground_truth=head", "lora.lr=3e-4", "lora.targets=[\"q_proj\"]", "domains=null"])
+    assert s == {"ground_truth": "head", "lora": {"lr": 3e-4, "targets": ["q_proj"]}, "domains": None}
+    cfg = {"ground_truth": "lora", "lora": {"lr": 1e-3, "r": 8, "targets": ["a", "b"]}, "domains": ["x"]}
+    merge_config(cfg, s)
+    assert cfg == {"ground_truth": "head", "lora": {"lr": 3e-4, "r": 8, "targets": ["q_proj"]}, "domains": None}
+    with pytest.raises(InputError, match="unknown setting"):
+        merge_config(cfg, {"nope": 1})

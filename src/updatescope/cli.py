@@ -163,10 +163,11 @@ def cmd_domains(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from updatescope.experiments import run_experiment
-    from updatescope.experiments._common import write_json_atomic
+    from updatescope.experiments._common import parse_settings, write_json_atomic
 
+    settings = parse_settings(args.set)
     out = Path(args.out) if args.out else Path("results") / f"{args.name}{'_quick' if args.quick else ''}.json"
-    result = run_experiment(args.name, quick=args.quick, out_dir=out.parent, seed=args.seed)
+    result = run_experiment(args.name, quick=args.quick, out_dir=out.parent, seed=args.seed, config=settings)
     write_json_atomic(result, out)
     print(f"wrote {out} ({result.get('seconds', 0):.0f} s)")
     metrics = result.get("metrics", {})
@@ -226,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--quick", action="store_true", help="the reduced configuration (< 10 min on 2 CPU cores)")
     e.add_argument("--out", default=None, help="result JSON (figures go beside it)")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a setting of the run, e.g. ground_truth=head or lora.lr=3e-4 (repeatable; "
+                        "values read as JSON where they parse); the result JSON records the full config")
     e.add_argument("--json", action="store_true", help="also print the metrics")
     e.set_defaults(func=cmd_reproduce)
     return p

@@ -31,11 +31,20 @@ def available() -> list[str]:
     return out
 
 
-def run_experiment(name: str, quick: bool, out_dir: Path, seed: int = 0) -> dict[str, Any]:
+def run_experiment(name: str, quick: bool, out_dir: Path, seed: int = 0,
+                   config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one experiment.  ``config``: overrides of the runner's settings (``--set``); only
+    runners with a ``config`` parameter accept them."""
+    import inspect
+
     from updatescope.errors import InputError
 
     if name not in available():
         raise InputError(f"unknown experiment {name!r}; available: {', '.join(available())}")
     module = importlib.import_module(f"updatescope.experiments.{RUNNERS[name]}")
+    if config and "config" not in inspect.signature(module.run).parameters:
+        raise InputError(f"experiment {name!r} takes no --set settings")
     out_dir.mkdir(parents=True, exist_ok=True)
+    if config:
+        return module.run(quick=quick, out_dir=out_dir, seed=seed, config=config)
     return module.run(quick=quick, out_dir=out_dir, seed=seed)

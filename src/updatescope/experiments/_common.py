@@ -82,3 +82,52 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def merge_config(cfg: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Apply ``overrides`` to a runner's default ``cfg`` in place and return it.
+
+    Keys must exist in the defaults (a typo must not be silently ignored); a dict value
+    merges into a dict default key by key (so ``{"lora": {"lr": 3e-4}}`` keeps the other LoRA
+    settings).  Raises ``InputError`` naming the unknown key.
+    """
+    from updatescope.errors import InputError
+
+    def merge(dst: dict[str, Any], src: dict[str, Any], where: str) -> None:
+        for key, value in src.items():
+            if key not in dst:
+                known = ", ".join(sorted(dst))
+                raise InputError(f"unknown setting {where + key!r}; known: {known}")
+            if isinstance(dst[key], dict) and isinstance(value, dict):
+                merge(dst[key], value, f"{where}{key}.")
+            else:
+                dst[key] = value
+
+    merge(cfg, dict(overrides or {}), "")
+    return cfg
+
+
+def parse_settings(items: list[str] | None) -> dict[str, Any]:
+    """``["ground_truth=head", "lora.lr=3e-4"]`` -> {"ground_truth": "head", "lora": {"lr": 0.0003}}.
+
+    Values are read as JSON where they parse (numbers, true/false, lists), else as strings.
+    """
+    from updatescope.errors import InputError
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        parts = key.strip().split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InputError(f"--set {item!r} conflicts with an earlier setting of {part!r}")
+        node[parts[-1]] = value
+    return out

@@ -41,7 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from updatescope.experiments import _lm, _lora, source_selection
-from updatescope.experiments._common import finish
+from updatescope.experiments._common import finish, merge_config
 
 NAME = "smiles"
 
@@ -178,7 +178,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
         "n_perm": 5000, "seed": seed, "quick": quick,
     }
-    cfg.update(config or {})
+    merge_config(cfg, config)
     domains = list(cfg["domains"] or smiles_domains())
     cfg["domains"] = domains
     log = functools.partial(print, flush=True)

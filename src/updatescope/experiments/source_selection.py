@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from updatescope.experiments import _lm, _lora
-from updatescope.experiments._common import finish
+from updatescope.experiments._common import finish, merge_config
 
 NAME = "source-selection"
 
@@ -129,7 +129,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
         "seed": seed, "quick": quick,
     }
-    cfg.update(config or {})
+    merge_config(cfg, config)
     domains = list(cfg["domains"])
     cfg["families"] = {d: family_of(d) for d in domains}
     log = functools.partial(print, flush=True)

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from updatescope.experiments import _lm, _lora
-from updatescope.experiments._common import finish
+from updatescope.experiments._common import finish, merge_config
 
 NAME = "verbalizer"
 PROMPT = "Review: {text}\nQuestion: Is this review positive?\nAnswer:"
@@ -109,7 +109,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         "finetune": {"optimizer": "adam", "lr": 1e-4, "steps": 30, "batch": "full", "extra_rows": 512},
         "exact_n": None, "baseline_n": None, "seed": seed, "quick": quick,
     }
-    cfg.update(config or {})
+    merge_config(cfg, config)
     sets = VERBALIZERS[: cfg["n_sets"]]
     cfg["verbalizers"] = [f"{p}/{n}" for p, n in sets]
     log = functools.partial(print, flush=True)
