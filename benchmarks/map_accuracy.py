@@ -27,8 +27,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from estimator_accuracy import KINDS, make_tasks  # noqa: E402
 
-CHOICES = {1000: ["auto/auto", "dense/dense", "fold/fold"],
-           49152: ["auto/auto", "dense/srht", "fold/fold", "fold/countsketch"]}
+CHOICES = {1000: ["auto/auto", "fold/fold"],
+           49152: ["auto/auto", "fold/srht", "fold/fold", "fold/countsketch"]}
 N = {1000: 1000, 49152: 500}
 
 

@@ -213,13 +213,9 @@ def test_config_validation():
     with pytest.raises(us.InputError, match="unknown projection kind"):
         us.FisherSketch(6, 10, error_map="fft")
     assert us.SketchConfig(576, 49152).error_map == "srht"
-    assert us.SketchConfig(576, 49152).act_map == "fold"  # width <= m: padded SRHT, all rows
-    assert us.SketchConfig(576, 1000).error_map == "fold"
-    assert us.SketchConfig(576, 1000, sketch_dim=256).error_map == "dense"
-    assert us.SketchConfig(4096, 1000, sketch_dim=1024).act_map == "srht"
-    # explicit kinds are kept as given: files written under an older "auto" rule still load
-    assert us.SketchConfig(576, 49152, act_map="dense").act_map == "dense"
-
+    assert us.SketchConfig(576, 1000).error_map == "dense"
+    assert us.SketchConfig(576, 1000, sketch_dim=256).act_map == "dense"
+    assert us.SketchConfig(576, 49152, act_map="fold", error_map="fold").error_map == "fold"  # opt-in, kept as given
 
 def test_state_and_signature_sizes():
     sk = us.FisherSketch(8, 20, sketch_dim=4096).update_logits(*stream(4, d=8, k=20))

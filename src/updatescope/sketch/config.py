@@ -8,22 +8,17 @@ from updatescope.errors import IncompatibleSignatureError, InputError
 
 MAP_KINDS = ("dense", "srht", "fold", "countsketch")
 
-# "auto" picks a projection per side from its width and m:
-# - width ≤ m: "fold" — x zero-padded to F = next_pow2(m) under random signs, then H_F with
-#   every row kept: an SRHT without collisions or row sampling, O(m √m) per sample, and as
-#   accurate as dense Rademacher (benchmarks/estimator_accuracy.py, act_map_choice.py);
-# - m < width ≤ DENSE_MAX_DIM: dense Rademacher projections, two (dim, m) float32 matrices;
-# - wider: the block SRHT (random signs + Kronecker-block rows of H·D), O(dim·m/A + m·A)
-#   per sample and O(dim) memory, which is what makes a 128k vocabulary cheap.
-# Signatures store the resolved kind, so files written under an older rule keep loading and
-# comparing among themselves; comparing them with a new sketch names the differing map.
+# "auto" picks a projection per side from its width: dense Rademacher projections (two
+# (dim, m) float32 matrices, 32 MiB at dim=1024, m=4096) up to DENSE_MAX_DIM, the block SRHT
+# (random signs + Kronecker-block rows of H·D, O(dim·m/A + m·A) per sample, O(dim) memory)
+# beyond, which is what makes a 128k vocabulary cheap.  "fold" (O(dim + m√m)) is opt-in:
+# benchmarks/map_accuracy.py measures it against these defaults.  Signatures store the
+# resolved kind, so a file always names its own basis.
 DENSE_MAX_DIM = 1024
 
 
 def resolve_map(kind: str, dim: int, m: int) -> str:
     if kind == "auto":
-        if dim <= m:
-            return "fold"
         return "dense" if dim <= DENSE_MAX_DIM else "srht"
     if kind not in MAP_KINDS:
         raise InputError(f"unknown projection kind {kind!r}; choose one of auto, {', '.join(MAP_KINDS)}")
