@@ -81,6 +81,7 @@ def test_estimator_tiny_vision_run(tiny):
     assert v["matrix_seconds"]["exact_s"] > 0 and len(v["matrix_seconds"]["sketch_s"]) == 2
     sp = v["speed"]
     assert sp["n_per_task"] == [50, 50] and sp["distinct_rows"] == 72 and sp["speedup"] > 0
+    assert set(v["maps"]) == {"act_map", "error_map"}
     assert m["figures"] == ["estimator_vision.png"] and (tiny / "out" / "estimator_vision.png").is_file()
     # the pool was captured once and cached: a rerun reads it back and gives the same exact values
     again = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config={"parts": ["vision"], "vision": VISION})
@@ -90,3 +91,8 @@ def test_estimator_tiny_vision_run(tiny):
 def test_estimator_rejects_unknown_part(tiny):
     with pytest.raises(InputError, match="parts"):
         estimator.run(quick=True, out_dir=tiny / "out", config={"parts": ["audio"]})
+
+
+def test_estimator_rejects_unknown_setting(tiny):
+    with pytest.raises(InputError, match="unknown setting 'vision.nope'"):
+        estimator.run(quick=True, out_dir=tiny / "out", config={"vision": {"nope": 1}})

@@ -45,7 +45,7 @@ import torch
 
 from updatescope.errors import InputError
 from updatescope.experiments import _lm, source_selection
-from updatescope.experiments._common import finish
+from updatescope.experiments._common import finish, merge_config
 
 NAME = "estimator"
 KINDS = _lm.SKETCH_KINDS
@@ -181,6 +181,14 @@ def _log_accuracy(acc: dict[str, Any], log: Any) -> None:
             f"mean|err| {a['mean_abs_err']:.4f}  exact range [{a['exact_min']:.3f}, {a['exact_max']:.3f}]")
 
 
+def _maps(d: int, k: int, sketch_dim: int) -> dict[str, str]:
+    """The projection families the sketch resolves to at this size (they set its cost)."""
+    import updatescope as us
+
+    cfg = us.FisherSketch(d, k, sketch_dim, 0).config
+    return {"act_map": cfg.act_map, "error_map": cfg.error_map}
+
+
 def _log_speed(sp: dict[str, Any], log: Any) -> None:
     log(f"speed at n={sp['n_per_task']}: sketch {sp['sketch_median_s']:.2f}s, exact {sp['exact_median_s']:.2f}s, "
         f"speed-up {sp['speedup']:.2f}x")
@@ -215,7 +223,7 @@ def run_lm(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
         "n_domains": len(domains), "d": int(w0.shape[1]), "K": int(w0.shape[0]),
         "tokens_per_task": {n: int(v["labels"].numel()) for n, v in data["sketch"].items()},
         "accuracy": acc, "speed": sp, "speed_groups": [domains[:half], domains[half:]],
-        "figures": [fig.name],
+        "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"])), "figures": [fig.name],
     }
 
 
@@ -256,7 +264,8 @@ def run_vision(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
         "model": "efficientnet-lite0", "n_tasks": len(tasks), "n_per_task": int(cfg["n"]),
         "d": int(w0.shape[1]), "K": int(w0.shape[0]), "pool_views": int(pool["acts"].shape[0]),
         "capture_seconds": capture_s, "tasks": info, "accuracy": acc, "matrix_seconds": timings,
-        "speed": sp, "figures": [fig.name],
+        "speed": sp, "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"])),
+        "figures": [fig.name],
     }
 
 
@@ -269,8 +278,11 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         "parts": ["smollm2", "vision"],
         "model": "smollm2",
         "domains": list(source_selection.QUICK_DOMAINS if quick else source_selection.FULL_DOMAINS),
-        # same sizes as source-selection (cache hits); speed streams pool all three splits
-        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1500, "train": 2000, "eval": 1000},
+        # quick: same sizes as source-selection (cache hits); speed streams pool all three
+        # splits.  full: the sketch split only, 1,000 tokens per domain: the exact 24-task
+        # matrix at K = 49,152 costs O(T² n² (d + K)), ~14 min on 2 idle cores at n = 1,000
+        # against ~32 min at source-selection's 1,500 (and the train/eval captures are unused)
+        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1000},
         "sketch_dim": 4096, "seeds": seeds,
         "speed_n": 2000, "repeats": 3, "exact_repeats": 1 if quick else 3, "quick": quick,
         # EfficientNet-lite0: tasks x n views from a pool of photos x per_photo views (one forward each)
@@ -278,11 +290,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
                    "n": 300 if quick else 1000, "size": 224, "batch": 32, "seed": seed, "sketch_dim": 4096,
                    "seeds": seeds, "speed_n": 2000, "repeats": 3, "exact_repeats": 3},
     }
-    user = dict(config or {})
-    vision_over = user.pop("vision", None)
-    cfg.update(user)
-    if vision_over is not None:
-        cfg["vision"].update(vision_over)
+    merge_config(cfg, config)  # dicts merge key by key: {"vision": {"tasks": 4}} keeps the rest
     unknown = set(cfg["parts"]) - {"smollm2", "vision"}
     if unknown or not cfg["parts"]:
         raise InputError(f"estimator parts must be among smollm2, vision; got {cfg['parts']}")
