@@ -23,7 +23,7 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.experiments._common import env_info, portable_config, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +81,7 @@ def main() -> int:
                 f"{rows[-1]['fishersketch'][k]['median_abs_err']:.4f}" for k in KEYS), flush=True)
     mean = {side: {k: {stat: float(np.mean([r[side][k][stat] for r in rows])) for stat in ("median_abs_err", "spearman")}
                    for k in KEYS} for side in ("updatescope", "fishersketch")}
-    record = {"name": "accuracy_vs_reference", "config": vars(args) | {"n_tasks": len(tasks), "n_pairs": len(tasks) * (len(tasks) - 1) // 2},
+    record = {"name": "accuracy_vs_reference", "config": portable_config(args) | {"n_tasks": len(tasks), "n_pairs": len(tasks) * (len(tasks) - 1) // 2},
               "metrics": {"per_seed": rows, "mean_over_seeds": mean}, "env": env_info(),
               "seconds": round(time.perf_counter() - t0, 1)}
     write_json_atomic(record, Path(args.out))

@@ -17,7 +17,7 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.experiments._common import env_info, portable_config, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
 from updatescope.sketch.maps import build_maps
 
@@ -55,7 +55,7 @@ def main() -> None:
                             "median_abs_err": float(np.mean([v[1] for v in vals]))} for k, vals in acc.items()}}
         print(kind, f"{out[kind]['us_per_token']:.1f} us/token",
               {k: (round(out[kind][k]["spearman"], 4), round(out[kind][k]["median_abs_err"], 4)) for k in acc}, flush=True)
-    write_json_atomic({"name": "act_map_choice", "config": vars(args), "metrics": out, "env": env_info(),
+    write_json_atomic({"name": "act_map_choice", "config": portable_config(args), "metrics": out, "env": env_info(),
                        "seconds": round(time.perf_counter() - t0, 1)}, Path(args.out))
 
 

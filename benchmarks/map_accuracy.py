@@ -20,7 +20,7 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.experiments._common import env_info, portable_config, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
 
 HERE = Path(__file__).resolve().parent
@@ -73,7 +73,7 @@ def main() -> None:
             print(f"K={k:>6} {choice:>17} ({cfg.act_map}/{cfg.error_map}): " + "  ".join(
                 f"{kind} {res[kind]['spearman_mean']:.3f}/{res[kind]['median_abs_err_mean']:.3f}" for kind in KINDS),
                 flush=True)
-    write_json_atomic({"name": "map_accuracy", "config": {**vars(args), "n_per_task": N, "act_dim": 128, "pairs": 66},
+    write_json_atomic({"name": "map_accuracy", "config": {**portable_config(args), "n_per_task": N, "act_dim": 128, "pairs": 66},
                        "metrics": out, "env": env_info(), "loadavg_before": load_before,
                        "loadavg_after": os.getloadavg(), "seconds": round(time.perf_counter() - t0, 1)},
                       Path(args.out))

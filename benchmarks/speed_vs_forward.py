@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.experiments._common import env_info, portable_config, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 TEXT = ("The committee reviewed the proposal in detail and asked for a revised budget, "
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--act-map", default="auto", help="sketch activation map (auto, dense, srht, fold)")
+    p.add_argument("--error-map", default="auto", help="sketch error map (auto, dense, srht, fold, countsketch)")
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_forward.json"))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def sketched() -> int:
         sig = sketch_causal_lm(model, tok, texts, chunk_len=args.chunk_len, token_budget=args.token_budget,
-                               progress=False)
+                               progress=False, act_map=args.act_map, error_map=args.error_map)
         sync()
         return sig.count + len(texts)  # count = predicted tokens; +1 per chunk = tokens forwarded
 
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
            "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
     print(f"bare forward {res['bare_tokens_per_s']:.0f} tok/s, forward+capture+sketch "
           f"{res['sketch_tokens_per_s']:.0f} tok/s, ratio {ratio:.2f}", flush=True)
-    write_json_atomic({"name": "speed_vs_forward", "config": vars(args), "result": res, "env": env_info(),
+    write_json_atomic({"name": "speed_vs_forward", "config": portable_config(args), "result": res, "env": env_info(),
                        "command": "python benchmarks/speed_vs_forward.py " + " ".join(sys.argv[1:] if argv is None else argv)},
                       Path(args.out))
     return 0

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 import updatescope as us
-from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.experiments._common import env_info, portable_config, write_json_atomic
 from updatescope.sketch.fishersketch import _basis, features
 
 HERE = Path(__file__).resolve().parent
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             mem.append(r)
             print(f"memory d={d} K={k} n={n}: +{r['added_peak_MB']:.1f} MB peak (basis {r['basis_MB']:.1f} MB, "
                   f"inputs {r['inputs_MB']:.0f} MB)", flush=True)
-    write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in vars(args).items() if k != "child"},
+    write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in portable_config(args).items() if k != "child"},
                        "rows": rows, "memory": mem, "env": env_info(),
                        "loadavg_before": load_before, "loadavg_after": load_after,
                        "command": "python benchmarks/speed_vs_memory_floor.py " + " ".join(sys.argv[1:] if argv is None else argv)},

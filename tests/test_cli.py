@@ -161,3 +161,16 @@ def test_parse_and_merge_settings():
     assert cfg == {"ground_truth": "head", "lora": {"lr": 3e-4, "r": 8, "targets": ["q_proj"]}, "domains": None}
     with pytest.raises(InputError, match="unknown setting"):
         merge_config(cfg, {"nope": 1})
+
+
+def test_sketch_map_choice_recorded_and_checked(models, corpora, tmp_path, capsys):
+    fold, auto = tmp_path / "fold.safetensors", tmp_path / "auto.safetensors"
+    assert _run(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out", fold, "--quiet",
+                "--sketch-dim", 64, "--max-tokens", 200, "--act-map", "fold", "--error-map", "fold")[0] == 0
+    assert _run(capsys, "sketch", "--model", models[0], "--data", corpora["prose"], "--out", auto, "--quiet",
+                "--sketch-dim", 64, "--max-tokens", 200)[0] == 0
+    rc, out, _ = _run(capsys, "inspect", fold, "--json")
+    cfg = json.loads(out)[0]["config"]
+    assert (cfg["act_map"], cfg["error_map"]) == ("fold", "fold")
+    rc, _, err = _run(capsys, "rank", "--target", auto, fold)
+    assert rc != 0 and "act_map" in err and err.count("\n") == 1

@@ -61,6 +61,7 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     sig = sketch_causal_lm(model, tok, texts, sketch_dim=args.sketch_dim, seed=args.seed,
                            max_tokens=args.max_tokens, token_budget=args.token_budget,
+                           act_map=args.act_map, error_map=args.error_map,
                            progress=not args.quiet, meta={"data": ",".join(Path(p).name for p in args.data),
                                                           "name": args.name or out.stem.split(".")[0]})
     save_signature(sig, out)
@@ -192,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="random basis; must match across compared signatures")
     s.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
     s.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="forward precision")
+    s.add_argument("--act-map", default="auto", choices=["auto", "dense", "srht", "fold"],
+                   help="activation-side projection (auto: dense up to width 1,024, block SRHT beyond)")
+    s.add_argument("--error-map", default="auto", choices=["auto", "dense", "srht", "fold", "countsketch"],
+                   help="error-side projection (auto: dense up to 1,024 outputs, block SRHT beyond; fold is "
+                        "faster at a slightly larger error, see benchmarks/README.md); compared signatures "
+                        "must use the same maps")
     s.add_argument("--name", default=None, help="name shown in rankings (default: file stem)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_sketch)

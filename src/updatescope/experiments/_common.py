@@ -56,6 +56,22 @@ def finish(name: str, config: dict[str, Any], metrics: dict[str, Any], t0: float
     }
 
 
+def portable_config(args: Any) -> dict[str, Any]:
+    """``vars(args)`` with absolute paths made relative to the working directory.
+
+    Results are committed; a path from the machine that made them says nothing to a reader
+    and leaks the layout of that machine. Paths outside the working directory keep only
+    their file name.
+    """
+    out: dict[str, Any] = {}
+    for key, value in vars(args).items():
+        if isinstance(value, str) and os.path.isabs(value):
+            rel = os.path.relpath(value)
+            value = rel if not rel.startswith("..") else os.path.basename(value)
+        out[key] = value
+    return out
+
+
 def write_json_atomic(obj: Any, path: Path) -> None:
     """Write JSON through a temporary file and rename, so no half-written file is left."""
     path = Path(path)

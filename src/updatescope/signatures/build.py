@@ -13,7 +13,8 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
                      max_tokens: int | None = None, token_budget: int = 1024, dtype: Any = None,
                      positions: Sequence[Any] | None = None, chunk_len: int | None = None,
                      progress: bool = True, desc: str = "sketch", fingerprint: str | None = None,
-                     meta: dict[str, str] | None = None) -> Signature:
+                     meta: dict[str, str] | None = None, act_map: str = "auto",
+                     error_map: str = "auto") -> Signature:
     """Signature of the next-token head geometry of ``texts`` under ``model``.
 
     One forward pass per batch; the head input and logits are captured by a hook and
@@ -29,7 +30,8 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
     k, d = head.weight.shape
     fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer)
     device = head.weight.device
-    sk = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=device)
+    sk = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=device, act_map=act_map,
+                     error_map=error_map)
     with torch.inference_mode():
         for acts, logits, labels in capture_causal_lm(model, texts, tokenizer, positions=positions,
                                                        chunk_len=chunk_len, token_budget=token_budget,
