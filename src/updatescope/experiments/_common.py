@@ -40,6 +40,12 @@ def env_info() -> dict[str, Any]:
             cwd=Path(__file__).resolve().parent,
         )
         info["git_commit"] = commit.stdout.strip() or None
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+            timeout=5, cwd=Path(__file__).resolve().parent,
+        )
+        # tracked files edited since that commit: the result may not be reproducible from it
+        info["git_dirty"] = bool(status.stdout.strip()) if status.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         info["git_commit"] = None
     return info
