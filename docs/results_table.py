@@ -33,6 +33,16 @@ def method_table(metrics: dict) -> list[str]:
     return rows
 
 
+def correlation_table(metrics: dict) -> list[str]:
+    rows = ["| method | pooled ρ_s | p (scipy) | p (permutation) | per-target ρ_s mean ± sd |", "|---|---|---|---|---|"]
+    for name, c in metrics["correlation"].items():
+        po, pt = c["pooled"], c["per_target"]
+        rows.append(f"| {name} | {po['rho']:.3f} | {po['p']:.2g} | {po['p_perm']:.3f} | {pt['mean']:.2f} ± {pt['sd']:.2f} |")
+    for name, why in metrics.get("cannot_run", {}).items():
+        rows.append(f"| {name} | cannot run: {why} | | | |")
+    return rows
+
+
 def transfer_table(metrics: dict) -> list[str]:
     tr = metrics["ground_truth"]["transfer"]
     names = list(tr)
@@ -49,7 +59,7 @@ def main(argv: list[str]) -> int:
     rec = json.loads(Path(argv[0]).read_text())
     m = rec["metrics"]
     print(f"<!-- {rec['name']}: {rec.get('seconds')} s, git {rec.get('env', {}).get('git_commit', '?')} -->")
-    print("\n".join(method_table(m)))
+    print("\n".join(correlation_table(m) if "correlation" in m else method_table(m)))
     if "ground_truth" in m and "transfer" in m["ground_truth"]:
         print()
         print("\n".join(transfer_table(m)))
