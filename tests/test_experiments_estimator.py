@@ -96,3 +96,14 @@ def test_estimator_rejects_unknown_part(tiny):
 def test_estimator_rejects_unknown_setting(tiny):
     with pytest.raises(InputError, match="unknown setting 'vision.nope'"):
         estimator.run(quick=True, out_dir=tiny / "out", config={"vision": {"nope": 1}})
+
+
+def test_estimator_map_choice(tiny):
+    cfg = {"domains": ["dom_a", "dom_b", "dom_c"], "tokens": {"sketch": 60, "train": 40, "eval": 40},
+           "sketch_dim": 256, "seeds": [0], "speed_n": 60, "repeats": 1, "exact_repeats": 1,
+           "parts": ["smollm2"], "act_map": "fold", "error_map": "fold"}
+    m = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)["metrics"]
+    assert m["maps"] == {"act_map": "fold", "error_map": "fold"}
+    assert m["accuracy"]["fisher"]["mean_abs_err"] < 0.15
+    with pytest.raises(InputError, match="projection kind"):
+        estimator.run(quick=True, out_dir=tiny / "out", config={**cfg, "error_map": "gaussian"})

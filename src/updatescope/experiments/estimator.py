@@ -59,7 +59,8 @@ def _pairs(mat: torch.Tensor) -> np.ndarray:
 
 def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[str, torch.Tensor]], *,
              sketch_dim: int, seeds: list[int], fp: str = "",
-             timings: dict[str, Any] | None = None) -> dict[str, Any]:
+             timings: dict[str, Any] | None = None, act_map: str = "auto",
+             error_map: str = "auto") -> dict[str, Any]:
     """Per kind: Spearman / mean|err| / max|err| of sketch vs exact, per seed and averaged.
 
     ``timings``, if given, receives the wall seconds of the whole exact T×T matrix
@@ -83,7 +84,7 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
         t0 = time.perf_counter()
         sigs = []
         for name in names:
-            sk = us.FisherSketch(d, k, sketch_dim, seed, fingerprint=fp)
+            sk = us.FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, act_map=act_map, error_map=error_map)
             a, y = tasks[name]["acts"], tasks[name]["labels"]
             for i in range(0, a.shape[0], 256):
                 sk.update_logits(a[i : i + 256], _lm.logits_of(w0, b0, a[i : i + 256]), y[i : i + 256])
@@ -111,7 +112,8 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
 
 
 def speed(w0: torch.Tensor, b0: torch.Tensor | None, streams: list[dict[str, torch.Tensor]], *,
-          sketch_dim: int, repeats: int, exact_repeats: int, fp: str = "") -> dict[str, Any]:
+          sketch_dim: int, repeats: int, exact_repeats: int, fp: str = "", act_map: str = "auto",
+          error_map: str = "auto") -> dict[str, Any]:
     """Wall time (s) of sketch vs exact for the given task streams; median over repeats."""
     import updatescope as us
 
@@ -121,7 +123,7 @@ def speed(w0: torch.Tensor, b0: torch.Tensor | None, streams: list[dict[str, tor
     def run_sketch() -> None:
         sigs = []
         for s, z in zip(streams, logits):
-            sk = us.FisherSketch(d, k, sketch_dim, 0, fingerprint=fp)
+            sk = us.FisherSketch(d, k, sketch_dim, 0, fingerprint=fp, act_map=act_map, error_map=error_map)
             for i in range(0, z.shape[0], 256):
                 sk.update_logits(s["acts"][i : i + 256], z[i : i + 256], s["labels"][i : i + 256])
             sigs.append(sk.signature())
@@ -181,11 +183,11 @@ def _log_accuracy(acc: dict[str, Any], log: Any) -> None:
             f"mean|err| {a['mean_abs_err']:.4f}  exact range [{a['exact_min']:.3f}, {a['exact_max']:.3f}]")
 
 
-def _maps(d: int, k: int, sketch_dim: int) -> dict[str, str]:
+def _maps(d: int, k: int, sketch_dim: int, act_map: str = "auto", error_map: str = "auto") -> dict[str, str]:
     """The projection families the sketch resolves to at this size (they set its cost)."""
     import updatescope as us
 
-    cfg = us.FisherSketch(d, k, sketch_dim, 0).config
+    cfg = us.FisherSketch(d, k, sketch_dim, 0, act_map=act_map, error_map=error_map).config
     return {"act_map": cfg.act_map, "error_map": cfg.error_map}
 
 
@@ -203,7 +205,8 @@ def run_lm(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
     data = source_selection.capture_domains(model, tok, fp, domains, cfg["tokens"], log)
     del model
 
-    acc = accuracy(w0, b0, data["sketch"], sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp)
+    maps = {"act_map": cfg["act_map"], "error_map": cfg["error_map"]}
+    acc = accuracy(w0, b0, data["sketch"], sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp, **maps)
     _log_accuracy(acc, log)
 
     half = len(domains) // 2
@@ -214,7 +217,7 @@ def run_lm(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
         n = min(int(cfg["speed_n"]), acts.shape[0])
         streams.append({"acts": acts[:n], "labels": labels[:n]})
     sp = speed(w0, b0, streams, sketch_dim=cfg["sketch_dim"], repeats=cfg["repeats"],
-               exact_repeats=cfg["exact_repeats"], fp=fp)
+               exact_repeats=cfg["exact_repeats"], fp=fp, **maps)
     _log_speed(sp, log)
 
     fig = out_dir / "estimator.png"
@@ -223,7 +226,7 @@ def run_lm(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
         "n_domains": len(domains), "d": int(w0.shape[1]), "K": int(w0.shape[0]),
         "tokens_per_task": {n: int(v["labels"].numel()) for n, v in data["sketch"].items()},
         "accuracy": acc, "speed": sp, "speed_groups": [domains[:half], domains[half:]],
-        "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"])), "figures": [fig.name],
+        "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"]), **maps), "figures": [fig.name],
     }
 
 
@@ -246,14 +249,16 @@ def run_vision(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
     tasks, info = _vision.make_tasks(pool, w0, b0, specs, len(photos), seed=int(cfg["seed"]))
 
     timings: dict[str, Any] = {}
-    acc = accuracy(w0, b0, tasks, sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp, timings=timings)
+    maps = {"act_map": cfg["act_map"], "error_map": cfg["error_map"]}
+    acc = accuracy(w0, b0, tasks, sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp, timings=timings,
+                   **maps)
     _log_accuracy(acc, log)
     log(f"{len(tasks)}-task matrix: exact {timings['exact_s']:.2f}s, "
         f"sketch {statistics.median(timings['sketch_s']):.2f}s (median over bases)")
 
     streams, distinct = _vision.speed_streams(pool, w0, b0, int(cfg["speed_n"]), len(photos), seed=int(cfg["seed"]))
     sp = speed(w0, b0, streams, sketch_dim=cfg["sketch_dim"], repeats=cfg["repeats"],
-               exact_repeats=cfg["exact_repeats"], fp=fp)
+               exact_repeats=cfg["exact_repeats"], fp=fp, **maps)
     sp["distinct_rows"] = distinct
     _log_speed(sp, log)
 
@@ -264,7 +269,7 @@ def run_vision(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
         "model": "efficientnet-lite0", "n_tasks": len(tasks), "n_per_task": int(cfg["n"]),
         "d": int(w0.shape[1]), "K": int(w0.shape[0]), "pool_views": int(pool["acts"].shape[0]),
         "capture_seconds": capture_s, "tasks": info, "accuracy": acc, "matrix_seconds": timings,
-        "speed": sp, "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"])),
+        "speed": sp, "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"]), **maps),
         "figures": [fig.name],
     }
 
@@ -284,10 +289,13 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         # against ~32 min at source-selection's 1,500 (and the train/eval captures are unused)
         "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1000},
         "sketch_dim": 4096, "seeds": seeds,
+        # projection families ("auto", "dense", "srht", "fold", "countsketch"; see SketchConfig)
+        "act_map": "auto", "error_map": "auto",
         "speed_n": 2000, "repeats": 3, "exact_repeats": 1 if quick else 3, "quick": quick,
         # EfficientNet-lite0: tasks x n views from a pool of photos x per_photo views (one forward each)
         "vision": {"photos": photo_names(), "per_photo": 64 if quick else 200, "tasks": 8 if quick else 24,
                    "n": 300 if quick else 1000, "size": 224, "batch": 32, "seed": seed, "sketch_dim": 4096,
+                   "act_map": "auto", "error_map": "auto",
                    "seeds": seeds, "speed_n": 2000, "repeats": 3, "exact_repeats": 3},
     }
     merge_config(cfg, config)  # dicts merge key by key: {"vision": {"tasks": 4}} keeps the rest
