@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 from estimator_accuracy import KINDS, make_tasks  # noqa: E402
 
 CHOICES = {1000: ["auto/auto", "fold/fold"],
-           49152: ["auto/auto", "fold/srht", "fold/fold", "fold/countsketch"]}
+           49152: ["auto/auto", "auto/fold", "fold/srht", "fold/fold", "fold/countsketch"]}
 N = {1000: 1000, 49152: 500}
 
 

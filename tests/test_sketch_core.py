@@ -248,3 +248,28 @@ def test_negative_controls():
     flipped = us.FisherSketch(**kw).update_logits(a, z, y2).signature()
     assert not torch.allclose(whole.sums[:, 2], flipped.sums[:, 2])
     assert torch.allclose(whole.sums[:, 1], flipped.sums[:, 1])  # activation part unchanged
+
+
+def test_bad_errors_rejected_after_projection_and_nothing_accumulated():
+    """update() finds NaN/inf in the errors through the batch's sums (no separate scan of
+    the (n, K) matrix) and still names the first bad row and adds nothing."""
+    for emap in ("dense", "srht", "fold", "countsketch"):
+        kw = dict(act_dim=6, out_dim=300, sketch_dim=64, seed=2, error_map=emap)
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(7, 6, generator=g)
+        e, _ = us.error_vectors(torch.randn(7, 300, generator=g), torch.randint(0, 300, (7,), generator=g))
+        sk = us.FisherSketch(**kw).update(a, e)
+        snap, diag, count = sk._sums.clone(), sk._diag.clone(), sk.count
+        for bad_value in (float("nan"), float("inf"), float("-inf")):
+            bad = e.clone()
+            bad[4, 123] = bad_value
+            with pytest.raises(us.InputError, match=r"errors in batch 1 contain NaN or inf \(first bad row 4\)"):
+                sk.update(a, bad)
+            assert torch.equal(sk._sums, snap) and torch.equal(sk._diag, diag) and sk.count == count, emap
+        huge = e.clone()
+        huge[2] *= 1e36  # finite, but the float32 projections overflow
+        with pytest.raises(us.InputError, match="overflow"):
+            sk.update(a, huge)
+        assert torch.equal(sk._sums, snap) and sk.count == count
+        sk.update(a, e)  # the batch counter did not move on the rejected batches
+        assert sk.count == 2 * count

@@ -111,8 +111,12 @@ class FisherSketch:
     def update(self, acts: Any, errors: Any) -> "FisherSketch":
         """Add samples.  acts (n, d), errors (n, K); torch or numpy.  Returns self.
 
-        Validation happens before anything is accumulated: a bad batch leaves the sketch
-        unchanged.
+        A bad batch leaves the sketch unchanged: shapes are checked first, and the batch is
+        summed into its own buffers, which are added only if they are finite.  Every map
+        writes each feature as a ±1 combination of all input coordinates, so a NaN or inf
+        anywhere in the errors reaches the sums; only then is the (n, K) error matrix
+        scanned to name the first bad row.  This saves a full pass over the errors, the
+        largest tensor the sketch ever reads.
         """
         batch = self._batches
         a = as_tensor(acts, "activations")
@@ -122,12 +126,13 @@ class FisherSketch:
         if a.shape[0] != e.shape[0]:
             raise InputError(f"activations and errors have different numbers of rows: {a.shape[0]} vs {e.shape[0]}")
         check_finite(a, "activations", batch)
-        check_finite(e, "errors", batch)
-        self._batches += 1
         if a.shape[0] == 0:
+            self._batches += 1
             return self
         dt = compute_dtype(a, e)
-        self._accumulate(a.to(self.device, dt), e.to(self.device, dt))
+        part = self._new_part()
+        self._accumulate(part, a.to(self.device, dt), e.to(self.device, dt))
+        self._commit(part, batch, checks=((e, "errors"),))
         return self
 
     def update_logits(self, acts: Any, logits: Any, labels: Any) -> "FisherSketch":
@@ -146,10 +151,11 @@ class FisherSketch:
         check_finite(a, "activations", batch)
         check_finite(z, "logits", batch)
         y, kept = kept_rows(y.to(z.device), self.config.out_dim, z.shape[0], batch=batch)
-        self._batches += 1
         if kept.numel() == 0:
+            self._batches += 1
             return self
         dt = compute_dtype(a, z)
+        part = self._new_part()
         rows = max(1, min(_ACC_ROWS, _LOGIT_ELEMS // self.config.out_dim))
         for sel in _row_chunks(kept, z.shape[0], rows):
             if isinstance(sel, slice):  # a run of kept rows: views, no copy
@@ -157,12 +163,34 @@ class FisherSketch:
             else:  # scattered kept rows: gather one cache-sized chunk at a time
                 zc, yc, ac = z[sel], y[sel], a[sel.to(a.device)]
             e = softmax_minus_onehot(zc.to(self.device), yc.to(self.device))
-            self._accumulate(ac.to(self.device, dt), e.to(dt))
+            self._accumulate(part, ac.to(self.device, dt), e.to(dt))
+        self._commit(part, batch, checks=((z, "logits"),))
         return self
 
-    def _accumulate(self, a: Tensor, e: Tensor) -> None:
+    def _new_part(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Empty per-batch buffers shaped like (_sums, _diag, _counts)."""
+        return torch.zeros_like(self._sums), torch.zeros_like(self._diag), torch.zeros_like(self._counts)
+
+    def _commit(self, part: tuple[Tensor, Tensor, Tensor], batch: int,
+                checks: tuple[tuple[Tensor, str], ...]) -> None:
+        """Add a batch's sums, or raise naming the input that made them non-finite."""
+        sums, diag, counts = part
+        if not (bool(torch.isfinite(sums).all()) and bool(torch.isfinite(diag).all())):
+            for t, name in checks:
+                check_finite(t, name, batch)  # raises, naming the first bad row
+            raise InputError(f"batch {batch}: the sketch's features overflow (input entries too large for the "
+                             "projection dtype); nothing was added")
+        self._sums += sums
+        self._diag += diag
+        self._counts += counts
+        self._batches += 1
+
+    def _accumulate(self, part: tuple[Tensor, Tensor, Tensor], a: Tensor, e: Tensor) -> None:
         # Row chunks bound the float64 feature block (_ACC_ROWS × 3 × m) whatever the batch;
         # projections are float32 (or float64 for float64 input), sums are always float64.
+        # (Reducing the float32 projections with float64 accumulators directly was measured
+        # slower than this one float64 block.)
+        sums, diag, counts = part
         m = self.config.sketch_dim
         amap, emap = _basis(self.config, a.device)
         scale = 1.0 / m  # features carry 1/√m each: sums × 1/√m, squared sums × 1/m
@@ -174,18 +202,18 @@ class FisherSketch:
             f[:, 1].copy_(qa)
             f[:, 2].copy_(qe)
             # Sample i of the whole stream goes to half (count + i) mod 2.
-            first = int(self._counts.sum()) % 2
-            parts = [f[(half - first) % 2 :: 2] for half in (0, 1)]
-            for half, part in enumerate(parts):
-                if part.shape[0]:
-                    self._sums[half] += part.sum(0).mul_(math.sqrt(scale))
+            first = int(self._counts.sum() + counts.sum()) % 2
+            for half in (0, 1):
+                rows = f[(half - first) % 2 :: 2]
+                if rows.shape[0]:
+                    sums[half] += rows.sum(0).mul_(math.sqrt(scale))
             f.square_()
             blocks = f.view(r, 3, N_BLOCKS, m // N_BLOCKS).sum(-1)  # (r, 3, N_BLOCKS)
             for half in (0, 1):
-                part = blocks[(half - first) % 2 :: 2]
-                if part.shape[0]:
-                    self._diag[half] += part.sum(0).mul_(scale)
-                    self._counts[half] += part.shape[0]
+                rows = blocks[(half - first) % 2 :: 2]
+                if rows.shape[0]:
+                    diag[half] += rows.sum(0).mul_(scale)
+                    counts[half] += rows.shape[0]
 
     # ------------------------------------------------------------------ combining
     def merge(self, other: "FisherSketch") -> "FisherSketch":

@@ -190,6 +190,12 @@ class FoldMap(QuadraticMap):
     replacement.  Coordinates k ≡ k' (mod F) always share a bucket: for them the map is a
     count sketch with a fixed hash (unbiased through D alone), which is what makes the
     cost O(dim) instead of O(dim·m/A) for the block SRHT.
+
+    The signs factor as D_k = R_j·S_f for k = j·F + f (a sign per block of F coordinates
+    times a sign per bucket, all independent): E[D_k D_k'] = δ_kk' still holds, which is all
+    the kernel's unbiasedness needs, and the fold becomes a weighted sum of the dim/F blocks
+    (one batched GEMV that reads x once, no (dim)-sized temporary) followed by S.
+    ``signs`` holds the resulting per-coordinate D (for reference and tests).
     """
 
     kind = "fold"
@@ -202,7 +208,10 @@ class FoldMap(QuadraticMap):
         self.p = f // self.q
         self.c = -(-dim // f)  # blocks of F coordinates folded onto each other
         self.pu = -(-min(dim, f) // self.q)  # rows of the (P, Q) view that can be nonzero
-        self.signs = _rademacher((2, dim), g)  # D_u, D_v
+        self.s = _rademacher((2, f), g)  # bucket signs S_u, S_v
+        self.r = _rademacher((2, self.c), g)  # block signs R_u, R_v
+        k = torch.arange(dim)
+        self.signs = self.r[:, k // f] * self.s[:, k % f]  # D_u, D_v per coordinate: (2, dim)
         perm = torch.randperm(f, generator=g)
         self.sel = perm[:m] if f > m else None  # rows of H_F kept for u (all when m = F)
         self.pair = torch.randperm(f, generator=g)[:m]  # row of v paired with u's output j
@@ -210,34 +219,33 @@ class FoldMap(QuadraticMap):
         self.h_p = hadamard_matrix(self.p)[: self.pu]  # (pu, P): H_P restricted to used rows
 
     def _width(self) -> int:
-        return 2 * max(self.dim, self.f)
+        # temporaries are (rows, 2, F) whatever dim is: the fold reads x once, in place
+        return 2 * self.f if self.c > 1 else 2 * max(self.dim, self.f)
 
     def _fold(self, x: Tensor) -> Tensor:
-        """(n, dim) -> (2, n, pu·Q): D_u·x and D_v·x folded modulo F (zero beyond dim)."""
+        """(n, dim) -> (n, 2, pu·Q): D_u·x and D_v·x folded modulo F (zero beyond dim)."""
         n, dim, f, c = x.shape[0], self.dim, self.f, self.c
-        signs = self.signs.to(x.dtype)
         span = self.pu * self.q
         if c == 1:  # no collisions: sign, pad to a multiple of Q
-            z = x.new_empty(2, n, span) if span == dim else x.new_zeros(2, n, span)
-            torch.mul(x.unsqueeze(0), signs.unsqueeze(1), out=z[:, :, :dim])
+            z = x.new_empty(n, 2, span) if span == dim else x.new_zeros(n, 2, span)
+            torch.mul(x.unsqueeze(1), self.signs.to(x.dtype).unsqueeze(0), out=z[:, :, :dim])
             return z
-        full = dim // f
-        # One product with both sign vectors, then the sum over blocks: the temporary is
-        # (2, rows, dim), bounded by the row chunks of __call__.
-        z = (x[:, : full * f].reshape(1, n, full, f) * signs[:, : full * f].view(2, 1, full, f)).sum(2)
-        rest = dim - full * f
+        full, rest = dim // f, dim % f
+        r = self.r.to(x.dtype)
+        # Σ_j R_j x_j over the blocks for both factors at once: (2, full) @ (n, full, F) -> (n, 2, F)
+        z = torch.matmul(r[:, :full], x[:, : full * f].reshape(n, full, f))
         if rest:
-            z[:, :, :rest] += x[:, full * f :].unsqueeze(0) * signs[:, full * f :].unsqueeze(1)
-        return z
+            z[:, :, :rest] += x[:, full * f :].unsqueeze(1) * r[:, full:].view(1, 2, 1)
+        return z.mul_(self.s.to(x.dtype))  # times S: (n, 2, F)
 
     def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
         n = x.shape[0]
         z = self._fold(x)
-        y = z.view(2 * n * self.pu, self.q) @ self.h_q.to(x.dtype)  # H_Q on the fast axis
+        y = z.view(n * 2 * self.pu, self.q) @ self.h_q.to(x.dtype)  # H_Q on the fast axis
         # H_P on the slow axis; the result is laid out (q, p), a fixed permutation of H_F's rows
-        y = (y.view(2 * n, self.pu, self.q).transpose(1, 2) @ self.h_p.to(x.dtype)).view(2, n, self.f)
-        u = y[0] if self.sel is None else y[0].index_select(1, self.sel)
-        return u, y[1].index_select(1, self.pair)
+        y = (y.view(n * 2, self.pu, self.q).transpose(1, 2) @ self.h_p.to(x.dtype)).view(n, 2, self.f)
+        u = y[:, 0] if self.sel is None else y[:, 0].index_select(1, self.sel)
+        return u, y[:, 1].index_select(1, self.pair)
 
     def _apply(self, x: Tensor) -> Tensor:
         u, v = self.factors(x)
