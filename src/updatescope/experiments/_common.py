@@ -40,11 +40,12 @@ def env_info() -> dict[str, Any]:
             cwd=Path(__file__).resolve().parent,
         )
         info["git_commit"] = commit.stdout.strip() or None
+        pkg = Path(__file__).resolve().parents[1]
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-            timeout=5, cwd=Path(__file__).resolve().parent,
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", str(pkg)], capture_output=True,
+            text=True, timeout=5, cwd=pkg,
         )
-        # tracked files edited since that commit: the result may not be reproducible from it
+        # package source edited since that commit: the result may not be reproducible from it
         info["git_dirty"] = bool(status.stdout.strip()) if status.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         info["git_commit"] = None
