@@ -14,8 +14,12 @@ from pathlib import Path
 
 
 def _ci(block: dict, fmt: str = "{:.2f}") -> str:
-    lo, hi = block.get("ci", [float("nan"), float("nan")])
-    return f"[{fmt.format(lo)}, {fmt.format(hi)}]"
+    ci = block.get("ci")
+    return "" if not ci else f"[{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
+
+
+def _num(x: object, fmt: str) -> str:
+    return "n/a" if x is None else fmt.format(x)
 
 
 def method_table(metrics: dict) -> list[str]:
@@ -25,9 +29,10 @@ def method_table(metrics: dict) -> list[str]:
         t1, on, rg, sp, ps = (m["top1"], m["oracle_normalised_transfer"], m["regret"], m["spearman"],
                               m["pooled_spearman"])
         on_s = (f"{on['mean']:.3f} ({on['n']}, {_ci(on)})" if on.get("n") else "n/a (0)")
+        sp_s = "n/a" if sp.get("mean") is None else f"{sp['mean']:.2f} ± {_num(sp.get('sd'), '{:.2f}')} {_ci(sp)}"
         rows.append(f"| {name} | {t1['mean']:.3f} {_ci(t1)} | {m['chance_top1']:.3f} | {on_s} "
                     f"| {rg['mean']:.4f} {_ci(rg, '{:.4f}')} | {rg['max']:.4f} "
-                    f"| {sp['mean']:.2f} ± {sp['sd']:.2f} {_ci(sp)} | {ps['rho']:.2f} ({ps['p']:.3g}) |")
+                    f"| {sp_s} | {_num(ps.get('rho'), '{:.2f}')} ({_num(ps.get('p'), '{:.3g}')}) |")
     for name, why in metrics.get("cannot_run", {}).items():
         rows.append(f"| {name} | cannot run: {why} | | | | | | |")
     return rows
