@@ -1,0 +1,24 @@
+"""Result-record helpers: portable benchmark configs, atomic JSON, environment record."""
+import argparse
+import json
+import os
+
+from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+
+
+def test_portable_config_drops_machine_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inside = tmp_path / "benchmarks" / "results" / "x.json"
+    outside = tmp_path.parent / "elsewhere" / "y.json"
+    args = argparse.Namespace(out=str(inside), peer=str(outside), threads=2, name="rel/path.json")
+    cfg = portable_config(args)
+    assert cfg == {"out": os.path.join("benchmarks", "results", "x.json"), "peer": "y.json", "threads": 2,
+                   "name": "rel/path.json"}
+
+
+def test_write_json_atomic_and_env(tmp_path):
+    out = tmp_path / "deep" / "r.json"
+    write_json_atomic({"a": 1, "env": env_info()}, out)
+    rec = json.loads(out.read_text())
+    assert rec["a"] == 1 and "torch" in rec["env"] and "git_dirty" in rec["env"]
+    assert not list(out.parent.glob("*.tmp"))
