@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+from updatescope.sketch.config import MAP_KINDS
 
 HERE = Path(__file__).resolve().parent
 TEXT = ("The committee reviewed the proposal in detail and asked for a revised budget, "
@@ -30,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--act-map", default="auto", help="sketch activation map (auto, dense, srht, fold)")
-    p.add_argument("--error-map", default="auto", help="sketch error map (auto, dense, srht, fold, countsketch)")
+    p.add_argument("--act-map", default="auto", choices=["auto", *MAP_KINDS], help="sketch activation map")
+    p.add_argument("--error-map", default="auto", choices=["auto", *MAP_KINDS], help="sketch error map")
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_forward.json"))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -48,7 +48,7 @@ def env_info() -> dict[str, Any]:
         # package source edited since that commit: the result may not be reproducible from it
         info["git_dirty"] = bool(status.stdout.strip()) if status.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
-        info["git_commit"] = None
+        info["git_commit"] = info["git_dirty"] = None
     return info
 
 

@@ -164,7 +164,7 @@ class FisherSketch:
                 zc, yc, ac = z[sel], y[sel], a[sel.to(a.device)]
             e = softmax_minus_onehot(zc.to(self.device), yc.to(self.device))
             self._accumulate(part, ac.to(self.device, dt), e.to(dt))
-        self._commit(part, batch, checks=((z, "logits"),))
+        self._commit(part, batch, checks=())  # logits were checked above: only overflow is left
         return self
 
     def _new_part(self) -> tuple[Tensor, Tensor, Tensor]:
