@@ -25,9 +25,10 @@ from updatescope.sketch.inputs import (as_tensor, check_2d, check_finite, comput
                                       softmax_minus_onehot)
 from updatescope.sketch.maps import QuadraticMap, build_maps
 from updatescope.sketch.signature import N_BLOCKS, Signature
+from updatescope.sketch.workspace import scratch
 
 _BASIS_CACHE: dict[tuple, tuple[QuadraticMap, QuadraticMap]] = {}
-_ACC_ROWS = 256  # rows per accumulation step: 256 × 3 × m float64 = 24 MB at m = 4096
+_ACC_ROWS = 256  # rows per accumulation step: two (256, m) projections, 4 MB each at m = 4096
 # Logit rows turned into error vectors per step of update_logits: the softmax output of a
 # step (rows × K floats, ≤ 16 MB) is still in the last-level cache when the error map reads
 # it, instead of a full (n, K) error matrix making a round trip through memory.
@@ -43,6 +44,14 @@ def _basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, Quadr
         a, e = build_maps(cfg.act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map)
         _BASIS_CACHE[key] = (a.to(device), e.to(device))
     return _BASIS_CACHE[key]
+
+
+def _halves(r: int, first: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """(2, r) 0/1 weights sending row i of a chunk to half (first + i) mod 2."""
+    w = torch.zeros(2, r, dtype=dtype, device=device)
+    w[first, 0::2] = 1
+    w[1 - first, 1::2] = 1
+    return w
 
 
 def _row_chunks(kept: Tensor, n: int, rows: int) -> list[slice | Tensor]:
@@ -162,7 +171,9 @@ class FisherSketch:
                 zc, yc, ac = z[sel], y[sel], a[sel]
             else:  # scattered kept rows: gather one cache-sized chunk at a time
                 zc, yc, ac = z[sel], y[sel], a[sel.to(a.device)]
-            e = softmax_minus_onehot(zc.to(self.device), yc.to(self.device))
+            zc = zc.to(self.device)
+            edt = torch.float64 if zc.dtype == torch.float64 else torch.float32  # softmax_minus_onehot's dtype
+            e = softmax_minus_onehot(zc, yc.to(self.device), out=scratch("logits.err", tuple(zc.shape), edt, self.device))
             self._accumulate(part, ac.to(self.device, dt), e.to(dt))
         self._commit(part, batch, checks=())  # logits were checked above: only overflow is left
         return self
@@ -186,34 +197,30 @@ class FisherSketch:
         self._batches += 1
 
     def _accumulate(self, part: tuple[Tensor, Tensor, Tensor], a: Tensor, e: Tensor) -> None:
-        # Row chunks bound the float64 feature block (_ACC_ROWS × 3 × m) whatever the batch;
-        # projections are float32 (or float64 for float64 input), sums are always float64.
-        # (Reducing the float32 projections with float64 accumulators directly was measured
-        # slower than this one float64 block.)
+        # Row chunks bound the projections (_ACC_ROWS × m each) whatever the batch.  Within a
+        # chunk, the sums over rows (per half) and the sums of squares are three small GEMMs
+        # each, (2, r) @ (r, m), in the projections' dtype (float32 for float32 input: partial
+        # sums of ≤ _ACC_ROWS terms, relative rounding ~1e-7·√r, the same order as the
+        # projections' own); each chunk's result is added to the float64 state.  This avoids
+        # writing a (r, 3, m) float64 block and reading it back three times, which cost more
+        # than both random maps at small out_dim.
         sums, diag, counts = part
         m = self.config.sketch_dim
         amap, emap = _basis(self.config, a.device)
-        scale = 1.0 / m  # features carry 1/√m each: sums × 1/√m, squared sums × 1/m
         for i in range(0, a.shape[0], _ACC_ROWS):
-            qa, qe = amap(a[i : i + _ACC_ROWS]), emap(e[i : i + _ACC_ROWS])
+            # projections and their temporaries live in the thread's workspace (see ``workspace``)
+            qa, qe = amap(a[i : i + _ACC_ROWS], tag="act"), emap(e[i : i + _ACC_ROWS], tag="err")
             r = qa.shape[0]
-            f = torch.empty(r, 3, m, dtype=torch.float64, device=qa.device)
-            torch.mul(qa, qe, out=f[:, 0])  # φ·√m, products in the projections' dtype
-            f[:, 1].copy_(qa)
-            f[:, 2].copy_(qe)
             # Sample i of the whole stream goes to half (count + i) mod 2.
             first = int(self._counts.sum() + counts.sum()) % 2
-            for half in (0, 1):
-                rows = f[(half - first) % 2 :: 2]
-                if rows.shape[0]:
-                    sums[half] += rows.sum(0).mul_(math.sqrt(scale))
-            f.square_()
-            blocks = f.view(r, 3, N_BLOCKS, m // N_BLOCKS).sum(-1)  # (r, 3, N_BLOCKS)
-            for half in (0, 1):
-                rows = blocks[(half - first) % 2 :: 2]
-                if rows.shape[0]:
-                    diag[half] += rows.sum(0).mul_(scale)
-                    counts[half] += rows.shape[0]
+            w = _halves(r, first, qa.dtype, qa.device)  # (2, r) of 0/1
+            phi = torch.mul(qa, qe, out=scratch("acc.phi", tuple(qa.shape), qa.dtype, qa.device))  # φ·√m
+            lin = torch.stack((w @ phi, w @ qa, w @ qe), dim=1)  # (2, 3, m)
+            sq = torch.stack((w @ phi.square_(), w @ qa.square_(), w @ qe.square_()), dim=1)
+            sums += lin.to(torch.float64).mul_(1.0 / math.sqrt(m))  # features carry 1/√m each
+            diag += sq.to(torch.float64).view(2, 3, N_BLOCKS, m // N_BLOCKS).sum(-1).mul_(1.0 / m)
+            counts[first] += (r + 1) // 2
+            counts[1 - first] += r // 2
 
     # ------------------------------------------------------------------ combining
     def merge(self, other: "FisherSketch") -> "FisherSketch":

@@ -25,7 +25,7 @@ def as_tensor(x: Any, name: str) -> Tensor:
             raise InputError(f"{name} must be a tensor or array, got {type(x).__name__}") from exc
     if not t.is_floating_point():
         t = t.to(torch.float32)
-    return t
+    return t.detach()  # the sketch is a statistic of the data, never part of a graph
 
 
 def compute_dtype(*ts: Tensor) -> torch.dtype:
@@ -64,13 +64,14 @@ def kept_rows(labels: Tensor, k: int, n: int, *, batch: int = 0) -> tuple[Tensor
     return labels, keep.nonzero().squeeze(1)
 
 
-def softmax_minus_onehot(logits: Tensor, labels: Tensor) -> Tensor:
+def softmax_minus_onehot(logits: Tensor, labels: Tensor, out: Tensor | None = None) -> Tensor:
     """softmax(logits) - onehot(labels) for valid labels.  (n, K), (n,) -> (n, K)
 
-    Computed in float32 or better (bf16 logits are upcast) for a faithful error vector.
+    Computed in float32 or better (bf16 logits are upcast) for a faithful error vector;
+    written into ``out`` (of that dtype) when given.
     """
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    err = torch.softmax(logits, dim=1, dtype=dtype)
+    err = torch.softmax(logits, dim=1, dtype=dtype, out=out)
     err[torch.arange(err.shape[0], device=err.device), labels] -= 1.0
     return err
 

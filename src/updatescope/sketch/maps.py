@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from updatescope.sketch.hadamard import hadamard_entries, hadamard_matrix, next_pow2
+from updatescope.sketch.workspace import temp
 
 # Rows processed per chunk are chosen so the widest temporary stays near this many floats:
 # 2M floats (8 MB) stays in the last-level cache, so the signed copy of x is read back by
@@ -58,19 +59,26 @@ class QuadraticMap:
                 setattr(self, k, v.to(device))
         return self
 
-    def __call__(self, x: Tensor) -> Tensor:
+    def __call__(self, x: Tensor, tag: str | None = None) -> Tensor:
+        """(n, dim) -> (n, m).  With ``tag``, every temporary and the result live in the
+        thread's workspace under that tag (``workspace``): the result is valid until the
+        next call with the same tag.  Without it, the result is a tensor of its own."""
+        n = x.shape[0]
+        out = temp(tag, "out", (n, self.m), x)
         rows = max(1, _CHUNK_ELEMS // max(self._width(), 1))
-        if x.shape[0] <= rows:
-            return self._apply(x)
-        return torch.cat([self._apply(x[i : i + rows]) for i in range(0, x.shape[0], rows)])
+        for i in range(0, n, rows):
+            self._apply(x[i : i + rows], out[i : i + rows], tag)
+        return out
 
     def _width(self) -> int:
         return 2 * self.m
 
-    def _apply(self, x: Tensor) -> Tensor:
-        raise NotImplementedError
+    def _apply(self, x: Tensor, out: Tensor, tag: str | None) -> None:
+        """Write q(x) into out, (rows, m)."""
+        u, v = self.factors(x, tag)
+        torch.mul(u, v, out=out)
 
-    def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
         """The two projections (u_j·x, v_j·x), each (n, m); not defined for countsketch."""
         raise NotImplementedError
 
@@ -82,13 +90,9 @@ class DenseMap(QuadraticMap):
         super().__init__(dim, m, g)
         self.proj = _rademacher((dim, 2 * m), g)  # [U | V]
 
-    def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        p = x @ self.proj.to(x.dtype)
+    def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
+        p = torch.mm(x, self.proj.to(x.dtype), out=temp(tag, "p", (x.shape[0], 2 * self.m), x))
         return p[:, : self.m], p[:, self.m :]
-
-    def _apply(self, x: Tensor) -> Tensor:
-        u, v = self.factors(x)
-        return u * v
 
 
 class SRHTMap(QuadraticMap):
@@ -130,29 +134,27 @@ class SRHTMap(QuadraticMap):
     def _width(self) -> int:
         return 2 * self.b * self.a
 
-    def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
         n = x.shape[0]
         b, a, s = self.b, self.a, self.s
         # Lay D·x out as (2, B, n, A) in the one pass that applies the signs, so that both
         # stages are single large GEMMs instead of n small batched ones.
         signs = self.signs.to(x.dtype)
         full = self.dim // a
+        z = temp(tag, "z", (2, b, n, a), x)
         if full == b:  # dim is a multiple of A: signs and layout in one fused op
-            z = torch.empty(2, b, n, a, dtype=x.dtype, device=x.device)
             torch.mul(x.reshape(n, b, a).transpose(0, 1).unsqueeze(0), signs.view(2, b, 1, a), out=z)
         else:
-            z = x.new_zeros(2, b, n, a)
-            z[:, :full] = x[:, : full * a].view(n, full, a).transpose(0, 1).unsqueeze(0) * signs[:, : full * a].view(2, full, 1, a)
+            torch.mul(x[:, : full * a].view(n, full, a).transpose(0, 1).unsqueeze(0),
+                      signs[:, : full * a].view(2, full, 1, a), out=z[:, :full])
             rest = self.dim - full * a
-            z[:, full, :, :rest] = x[:, full * a :].unsqueeze(0) * signs[:, full * a :].unsqueeze(1)
-        y = torch.bmm(self.h_b.to(x.dtype), z.view(2, b, n * a))  # (2, s, n·A): rows ob ∈ S
-        q = (y.view(2 * s * n, a) @ self.h_a.to(x.dtype)).view(2, s, n, a)  # H_A symmetric
-        q = q.permute(0, 2, 1, 3).reshape(2, n, self.m)  # feature j = (ob index)·A + oa
-        return q[0], q[1].index_select(1, self.pair)
-
-    def _apply(self, x: Tensor) -> Tensor:
-        u, v = self.factors(x)
-        return u * v
+            torch.mul(x[:, full * a :].unsqueeze(0), signs[:, full * a :].unsqueeze(1), out=z[:, full, :, :rest])
+            z[:, full, :, rest:] = 0
+        y = torch.bmm(self.h_b.to(x.dtype), z.view(2, b, n * a), out=temp(tag, "y", (2, s, n * a), x))  # rows ob ∈ S
+        q = torch.mm(y.view(2 * s * n, a), self.h_a.to(x.dtype), out=temp(tag, "q", (2 * s * n, a), x))  # H_A symmetric
+        # feature j = (ob index)·A + oa: lay out as (2, n, s, A)
+        f = temp(tag, "f", (2, n, s, a), x).copy_(q.view(2, s, n, a).permute(0, 2, 1, 3)).view(2, n, self.m)
+        return f[0], torch.index_select(f[1], 1, self.pair, out=temp(tag, "v", (n, self.m), x))
 
 
 class CountSketchMap(QuadraticMap):
@@ -167,13 +169,13 @@ class CountSketchMap(QuadraticMap):
     def _width(self) -> int:
         return 2 * max(self.dim, self.m)
 
-    def _apply(self, x: Tensor) -> Tensor:
+    def _apply(self, x: Tensor, out: Tensor, tag: str | None) -> None:
         n = x.shape[0]
         # Both count sketches in one scatter: C1 x into buckets [0, m), C2 x into [m, 2m).
         signed = (x.unsqueeze(1) * self.signs.to(x.dtype)).view(n, 2 * self.dim)
         c = x.new_zeros(n, 2 * self.m).index_add_(1, self._index, signed)
         f = torch.fft.rfft(c[:, : self.m], dim=1) * torch.fft.rfft(c[:, self.m :], dim=1)
-        return torch.fft.irfft(f, n=self.m, dim=1).mul_(math.sqrt(self.m))
+        torch.mul(torch.fft.irfft(f, n=self.m, dim=1), math.sqrt(self.m), out=out)
 
 
 class FoldMap(QuadraticMap):
@@ -222,34 +224,34 @@ class FoldMap(QuadraticMap):
         # temporaries are (rows, 2, F) whatever dim is: the fold reads x once, in place
         return 2 * self.f if self.c > 1 else 2 * max(self.dim, self.f)
 
-    def _fold(self, x: Tensor) -> Tensor:
+    def _fold(self, x: Tensor, tag: str | None = None) -> Tensor:
         """(n, dim) -> (n, 2, pu·Q): D_u·x and D_v·x folded modulo F (zero beyond dim)."""
         n, dim, f, c = x.shape[0], self.dim, self.f, self.c
         span = self.pu * self.q
         if c == 1:  # no collisions: sign, pad to a multiple of Q
-            z = x.new_empty(n, 2, span) if span == dim else x.new_zeros(n, 2, span)
+            z = temp(tag, "z", (n, 2, span), x)
             torch.mul(x.unsqueeze(1), self.signs.to(x.dtype).unsqueeze(0), out=z[:, :, :dim])
+            z[:, :, dim:] = 0
             return z
         full, rest = dim // f, dim % f
         r = self.r.to(x.dtype)
         # Σ_j R_j x_j over the blocks for both factors at once: (2, full) @ (n, full, F) -> (n, 2, F)
-        z = torch.matmul(r[:, :full], x[:, : full * f].reshape(n, full, f))
+        # (x[:, :full·F] splits into blocks as a view: no copy even when rest > 0)
+        z = torch.matmul(r[:, :full], x[:, : full * f].view(n, full, f), out=temp(tag, "z", (n, 2, f), x))
         if rest:
             z[:, :, :rest] += x[:, full * f :].unsqueeze(1) * r[:, full:].view(1, 2, 1)
         return z.mul_(self.s.to(x.dtype))  # times S: (n, 2, F)
 
-    def factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
         n = x.shape[0]
-        z = self._fold(x)
-        y = z.view(n * 2 * self.pu, self.q) @ self.h_q.to(x.dtype)  # H_Q on the fast axis
+        z = self._fold(x, tag)
+        # H_Q on the fast axis
+        y = torch.mm(z.view(n * 2 * self.pu, self.q), self.h_q.to(x.dtype), out=temp(tag, "y1", (n * 2 * self.pu, self.q), x))
         # H_P on the slow axis; the result is laid out (q, p), a fixed permutation of H_F's rows
-        y = (y.view(n * 2, self.pu, self.q).transpose(1, 2) @ self.h_p.to(x.dtype)).view(n, 2, self.f)
-        u = y[:, 0] if self.sel is None else y[:, 0].index_select(1, self.sel)
-        return u, y[:, 1].index_select(1, self.pair)
-
-    def _apply(self, x: Tensor) -> Tensor:
-        u, v = self.factors(x)
-        return u * v
+        y = torch.matmul(y.view(n * 2, self.pu, self.q).transpose(1, 2), self.h_p.to(x.dtype),
+                         out=temp(tag, "y2", (n * 2, self.q, self.p), x)).view(n, 2, self.f)
+        u = y[:, 0] if self.sel is None else torch.index_select(y[:, 0], 1, self.sel, out=temp(tag, "u", (n, self.m), x))
+        return u, torch.index_select(y[:, 1], 1, self.pair, out=temp(tag, "v", (n, self.m), x))
 
 
 _KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, CountSketchMap)}

@@ -1,0 +1,89 @@
+"""The scratch workspace: maps and the sketch give the same numbers with and without it,
+whatever the buffers held before (every element a call reads is written first), across
+chunk boundaries and shrinking batches, in and out of inference mode."""
+import pytest
+import torch
+
+import updatescope as us
+import updatescope.sketch.maps as maps
+from updatescope.sketch import workspace
+from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SRHTMap
+
+
+def _poison() -> None:
+    for buf in workspace._local.bufs.values():
+        buf.fill_(float("nan"))
+
+
+@pytest.mark.parametrize("cls,dim,m", [
+    (DenseMap, 30, 64),
+    (SRHTMap, 1000, 64),      # dim not a multiple of A: padded block
+    (SRHTMap, 1024, 64),      # fused layout
+    (FoldMap, 50, 64),        # no collisions, padded to the (P, Q) view
+    (FoldMap, 1000, 64),      # folded blocks plus a partial one
+    (FoldMap, 700, 48),       # m < F: kept rows selected for u
+    (CountSketchMap, 300, 64),
+])
+def test_tagged_call_equals_fresh_call(monkeypatch, cls, dim, m):
+    monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3 * 2 * max(dim, m))  # several chunks per call
+    workspace.release()
+    mp = cls(dim, m, torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(4)
+    for n in (17, 5, 1):  # shrinking batches reuse larger buffers
+        x = torch.randn(n, dim, dtype=torch.float64, generator=g)
+        ref = mp(x)
+        _poison()
+        got = mp(x, tag="t")
+        assert torch.equal(got, ref)
+    assert workspace.held_bytes() > 0
+    workspace.release()
+    assert workspace.held_bytes() == 0
+
+
+@pytest.mark.parametrize("act_map,error_map", [("dense", "dense"), ("fold", "fold"), ("dense", "srht")])
+def test_sketch_unchanged_by_stale_buffers(act_map, error_map):
+    """Same-kind act and error maps use distinct tags; poisoned buffers change nothing."""
+    g = torch.Generator().manual_seed(5)
+    a, z = torch.randn(40, 12, generator=g), 3 * torch.randn(40, 300, generator=g)
+    y = torch.randint(0, 300, (40,), generator=g)
+
+    def sig():
+        sk = us.FisherSketch(act_dim=12, out_dim=300, sketch_dim=64, seed=1, act_map=act_map, error_map=error_map)
+        return sk.update_logits(a, z, y).update(a[:7], us.error_vectors(z[:7], y[:7])[0]).signature()
+
+    workspace.release()
+    first = sig()
+    _poison()
+    second = sig()
+    assert torch.equal(first.sums, second.sums) and torch.equal(first.diag, second.diag)
+    assert bool(torch.isfinite(second.sums).all())
+
+
+def test_buffers_made_in_inference_mode_work_outside_it():
+    workspace.release()
+    g = torch.Generator().manual_seed(6)
+    a, e = torch.randn(9, 8, generator=g, dtype=torch.float64), torch.randn(9, 20, generator=g, dtype=torch.float64)
+    sk = us.FisherSketch(act_dim=8, out_dim=20, sketch_dim=32, seed=0)
+    with torch.inference_mode():
+        sk.update(a, e)
+    sk.update(a.requires_grad_(), e)  # normal tensors, even ones that require grad
+    ref = us.FisherSketch(act_dim=8, out_dim=20, sketch_dim=32, seed=0).update(torch.cat([a, a]).detach(), torch.cat([e, e]))
+    assert torch.allclose(sk.signature().sums, ref.signature().sums, rtol=1e-12, atol=1e-12)
+
+
+def test_float32_chunk_sums_stay_at_projection_precision():
+    """Within-chunk sums run in the projections' dtype (float32 GEMMs of ≤ 256 rows) before the
+    float64 state: the float32 sketch stays within float32 projection rounding of the float64
+    one (eps·√K ≈ 4e-6 relative at K = 4,096), for chunks that start on either half."""
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(601, 16, generator=g, dtype=torch.float64)
+    e, _ = us.error_vectors(3 * torch.randn(601, 4096, generator=g, dtype=torch.float64), torch.randint(0, 4096, (601,), generator=g))
+    s64 = us.FisherSketch(act_dim=16, out_dim=4096, sketch_dim=256, seed=0).update(a, e).signature()
+    sk = us.FisherSketch(act_dim=16, out_dim=4096, sketch_dim=256, seed=0)
+    sk.update(a[:301].float(), e[:301].float()).update(a[301:].float(), e[301:].float())
+    s32 = sk.signature()
+    assert torch.equal(s32.counts, s64.counts)
+    for k in range(3):
+        rel = float((s32.sums[:, k] - s64.sums[:, k]).norm() / s64.sums[:, k].norm())
+        assert rel < 4e-6, (k, rel)
+        assert float(((s32.diag[:, k] - s64.diag[:, k]).abs() / s64.diag[:, k]).max()) < 4e-6
