@@ -4,11 +4,20 @@ and the peak memory the sketch adds (RSS high-water mark in a fresh subprocess, 
 inputs exist, minus before).
 
     python benchmarks/speed_vs_memory_floor.py [--threads 1] [--n 64 --reps 5] [--error-maps auto,fold]
+                                               [--cache cold|warm]
 
 Every error map named in ``--error-maps`` is timed at every out_dim, interleaved with the
 read in the same loop (``auto`` is the default basis, the block SRHT beyond m; ``fold`` the
-O(K) signed fold + Hadamard option).  The load average is recorded with the result, since
-absolute times on a shared machine move with it; the ratios are what the targets are about.
+O(K) signed fold + Hadamard option).  With ``--cache cold`` (the default on CPU) every
+timed call, the read included, gets its own copy of the errors from a rotating pool of
+identical copies (≥ 1 GiB in all), so the errors come from memory rather than from a
+last-level cache that may hold a whole small batch (this VM reports 480 MiB of L3), while
+the sketch's own basis and scratch stay as warm as they are when streaming; ``warm``
+reuses one tensor for every call.  Per-sample times are fitted
+as t(K) = t0 + b·K over the six out_dims (least squares; R², intercept and slope per error
+entry are recorded, next to the read's slope), which is what "grows about linearly" is
+judged on.  The load average is recorded with the result, since absolute times on a shared
+machine move with it; the ratios are what the targets are about.
 """
 from __future__ import annotations
 
@@ -26,6 +35,7 @@ import torch
 
 import updatescope as us
 from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+from updatescope.sketch import workspace
 from updatescope.sketch.fishersketch import _basis, features
 
 HERE = Path(__file__).resolve().parent
@@ -37,18 +47,51 @@ def _errors(n: int, k: int, seed: int = 0) -> torch.Tensor:
     return e
 
 
+def _status_kb(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def memory_child(d: int, k: int, n: int, m: int) -> None:
-    """Runs in a subprocess: peak RSS added by one update of n rows (MB), basis bytes."""
+    """Runs in a subprocess: peak RSS added by one update of n rows (MB), basis bytes.
+
+    On Linux the peak-RSS counter is reset after the inputs exist (``/proc/self/clear_refs``),
+    so the figure is the high-water mark during ``update`` minus the resident size before it,
+    not hidden under the peak of making the inputs; elsewhere it falls back to ru_maxrss.
+    """
     a, e = torch.randn(n, d), _errors(n, k)
     sk = us.FisherSketch(act_dim=d, out_dim=k, sketch_dim=m, seed=0)
     amap, emap = _basis(sk.config, torch.device("cpu"))  # the basis is part of what the sketch adds
     basis = sum(v.numel() * v.element_size() for mp in (amap, emap) for v in vars(mp).values()
                 if isinstance(v, torch.Tensor))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        reset = _status_kb("VmHWM") is not None
+    except OSError:
+        reset = False
+    before = _status_kb("VmRSS") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     sk.update(a, e)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"added_peak_MB": (after - before) / 1024, "basis_MB": basis / 2**20,
+    after = _status_kb("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"added_peak_MB": (after - before) / 1024, "peak_reset": reset, "basis_MB": basis / 2**20,
+                      "workspace_MB": workspace.held_bytes() / 2**20,
                       "inputs_MB": (a.numel() + e.numel()) * 4 / 2**20}))
+
+
+def linear_fit(ks: list[int], ts: list[float]) -> dict:
+    """Least-squares t = t0 + b·K: intercept t0 (µs), slope b (ns per entry), R²."""
+    n = len(ks)
+    mk, mt = sum(ks) / n, sum(ts) / n
+    sxx = sum((k - mk) ** 2 for k in ks)
+    b = sum((k - mk) * (t - mt) for k, t in zip(ks, ts)) / sxx
+    t0 = mt - b * mk
+    ss_res = sum((t - t0 - b * k) ** 2 for k, t in zip(ks, ts))
+    ss_tot = sum((t - mt) ** 2 for t in ts)
+    return {"intercept_us": t0, "slope_ns_per_entry": 1e3 * b, "r2": 1 - ss_res / ss_tot if ss_tot else 1.0}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--error-maps", default="auto,fold")
+    p.add_argument("--cache", choices=("cold", "warm"), default=None,
+                   help="cold: evict caches (1 GiB write) before every timed call; default cold on CPU")
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_memory_floor.json"))
     p.add_argument("--child", nargs=4, type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -69,12 +114,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    cache = args.cache or ("cold" if dev.type == "cpu" else "warm")
+    args.cache = cache
     rows = []
     load_before = os.getloadavg()
     kinds = args.error_maps.split(",")
     for bits in range(12, 18):
         k = 1 << bits
         a, e = torch.randn(args.n, args.d, device=dev), _errors(args.n, k).to(dev)
+        copies = 1 if cache == "warm" else max(2, min(4096, -(-(1 << 30) // (e.numel() * e.element_size()))))
+        pool = [e] + [e.clone() for _ in range(copies - 1)]
+        turn = iter(range(1 << 62))
+        fresh = lambda: pool[next(turn) % copies]  # noqa: E731  (the next copy in the rotation)
         sks = {kind: us.FisherSketch(act_dim=args.d, out_dim=k, sketch_dim=args.m, seed=0, device=dev,
                                      error_map=kind) for kind in kinds}
         for sk in sks.values():
@@ -84,9 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         t_read = []
         for _ in range(args.reps):
             for kind, sk in sks.items():
-                sync(); t = time.perf_counter(); sk.update(a, e); sync(); t_up[kind].append(time.perf_counter() - t)
-                t = time.perf_counter(); features(sk.config, a, e); sync(); t_feat[kind].append(time.perf_counter() - t)
-            t = time.perf_counter(); float(e.sum()); sync(); t_read.append(time.perf_counter() - t)
+                x = fresh(); sync(); t = time.perf_counter(); sk.update(a, x); sync(); t_up[kind].append(time.perf_counter() - t)
+                x = fresh(); t = time.perf_counter(); features(sk.config, a, x); sync(); t_feat[kind].append(time.perf_counter() - t)
+            x = fresh(); t = time.perf_counter(); float(x.sum()); sync(); t_read.append(time.perf_counter() - t)
+        del pool
         us_ = lambda xs: 1e6 * statistics.median(xs) / args.n  # noqa: E731
         for kind, sk in sks.items():
             cfg = sk.config
@@ -100,6 +152,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['features_us_per_sample']:.0f}, read {row['read_us_per_sample']:.1f} "
                   f"(x{row['update_over_read']:.1f} / x{row['features_over_read']:.1f})", flush=True)
     load_after = os.getloadavg()
+    fits = {}
+    for kind in kinds + ["read"]:
+        sel = [r for r in rows if r["error_map_requested"] == (kind if kind != "read" else kinds[0])]
+        key = "read_us_per_sample" if kind == "read" else "update_us_per_sample"
+        fits[kind] = linear_fit([r["out_dim"] for r in sel], [r[key] for r in sel])
+        top = sel[-1]
+        fits[kind]["intercept_share_at_max"] = fits[kind]["intercept_us"] / top[key]
+        print(f"fit {kind:>5}: t = {fits[kind]['intercept_us']:.1f} us + {fits[kind]['slope_ns_per_entry']:.3f} ns x K "
+              f"(R2 {fits[kind]['r2']:.3f})", flush=True)
     mem = []
     if dev.type == "cpu":
         for d, k, n in ((args.d, 1 << 17, args.n), (576, 49152, 256), (4096, 128256, 256)):
@@ -108,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             r = {"act_dim": d, "out_dim": k, "n": n, **json.loads(out.stdout.strip().splitlines()[-1])}
             mem.append(r)
             print(f"memory d={d} K={k} n={n}: +{r['added_peak_MB']:.1f} MB peak (basis {r['basis_MB']:.1f} MB, "
+                  f"workspace {r['workspace_MB']:.1f} MB, "
                   f"inputs {r['inputs_MB']:.0f} MB)", flush=True)
     write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in portable_config(args).items() if k != "child"},
-                       "rows": rows, "memory": mem, "env": env_info(),
+                       "rows": rows, "fits": fits, "memory": mem, "env": env_info(),
                        "loadavg_before": load_before, "loadavg_after": load_after,
                        "command": "python benchmarks/speed_vs_memory_floor.py " + " ".join(sys.argv[1:] if argv is None else argv)},
                       Path(args.out))

@@ -217,6 +217,7 @@ class FoldMap(QuadraticMap):
         perm = torch.randperm(f, generator=g)
         self.sel = perm[:m] if f > m else None  # rows of H_F kept for u (all when m = F)
         self.pair = torch.randperm(f, generator=g)[:m]  # row of v paired with u's output j
+        self._pair_v = self.pair + f  # the same rows in the (n, 2F) layout of both factors (derived)
         self.h_q = hadamard_matrix(self.q)  # (Q, Q)
         self.h_p = hadamard_matrix(self.p)[: self.pu]  # (pu, P): H_P restricted to used rows
 
@@ -250,8 +251,10 @@ class FoldMap(QuadraticMap):
         # H_P on the slow axis; the result is laid out (q, p), a fixed permutation of H_F's rows
         y = torch.matmul(y.view(n * 2, self.pu, self.q).transpose(1, 2), self.h_p.to(x.dtype),
                          out=temp(tag, "y2", (n * 2, self.q, self.p), x)).view(n, 2, self.f)
-        u = y[:, 0] if self.sel is None else torch.index_select(y[:, 0], 1, self.sel, out=temp(tag, "u", (n, self.m), x))
-        return u, torch.index_select(y[:, 1], 1, self.pair, out=temp(tag, "v", (n, self.m), x))
+        # gather from the contiguous (n, 2F) view: index_select copies a strided input first
+        flat = y.view(n, 2 * self.f)
+        u = y[:, 0] if self.sel is None else torch.index_select(flat, 1, self.sel, out=temp(tag, "u", (n, self.m), x))
+        return u, torch.index_select(flat, 1, self._pair_v, out=temp(tag, "v", (n, self.m), x))
 
 
 _KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, CountSketchMap)}
