@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
 from updatescope.sketch.config import MAP_KINDS
 
 HERE = Path(__file__).resolve().parent
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bare forward {res['bare_tokens_per_s']:.0f} tok/s, forward+capture+sketch "
           f"{res['sketch_tokens_per_s']:.0f} tok/s, ratio {ratio:.2f}", flush=True)
     write_json_atomic({"name": "speed_vs_forward", "config": portable_config(args), "result": res, "env": env_info(),
-                       "command": "python benchmarks/speed_vs_forward.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+                       "command": portable_command("benchmarks/speed_vs_forward.py", sys.argv[1:] if argv is None else argv)},
                       Path(args.out))
     return 0
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 import updatescope as us
-from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
 from updatescope.sketch import workspace
 from updatescope.sketch.fishersketch import _basis, features
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in portable_config(args).items() if k != "child"},
                        "rows": rows, "fits": fits, "memory": mem, "env": env_info(),
                        "loadavg_before": load_before, "loadavg_after": load_after,
-                       "command": "python benchmarks/speed_vs_memory_floor.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+                       "command": portable_command("benchmarks/speed_vs_memory_floor.py", sys.argv[1:] if argv is None else argv)},
                       Path(args.out))
     return 0
 

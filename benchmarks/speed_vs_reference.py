@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 import updatescope as us
-from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 SHAPES = ((576, 49152), (4096, 128256))
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"d={d} K={k}: ours {row['ours_samples_per_s']:.0f}/s  fishersketch {row['ref_samples_per_s']:.1f}/s  "
               f"speedup {row['speedup']:.1f}x", flush=True)
     write_json_atomic({"name": "speed_vs_reference", "config": portable_config(args), "rows": rows, "env": env_info(),
-                       "command": "python benchmarks/speed_vs_reference.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+                       "command": portable_command("benchmarks/speed_vs_reference.py", sys.argv[1:] if argv is None else argv)},
                       Path(args.out))
     return 0
 

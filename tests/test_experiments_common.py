@@ -3,7 +3,7 @@ import argparse
 import json
 import os
 
-from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
 
 
 def test_portable_config_drops_machine_paths(tmp_path, monkeypatch):
@@ -14,6 +14,15 @@ def test_portable_config_drops_machine_paths(tmp_path, monkeypatch):
     cfg = portable_config(args)
     assert cfg == {"out": os.path.join("benchmarks", "results", "x.json"), "peer": "y.json", "threads": 2,
                    "name": "rel/path.json"}
+
+
+def test_portable_command_drops_machine_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    peer = tmp_path.parent / "scratch" / "PEER" / "bin" / "python"
+    out = tmp_path / "benchmarks" / "results" / "r.json"
+    cmd = portable_command("benchmarks/b.py", ["--peer-python", str(peer), "--out", str(out), "--threads", "2"])
+    assert cmd == "python benchmarks/b.py --peer-python PEER/bin/python --out benchmarks/results/r.json --threads 2"
+    assert str(tmp_path) not in cmd
 
 
 def test_write_json_atomic_and_env(tmp_path):

@@ -63,6 +63,18 @@ def finish(name: str, config: dict[str, Any], metrics: dict[str, Any], t0: float
     }
 
 
+def portable_command(script: str, argv: list[str]) -> str:
+    """The command line of a run, for a committed record: absolute paths become relative to
+    the working directory, or keep their last three parts when they lie outside it."""
+    parts = [f"python {script}"]
+    for tok in argv:
+        if os.path.isabs(tok):
+            rel = os.path.relpath(tok)
+            tok = rel if not rel.startswith("..") else "/".join(Path(tok).parts[-3:])
+        parts.append(tok)
+    return " ".join(parts)
+
+
 def portable_config(args: Any) -> dict[str, Any]:
     """``vars(args)`` with absolute paths made relative to the working directory.
 
