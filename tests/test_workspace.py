@@ -59,6 +59,20 @@ def test_sketch_unchanged_by_stale_buffers(act_map, error_map):
     assert bool(torch.isfinite(second.sums).all())
 
 
+def test_disabled_workspace_gives_the_same_sketch(monkeypatch):
+    """enabled = False (fresh allocations, used by benchmarks/alloc_faults.py) changes nothing."""
+    g = torch.Generator().manual_seed(8)
+    a, z = torch.randn(300, 10, generator=g), 3 * torch.randn(300, 5000, generator=g)
+    y = torch.randint(0, 5000, (300,), generator=g)
+    make = lambda: us.FisherSketch(act_dim=10, out_dim=5000, sketch_dim=128, seed=2).update_logits(a, z, y).signature()  # noqa: E731
+    on = make()
+    monkeypatch.setattr(workspace, "enabled", False)
+    workspace.release()
+    off = make()
+    assert workspace.held_bytes() == 0
+    assert torch.equal(on.sums, off.sums) and torch.equal(on.diag, off.diag)
+
+
 def test_buffers_made_in_inference_mode_work_outside_it():
     workspace.release()
     g = torch.Generator().manual_seed(6)

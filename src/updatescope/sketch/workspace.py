@@ -4,9 +4,10 @@ Every chunk of a streaming update needs the same few multi-megabyte temporaries 
 projections, the Hadamard stages, the softmax of a block of logits).  Allocated afresh for
 each chunk, they go through the C allocator, which on Linux (glibc) may hand the pages back
 to the kernel when they are freed and fault them in again, zeroed, on the next chunk.
-Measured on a 2-core VM: a 16 MB temporary cost 4,064 minor page faults per call, and the
-default sketch of (576, 49,152) logits spent 322 instead of 148 µs per token, depending
-only on the allocator's state (``benchmarks/README.md``).  A workspace keeps one flat
+Measured on a 2-core VM: a 16 MB temporary cost 4,064 minor page faults per call, and
+``update_logits`` ran 1.15–1.7× slower with fresh allocations than with this workspace,
+by an amount that depends on the allocator's state (``benchmarks/alloc_faults.py``).  A
+workspace keeps one flat
 buffer per name and hands out views of it, so steady-state updates allocate nothing large.
 
 Buffers are per thread (``threading.local``), keyed by (name, dtype, device), and only
@@ -24,10 +25,15 @@ import torch
 from torch import Tensor
 
 _local = threading.local()
+# Off: every request gets a fresh tensor (the allocation pattern without a workspace), for
+# benchmarks that measure what the workspace saves (``benchmarks/alloc_faults.py``).
+enabled = True
 
 
 def scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Tensor:
     """An uninitialised (shape) tensor backed by this thread's buffer called ``name``."""
+    if not enabled:
+        return torch.empty(shape, dtype=dtype, device=device)
     bufs: dict = getattr(_local, "bufs", None) or {}
     _local.bufs = bufs
     need = math.prod(shape)
