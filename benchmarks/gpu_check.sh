@@ -8,7 +8,7 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   echo "gpu_check: no CUDA device, skipped"; exit 0
 fi
 OUT=${OUT:-benchmarks/results}
-"$PY" -m pytest -q tests/test_fast_paths.py tests/test_sketch_core.py -m "not slow"
+"$PY" -m pytest -q tests/test_fast_paths.py tests/test_sketch_core.py tests/test_workspace.py -m "not slow"
 # CPU and GPU bases must agree: same seed -> same features (float32 tolerance).
 "$PY" - <<'PYEOF'
 import torch, updatescope as us
