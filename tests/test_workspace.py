@@ -101,3 +101,18 @@ def test_float32_chunk_sums_stay_at_projection_precision():
         rel = float((s32.sums[:, k] - s64.sums[:, k]).norm() / s64.sums[:, k].norm())
         assert rel < 4e-6, (k, rel)
         assert float(((s32.diag[:, k] - s64.diag[:, k]).abs() / s64.diag[:, k]).max()) < 4e-6
+
+
+@pytest.mark.parametrize("error_map,k", [("dense", 300), ("srht", 3000), ("srht", 4096), ("fold", 1000), ("fold", 70)])
+def test_strided_inputs_equal_contiguous(error_map, k):
+    """Column-strided or transposed-back inputs (views a user may pass) give the same sketch."""
+    g = torch.Generator().manual_seed(9)
+    wide = torch.randn(30, 2 * k, dtype=torch.float64, generator=g)
+    e = wide[:, ::2]  # stride 2 along the errors
+    a = torch.randn(12, 30, dtype=torch.float64, generator=g).T  # (30, 12), transposed view
+    make = lambda a_, e_: us.FisherSketch(act_dim=12, out_dim=k, sketch_dim=64, seed=3, act_map="srht",  # noqa: E731
+                                          error_map=error_map).update(a_, e_).signature()
+    e_t = torch.randn(k, 30, dtype=torch.float64, generator=g).T  # (30, k), column-major
+    for err in (e, e_t):
+        s1, s2 = make(a, err), make(a.contiguous(), err.contiguous())
+        assert torch.allclose(s1.sums, s2.sums, rtol=1e-12, atol=1e-12)

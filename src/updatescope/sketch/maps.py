@@ -145,7 +145,7 @@ class SRHTMap(QuadraticMap):
         if full == b:  # dim is a multiple of A: signs and layout in one fused op
             torch.mul(x.reshape(n, b, a).transpose(0, 1).unsqueeze(0), signs.view(2, b, 1, a), out=z)
         else:
-            torch.mul(x[:, : full * a].view(n, full, a).transpose(0, 1).unsqueeze(0),
+            torch.mul(x[:, : full * a].reshape(n, full, a).transpose(0, 1).unsqueeze(0),
                       signs[:, : full * a].view(2, full, 1, a), out=z[:, :full])
             rest = self.dim - full * a
             torch.mul(x[:, full * a :].unsqueeze(0), signs[:, full * a :].unsqueeze(1), out=z[:, full, :, :rest])
@@ -237,8 +237,8 @@ class FoldMap(QuadraticMap):
         full, rest = dim // f, dim % f
         r = self.r.to(x.dtype)
         # Σ_j R_j x_j over the blocks for both factors at once: (2, full) @ (n, full, F) -> (n, 2, F)
-        # (x[:, :full·F] splits into blocks as a view: no copy even when rest > 0)
-        z = torch.matmul(r[:, :full], x[:, : full * f].view(n, full, f), out=temp(tag, "z", (n, 2, f), x))
+        # (for row-contiguous x, x[:, :full·F] splits into blocks as a view: no copy even when rest > 0)
+        z = torch.matmul(r[:, :full], x[:, : full * f].reshape(n, full, f), out=temp(tag, "z", (n, 2, f), x))
         if rest:
             z[:, :, :rest] += x[:, full * f :].unsqueeze(1) * r[:, full:].view(1, 2, 1)
         return z.mul_(self.s.to(x.dtype))  # times S: (n, 2, F)
