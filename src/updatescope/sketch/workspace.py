@@ -4,10 +4,10 @@ Every chunk of a streaming update needs the same few multi-megabyte temporaries 
 projections, the Hadamard stages, the softmax of a block of logits).  Allocated afresh for
 each chunk, they go through the C allocator, which on Linux (glibc) may hand the pages back
 to the kernel when they are freed and fault them in again, zeroed, on the next chunk.
-Measured on a 2-core VM: a 16 MB temporary cost 4,064 minor page faults per call, and
-``update_logits`` ran 1.15–1.7× slower with fresh allocations than with this workspace,
-by an amount that depends on the allocator's state (``benchmarks/alloc_faults.py``).  A
-workspace keeps one flat
+Measured on a 2-core VM (``benchmarks/alloc_faults.py``): with fresh allocations
+``update_logits`` took up to 66 minor page faults per token and ran 1.15–1.7× slower than
+with this workspace, by an amount that depends on the allocator's state.  A workspace
+keeps one flat
 buffer per name and hands out views of it, so steady-state updates allocate nothing large.
 
 Buffers are per thread (``threading.local``), keyed by (name, dtype, device), and only
