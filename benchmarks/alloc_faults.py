@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({row['fresh_faults_per_token']:.2f}), x{row['fresh_over_workspace']:.2f}", flush=True)
     write_json_atomic({"name": "alloc_faults", "config": {k: v for k, v in portable_config(args).items() if k != "child"},
                        "rows": rows, "env": env_info(), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                       "command": portable_command("benchmarks/alloc_faults.py", sys.argv[1:] if argv is None else argv)},
+                       "command": portable_command("benchmarks/alloc_faults.py", argv)},
                       Path(args.out))
     return 0
 

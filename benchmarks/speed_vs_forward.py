@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bare forward {res['bare_tokens_per_s']:.0f} tok/s, forward+capture+sketch "
           f"{res['sketch_tokens_per_s']:.0f} tok/s, ratio {ratio:.2f}", flush=True)
     write_json_atomic({"name": "speed_vs_forward", "config": portable_config(args), "result": res, "env": env_info(),
-                       "command": portable_command("benchmarks/speed_vs_forward.py", sys.argv[1:] if argv is None else argv)},
+                       "command": portable_command("benchmarks/speed_vs_forward.py", argv)},
                       Path(args.out))
     return 0
 

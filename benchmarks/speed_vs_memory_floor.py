@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in portable_config(args).items() if k != "child"},
                        "rows": rows, "fits": fits, "memory": mem, "env": env_info(),
                        "loadavg_before": load_before, "loadavg_after": load_after,
-                       "command": portable_command("benchmarks/speed_vs_memory_floor.py", sys.argv[1:] if argv is None else argv)},
+                       "command": portable_command("benchmarks/speed_vs_memory_floor.py", argv)},
                       Path(args.out))
     return 0
 

@@ -12,7 +12,6 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"d={d} K={k}: ours {row['ours_samples_per_s']:.0f}/s  fishersketch {row['ref_samples_per_s']:.1f}/s  "
               f"speedup {row['speedup']:.1f}x", flush=True)
     write_json_atomic({"name": "speed_vs_reference", "config": portable_config(args), "rows": rows, "env": env_info(),
-                       "command": portable_command("benchmarks/speed_vs_reference.py", sys.argv[1:] if argv is None else argv)},
+                       "command": portable_command("benchmarks/speed_vs_reference.py", argv)},
                       Path(args.out))
     return 0
 

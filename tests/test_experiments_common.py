@@ -23,6 +23,7 @@ def test_portable_command_drops_machine_paths(tmp_path, monkeypatch):
     cmd = portable_command("benchmarks/b.py", ["--peer-python", str(peer), "--out", str(out), "--threads", "2"])
     assert cmd == "python benchmarks/b.py --peer-python PEER/bin/python --out benchmarks/results/r.json --threads 2"
     assert str(tmp_path) not in cmd
+    assert portable_command("b.py", ["--out", "/r.json"]) == "python b.py --out r.json"  # short paths: no root
 
 
 def test_write_json_atomic_and_env(tmp_path):

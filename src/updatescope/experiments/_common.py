@@ -5,6 +5,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -63,16 +64,21 @@ def finish(name: str, config: dict[str, Any], metrics: dict[str, Any], t0: float
     }
 
 
-def portable_command(script: str, argv: list[str]) -> str:
-    """The command line of a run, for a committed record: absolute paths become relative to
-    the working directory, or keep their last three parts when they lie outside it."""
-    parts = [f"python {script}"]
-    for tok in argv:
-        if os.path.isabs(tok):
-            rel = os.path.relpath(tok)
-            tok = rel if not rel.startswith("..") else "/".join(Path(tok).parts[-3:])
-        parts.append(tok)
-    return " ".join(parts)
+def _portable_path(value: Any, outside_parts: int) -> Any:
+    """An absolute path made relative to the working directory, or cut to its last
+    ``outside_parts`` parts when it lies outside it; anything else unchanged."""
+    if not (isinstance(value, str) and os.path.isabs(value)):
+        return value
+    rel = os.path.relpath(value)
+    return rel if not rel.startswith("..") else "/".join(Path(value).parts[1:][-outside_parts:])  # no root
+
+
+def portable_command(script: str, argv: list[str] | None = None) -> str:
+    """The command line of a run (``argv`` defaults to ``sys.argv[1:]``), for a committed
+    record: absolute paths become relative to the working directory, or keep their last
+    three parts (e.g. PEER/bin/python) when they lie outside it."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join([f"python {script}", *(_portable_path(tok, 3) for tok in args)])
 
 
 def portable_config(args: Any) -> dict[str, Any]:
@@ -82,13 +88,7 @@ def portable_config(args: Any) -> dict[str, Any]:
     and leaks the layout of that machine. Paths outside the working directory keep only
     their file name.
     """
-    out: dict[str, Any] = {}
-    for key, value in vars(args).items():
-        if isinstance(value, str) and os.path.isabs(value):
-            rel = os.path.relpath(value)
-            value = rel if not rel.startswith("..") else os.path.basename(value)
-        out[key] = value
-    return out
+    return {key: _portable_path(value, 1) for key, value in vars(args).items()}
 
 
 def write_json_atomic(obj: Any, path: Path) -> None:
