@@ -21,7 +21,7 @@ from torch import Tensor
 
 from updatescope.errors import InputError
 from updatescope.sketch.config import SketchConfig
-from updatescope.sketch.inputs import (as_tensor, check_2d, check_finite, compute_dtype, kept_rows,
+from updatescope.sketch.inputs import (as_tensor, check_2d, check_finite, compute_dtype, error_dtype, kept_rows,
                                       softmax_minus_onehot)
 from updatescope.sketch.maps import QuadraticMap, build_maps
 from updatescope.sketch.signature import N_BLOCKS, Signature
@@ -172,8 +172,8 @@ class FisherSketch:
             else:  # scattered kept rows: gather one cache-sized chunk at a time
                 zc, yc, ac = z[sel], y[sel], a[sel.to(a.device)]
             zc = zc.to(self.device)
-            edt = torch.float64 if zc.dtype == torch.float64 else torch.float32  # softmax_minus_onehot's dtype
-            e = softmax_minus_onehot(zc, yc.to(self.device), out=scratch("logits.err", tuple(zc.shape), edt, self.device))
+            buf = scratch("logits.err", tuple(zc.shape), error_dtype(zc.dtype), self.device)
+            e = softmax_minus_onehot(zc, yc.to(self.device), out=buf)
             self._accumulate(part, ac.to(self.device, dt), e.to(dt))
         self._commit(part, batch, checks=())  # logits were checked above: only overflow is left
         return self

@@ -64,14 +64,19 @@ def kept_rows(labels: Tensor, k: int, n: int, *, batch: int = 0) -> tuple[Tensor
     return labels, keep.nonzero().squeeze(1)
 
 
+def error_dtype(logits_dtype: torch.dtype) -> torch.dtype:
+    """The dtype error vectors are computed in: float64 for float64 logits, else float32
+    (bf16/fp16 logits are upcast for a faithful softmax)."""
+    return torch.float64 if logits_dtype == torch.float64 else torch.float32
+
+
 def softmax_minus_onehot(logits: Tensor, labels: Tensor, out: Tensor | None = None) -> Tensor:
     """softmax(logits) - onehot(labels) for valid labels.  (n, K), (n,) -> (n, K)
 
     Computed in float32 or better (bf16 logits are upcast) for a faithful error vector;
     written into ``out`` (of that dtype) when given.
     """
-    dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    err = torch.softmax(logits, dim=1, dtype=dtype, out=out)
+    err = torch.softmax(logits, dim=1, dtype=error_dtype(logits.dtype), out=out)
     err[torch.arange(err.shape[0], device=err.device), labels] -= 1.0
     return err
 
