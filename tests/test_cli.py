@@ -174,3 +174,13 @@ def test_sketch_map_choice_recorded_and_checked(models, corpora, tmp_path, capsy
     assert (cfg["act_map"], cfg["error_map"]) == ("fold", "fold")
     rc, _, err = _run(capsys, "rank", "--target", auto, fold)
     assert rc != 0 and "act_map" in err and err.count("\n") == 1
+
+
+def test_sketch_map_choices_match_the_library():
+    """The CLI spells its map choices out (so --help stays torch-free); they must follow MAP_KINDS."""
+    from updatescope.cli import build_parser
+    from updatescope.sketch.config import MAP_KINDS
+    sketch = build_parser()._subparsers._group_actions[0].choices["sketch"]
+    choices = {a.dest: set(a.choices) for a in sketch._actions if a.dest in ("act_map", "error_map")}
+    assert choices["error_map"] == {"auto", *MAP_KINDS}
+    assert choices["act_map"] == {"auto", *MAP_KINDS} - {"countsketch"}
