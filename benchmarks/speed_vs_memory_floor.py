@@ -22,6 +22,7 @@ machine move with it; the ratios are what the targets are about.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -124,8 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         a, e = torch.randn(args.n, args.d, device=dev), _errors(args.n, k).to(dev)
         copies = 1 if cache == "warm" else max(2, min(4096, -(-(1 << 30) // (e.numel() * e.element_size()))))
         pool = [e] + [e.clone() for _ in range(copies - 1)]
-        turn = iter(range(1 << 62))
-        fresh = lambda: pool[next(turn) % copies]  # noqa: E731  (the next copy in the rotation)
+        fresh = itertools.cycle(pool).__next__  # the next copy in the rotation
         sks = {kind: us.FisherSketch(act_dim=args.d, out_dim=k, sketch_dim=args.m, seed=0, device=dev,
                                      error_map=kind) for kind in kinds}
         for sk in sks.values():
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 x = fresh(); sync(); t = time.perf_counter(); sk.update(a, x); sync(); t_up[kind].append(time.perf_counter() - t)
                 x = fresh(); t = time.perf_counter(); features(sk.config, a, x); sync(); t_feat[kind].append(time.perf_counter() - t)
             x = fresh(); t = time.perf_counter(); float(x.sum()); sync(); t_read.append(time.perf_counter() - t)
-        del pool
+        del pool, fresh  # the cycle holds the copies too
         us_ = lambda xs: 1e6 * statistics.median(xs) / args.n  # noqa: E731
         for kind, sk in sks.items():
             cfg = sk.config
