@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 import updatescope as us
-from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
+from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 from updatescope.sketch import workspace
 
 HERE = Path(__file__).resolve().parent

@@ -19,7 +19,7 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.experiments._common import env_info, write_json_atomic
+from updatescope.records import env_info, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
 
 KINDS = ("fisher", "activation", "error", "coupling")

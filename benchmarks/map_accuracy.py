@@ -20,7 +20,7 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.experiments._common import env_info, portable_config, write_json_atomic
+from updatescope.records import env_info, portable_config, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
 
 HERE = Path(__file__).resolve().parent

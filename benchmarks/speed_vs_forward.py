@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
+from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 from updatescope.sketch.config import MAP_KINDS
 
 HERE = Path(__file__).resolve().parent

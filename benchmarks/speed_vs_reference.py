@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 import updatescope as us
-from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
+from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 SHAPES = ((576, 49152), (4096, 128256))

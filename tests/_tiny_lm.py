@@ -41,3 +41,11 @@ def tiny_llama(vocab_size: int = 256, hidden: int = 16, seed: int = 0):
 def loader(vocab_size: int = 256, hidden: int = 16):
     model, tok = tiny_llama(vocab_size, hidden), WordTokenizer(vocab_size)
     return lambda spec="smollm2": (model, tok)
+
+
+def reproduce(name, out_dir, settings=None, *, quick=True, seed=0):
+    """Run experiment ``name`` through the registry, as ``updatescope reproduce`` does;
+    -> the record written to ``out_dir/<name>.json``."""
+    from updatescope.experiments import configure, run_experiment
+
+    return run_experiment(configure(name, quick=quick, seed=seed, settings=settings), out_dir / f"{name}.json")

@@ -143,24 +143,24 @@ def test_reproduce_settings_are_checked(capsys, tmp_path):
     assert rc == 2 and "unknown setting 'ground_truht'" in err and "ground_truth" in err
     rc, _, err = _run(capsys, "reproduce", "source-selection", "--set", "lora.learning_rate=1", "--out", out)
     assert rc == 2 and "unknown setting 'lora.learning_rate'" in err
-    rc, _, err = _run(capsys, "reproduce", "recovery", "--set", "steps=3", "--out", out)
-    assert rc == 2 and "takes no --set settings" in err
+    rc, _, err = _run(capsys, "reproduce", "source-selection", "--set", "ground_truth=lorra", "--out", out)
+    assert rc == 2 and "ground_truth" in err and "lorra" in err
+    rc, _, err = _run(capsys, "reproduce", "recovery", "--set", "lab.recover_lr=fast", "--out", out)
+    assert rc == 2 and "lab.recover_lr" in err
     rc, _, err = _run(capsys, "reproduce", "smiles", "--set", "noequals", "--out", out)
     assert rc == 2 and "KEY=VALUE" in err
     assert not out.exists()
+    assert all(e.count("\n") <= 1 for e in [err])
 
 
-def test_parse_and_merge_settings():
+def test_parse_settings():
     from updatescope.errors import InputError
-    from updatescope.experiments._common import merge_config, parse_settings
+    from updatescope.experiments.settings import parse_settings
 
     s = parse_settings(["ground_truth=head", "lora.lr=3e-4", "lora.targets=[\"q_proj\"]", "domains=null"])
     assert s == {"ground_truth": "head", "lora": {"lr": 3e-4, "targets": ["q_proj"]}, "domains": None}
-    cfg = {"ground_truth": "lora", "lora": {"lr": 1e-3, "r": 8, "targets": ["a", "b"]}, "domains": ["x"]}
-    merge_config(cfg, s)
-    assert cfg == {"ground_truth": "head", "lora": {"lr": 3e-4, "r": 8, "targets": ["q_proj"]}, "domains": None}
-    with pytest.raises(InputError, match="unknown setting"):
-        merge_config(cfg, {"nope": 1})
+    with pytest.raises(InputError, match="conflicts"):
+        parse_settings(["lora.lr=1", "lora=2"])
 
 
 def test_sketch_map_choice_recorded_and_checked(models, corpora, tmp_path, capsys):
@@ -174,13 +174,3 @@ def test_sketch_map_choice_recorded_and_checked(models, corpora, tmp_path, capsy
     assert (cfg["act_map"], cfg["error_map"]) == ("fold", "fold")
     rc, _, err = _run(capsys, "rank", "--target", auto, fold)
     assert rc != 0 and "act_map" in err and err.count("\n") == 1
-
-
-def test_sketch_map_choices_match_the_library():
-    """The CLI spells its map choices out (so --help stays torch-free); they must follow MAP_KINDS."""
-    from updatescope.cli import build_parser
-    from updatescope.sketch.config import MAP_KINDS
-    sketch = build_parser()._subparsers._group_actions[0].choices["sketch"]
-    choices = {a.dest: set(a.choices) for a in sketch._actions if a.dest in ("act_map", "error_map")}
-    assert choices["error_map"] == {"auto", *MAP_KINDS}
-    assert choices["act_map"] == {"auto", *MAP_KINDS} - {"countsketch"}

@@ -3,7 +3,7 @@ import argparse
 import json
 import os
 
-from updatescope.experiments._common import env_info, portable_command, portable_config, write_json_atomic
+from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 
 
 def test_portable_config_drops_machine_paths(tmp_path, monkeypatch):

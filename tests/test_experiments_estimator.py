@@ -8,15 +8,15 @@ import torch
 from torch import nn
 
 from updatescope.errors import InputError
-from updatescope.experiments import _lm, _vision, estimator, source_selection
+from updatescope.experiments import _vision, heads, source_selection
 
-from _tiny_lm import loader
+from _tiny_lm import loader, reproduce
 
 
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(_lm, "load_model", loader(vocab_size=128))
+    monkeypatch.setattr(heads, "load_model", loader(vocab_size=128))
     vocab = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan",
              "d": "alpha two red four"}
 
@@ -45,7 +45,7 @@ def test_estimator_tiny_run(tiny):
     cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d"], "tokens": {"sketch": 60, "train": 40, "eval": 40},
            "sketch_dim": 512, "seeds": [0, 1], "speed_n": 100, "repeats": 1, "exact_repeats": 1,
            "parts": ["smollm2"]}
-    res = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
+    res = reproduce("estimator", tiny / "out", cfg)
     m = res["metrics"]
     acc = m["accuracy"]
     assert set(acc) == {"fisher", "activation", "error", "coupling"}
@@ -62,7 +62,7 @@ def test_estimator_tiny_run(tiny):
 
 
 def test_estimator_tiny_vision_run(tiny):
-    res = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config={"parts": ["vision"], "vision": VISION})
+    res = reproduce("estimator", tiny / "out", {"parts": ["vision"], "vision": VISION})
     m = res["metrics"]
     assert "accuracy" not in m  # the language-model block did not run
     v = m["vision"]
@@ -84,26 +84,26 @@ def test_estimator_tiny_vision_run(tiny):
     assert set(v["maps"]) == {"act_map", "error_map"}
     assert m["figures"] == ["estimator_vision.png"] and (tiny / "out" / "estimator_vision.png").is_file()
     # the pool was captured once and cached: a rerun reads it back and gives the same exact values
-    again = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config={"parts": ["vision"], "vision": VISION})
+    again = reproduce("estimator", tiny / "out", {"parts": ["vision"], "vision": VISION})
     assert again["metrics"]["vision"]["accuracy"]["fisher"]["exact"] == acc["fisher"]["exact"]
 
 
 def test_estimator_rejects_unknown_part(tiny):
     with pytest.raises(InputError, match="parts"):
-        estimator.run(quick=True, out_dir=tiny / "out", config={"parts": ["audio"]})
+        reproduce("estimator", tiny / "out", {"parts": ["audio"]})
 
 
 def test_estimator_rejects_unknown_setting(tiny):
     with pytest.raises(InputError, match="unknown setting 'vision.nope'"):
-        estimator.run(quick=True, out_dir=tiny / "out", config={"vision": {"nope": 1}})
+        reproduce("estimator", tiny / "out", {"vision": {"nope": 1}})
 
 
 def test_estimator_map_choice(tiny):
     cfg = {"domains": ["dom_a", "dom_b", "dom_c"], "tokens": {"sketch": 60, "train": 40, "eval": 40},
            "sketch_dim": 256, "seeds": [0], "speed_n": 60, "repeats": 1, "exact_repeats": 1,
            "parts": ["smollm2"], "act_map": "fold", "error_map": "fold"}
-    m = estimator.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)["metrics"]
+    m = reproduce("estimator", tiny / "out", cfg)["metrics"]
     assert m["maps"] == {"act_map": "fold", "error_map": "fold"}
     assert m["accuracy"]["fisher"]["mean_abs_err"] < 0.15
-    with pytest.raises(InputError, match="projection kind"):
-        estimator.run(quick=True, out_dir=tiny / "out", config={**cfg, "error_map": "gaussian"})
+    with pytest.raises(InputError, match="error_map must be one of"):
+        reproduce("estimator", tiny / "out", {**cfg, "error_map": "gaussian"})

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from updatescope.experiments import _lm, smiles
+from updatescope.experiments import heads, smiles
 
-from _tiny_lm import loader
+from _tiny_lm import loader, reproduce
 
 ALPHABETS = {"a": "C O N c1 ccc", "b": "C O N Cl Br", "c": "S P F ( )", "d": "c1 ccc = # ( )", "e": "C C O O N"}
 
@@ -14,7 +14,7 @@ ALPHABETS = {"a": "C O N c1 ccc", "b": "C O N Cl Br", "c": "S P F ( )", "d": "c1
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(_lm, "load_model", loader(vocab_size=96))
+    monkeypatch.setattr(heads, "load_model", loader(vocab_size=96))
     monkeypatch.setattr(smiles, "smiles_domains", lambda: [f"smi_{k}" for k in ALPHABETS])
 
     def texts(name, split, max_chars):
@@ -32,8 +32,8 @@ def test_smiles_tiny_run(tiny, gt):
            "n_perm": 200, "ground_truth": gt,
            "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
                     "batch": 2, "seq_len": 16},
-           "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
-    res = smiles.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
+           "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
+    res = reproduce("smiles", tiny / "out", cfg)
     m = res["metrics"]
     assert m["n_domains"] == 5 and res["config"]["domains"] == [f"smi_{k}" for k in ALPHABETS]
     pr = m["ground_truth"]["ppl_reduction"]

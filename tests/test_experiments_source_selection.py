@@ -3,15 +3,15 @@ import math
 
 import pytest
 
-from updatescope.experiments import _lm, source_selection
+from updatescope.experiments import heads, source_selection
 
-from _tiny_lm import loader
+from _tiny_lm import loader, reproduce
 
 
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(_lm, "load_model", loader(vocab_size=128))
+    monkeypatch.setattr(heads, "load_model", loader(vocab_size=128))
     vocab = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan",
              "d": "alpha two red four"}
 
@@ -31,8 +31,8 @@ def test_source_selection_tiny_run(tiny, gt):
            "sketch_dim": 64, "exact_n": 30, "baseline_n": 30, "ground_truth": gt,
            "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
                     "batch": 2, "seq_len": 16},
-           "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
-    res = source_selection.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
+           "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
+    res = reproduce("source-selection", tiny / "out", cfg)
     m = res["metrics"]
     assert m["n_domains"] == 4 and m["n_families"] == 4
     assert set(m["tokens_captured"]) == ({"sketch", "train", "eval"} if gt == "head" else {"sketch"})

@@ -3,15 +3,16 @@ import math
 
 import pytest
 
-from updatescope.experiments import _lm, verbalizer
+from updatescope.experiments import heads, scoring, verbalizer
+from updatescope.experiments.groundtruth import head as head_gt
 
-from _tiny_lm import loader
+from _tiny_lm import loader, reproduce
 
 
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(_lm, "load_model", loader())
+    monkeypatch.setattr(heads, "load_model", loader())
     words = ["fine", "dull", "bright", "slow", "warm", "cold", "sharp", "flat"]
     sents = [(f"the film was {words[i % 8]} and {words[(3 * i) % 8]} number {i}", i % 2) for i in range(30)]
     monkeypatch.setattr(verbalizer, "load_sentences", lambda: sents)
@@ -22,8 +23,8 @@ def tiny(monkeypatch, tmp_path):
 def test_verbalizer_tiny_run(tiny, gt):
     cfg = {"sketch_dim": 64, "verify_n": 6, "ground_truth": gt,
            "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3, "batch": 8},
-           "finetune": {"optimizer": "adam", "lr": 1e-2, "steps": 3, "batch": "full", "extra_rows": 8}}
-    res = verbalizer.run(quick=True, out_dir=tiny / "out", seed=0, config=cfg)
+           "finetune": {"lr": 1e-2, "steps": 3, "batch": None, "extra_rows": 8}}
+    res = reproduce("verbalizer", tiny / "out", cfg)
     m = res["metrics"]
     assert set(res) == {"name", "config", "metrics", "env", "seconds"}
     assert len(res["config"]["verbalizers"]) == 6
@@ -54,7 +55,7 @@ def test_transfer_matrix_self_training_helps():
     lab_b = (acts[:, 0] > 0).long() + 10      # task B: tokens 10/11, same inputs
     tr = {"a": {"acts": acts[:150], "labels": lab_a[:150]}, "b": {"acts": acts[:150], "labels": lab_b[:150]}}
     ev = {"a": {"acts": acts[150:], "labels": lab_a[150:]}, "b": {"acts": acts[150:], "labels": lab_b[150:]}}
-    gt = _lm.transfer_matrix(w0, None, tr, ev, steps=50, lr=0.05, batch=10**9)
+    gt = head_gt.transfer_matrix(w0, None, tr, ev, steps=50, lr=0.05, batch=10**9)
     # training on a task lowers its own held-out loss, and helps it more than the other task does
     assert gt["transfer"]["a"]["a"] > 0 and gt["transfer"]["b"]["b"] > 0
     assert gt["transfer"]["a"]["a"] > gt["transfer"]["a"]["b"]
@@ -70,11 +71,11 @@ def test_grad_cos_matches_baseline():
     w0 = torch.randn(30, 6, generator=g)
     tasks = {n: {"acts": torch.randn(12, 6, generator=g), "labels": torch.randint(0, 30, (12,), generator=g)}
              for n in "abc"}
-    sc = _lm.score_methods(w0, None, tasks, sketch_dim=32, baselines=("cka",))
+    sc = scoring.score_methods(w0, None, tasks, sketch_dim=32, baselines=("cka",))
     for t in "abc":
         for s in "abc":
             if s == t:
                 continue
-            ref = mean_gradient_cosine(tasks[s]["acts"], _lm.errors_of(w0, None, tasks[s]["acts"], tasks[s]["labels"]),
-                                       tasks[t]["acts"], _lm.errors_of(w0, None, tasks[t]["acts"], tasks[t]["labels"]))
+            ref = mean_gradient_cosine(tasks[s]["acts"], heads.errors_of(w0, None, tasks[s]["acts"], tasks[s]["labels"]),
+                                       tasks[t]["acts"], heads.errors_of(w0, None, tasks[t]["acts"], tasks[t]["labels"]))
             assert sc["scores"]["grad_cos"][t][s] == pytest.approx(ref, abs=1e-6)

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from updatescope.errors import InputError
-from updatescope.experiments import _lm, _vision
+from updatescope.experiments import _vision, heads
 
 
 def _pool(n_photos=6, per_photo=20, d=8, seed=0):
@@ -38,7 +38,7 @@ def test_specs_sizes_rules_and_determinism():
 def test_label_maps_follow_their_rules():
     pool = _pool()
     w, b = _head()
-    z = _lm.logits_of(w, b, pool["acts"])
+    z = heads.logits_of(w, b, pool["acts"])
     top1, order = z.argmax(1), z.argsort(1, descending=True)
     spec = _vision.TaskSpec
 
@@ -80,7 +80,7 @@ def test_make_tasks_rows_labels_and_variety():
     assert info[specs[0].name]["agree_top1"] == 1.0  # rule top1
     assert info[specs[1].name]["agree_top1"] == 0.0  # rule rank k >= 2
     # label maps differ: applied to the whole pool, tasks of different rules never agree
-    z = _lm.logits_of(w, b, pool["acts"])
+    z = heads.logits_of(w, b, pool["acts"])
     maps = {s.name: _vision.label_map(s, z, pool["photo"], 6) for s in specs}
     for i, a in enumerate(specs):
         for b_ in specs[i + 1:]:
@@ -100,7 +100,7 @@ def test_speed_streams_wrap_and_label():
     assert distinct == 120 and [s["acts"].shape[0] for s in streams] == [100, 100]
     assert torch.equal(streams[1]["acts"][:20], pool["acts"][100:])  # wraps to row 0 after the pool ends
     assert torch.equal(streams[1]["acts"][20:], pool["acts"][:80])
-    assert torch.equal(streams[0]["labels"], _lm.logits_of(w, b, pool["acts"][:100]).argmax(1))
+    assert torch.equal(streams[0]["labels"], heads.logits_of(w, b, pool["acts"][:100]).argmax(1))
 
 
 def test_capture_pool_cached(monkeypatch, tmp_path):

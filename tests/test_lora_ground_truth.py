@@ -4,7 +4,7 @@ import torch
 
 from updatescope.capture.causal_lm import capture_causal_lm
 from updatescope.errors import InputError
-from updatescope.experiments import _lora
+from updatescope.experiments.groundtruth import lora as _lora
 
 from _tiny_lm import WordTokenizer
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -11,37 +10,40 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from updatescope._version import __version__
+from updatescope.constants import MAP_CHOICES
 from updatescope.errors import UpdatescopeError
 
 EXIT_USER_ERROR = 2
 
 
-def _fmt(x: float, se: float | None = None) -> str:
-    if not math.isfinite(x):
-        return "n/a"
-    return f"{x:.3f}" if se is None or not math.isfinite(se) else f"{x:.3f} ± {se:.3f}"
-
-
 def _print_json(obj: Any) -> None:
-    from updatescope.experiments._common import _json_default
+    """Strict JSON on stdout: non-finite numbers are written as null."""
+    from updatescope.records import to_json
 
-    print(json.dumps(obj, indent=2, default=_json_default))
+    print(to_json(obj, strict=True))
 
 
-def print_ranking(ranking: Any, console: Any = None) -> None:
-    """The ranked table (rich) for one target."""
-    from rich.console import Console
-    from rich.table import Table
+def _check_out_file(path: str, *, inputs: Sequence[str] = ()) -> Path:
+    """The output file of a command, checked before any work: not a folder, not one of the
+    inputs, in an existing writable folder."""
+    out = Path(path)
+    if out.is_dir():
+        raise UpdatescopeError(f"--out is a folder: {out}")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise UpdatescopeError(f"output folder does not exist: {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UpdatescopeError(f"output folder is not writable: {parent}")
+    resolved = out.resolve()
+    for item in inputs:
+        if Path(item).resolve() == resolved:
+            raise UpdatescopeError(f"--out {out} is also an input; refusing to overwrite it")
+    return out
 
-    console = console or Console()
-    t = Table(title=f"sources for target '{ranking.target}' — regime: {ranking.regime}", title_justify="left")
-    for col in ("rank", "source", "fisher", "activation-only", "error-only", "coupling", "n", "note"):
-        t.add_column(col, justify="right" if col in ("rank", "n") else "left")
-    for i, r in enumerate(ranking.rows, 1):
-        t.add_row(str(i), r.source, _fmt(r.fisher, r.fisher_se), _fmt(r.activation, r.activation_se),
-                  _fmt(r.error, r.error_se), _fmt(r.coupling, r.coupling_se), str(r.n_source), r.note)
-    console.print(t)
-    console.print(f"  {ranking.explanation}")
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise UpdatescopeError(f"{name} must be a positive integer, got {value}")
 
 
 # ------------------------------------------------------------------ commands
@@ -51,11 +53,15 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     from updatescope.signatures.build import sketch_causal_lm
     from updatescope.signatures.io import save_signature
 
-    out = Path(args.out)
-    if out.exists() and out.is_dir():
-        raise UpdatescopeError(f"--out is a folder: {out}")
-    if not out.parent.exists():
-        raise UpdatescopeError(f"output folder does not exist: {out.parent}")
+    from updatescope.constants import check_sketch_dim
+
+    # every flag and path is checked before the data is read and the model loads
+    check_sketch_dim(args.sketch_dim)
+    if not 0 <= args.seed < 2**63:
+        raise UpdatescopeError(f"--seed must be in [0, 2^63), got {args.seed}")
+    _positive("--max-tokens", args.max_tokens)
+    _positive("--token-budget", args.token_budget)
+    out = _check_out_file(args.out, inputs=args.data)
     texts = read_corpus(args.data)  # validates every file before the model loads
     model, tok = load_causal_lm(args.model, dtype=args.dtype)
     t0 = time.perf_counter()
@@ -91,6 +97,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(ranking.as_dict())
     else:
+        from updatescope.report.console import print_ranking
+
         print_ranking(ranking)
     return 0
 
@@ -107,24 +115,22 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(rows)
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from updatescope.report.console import print_rows
 
-    t = Table(title="signatures", title_justify="left")
-    for col in ("file", "name", "samples", "act_dim", "out_dim", "sketch_dim", "seed", "maps", "fingerprint", "data"):
-        t.add_column(col)
-    for r in rows:
-        c = r["config"]
-        t.add_row(r["file"], r.get("name", ""), str(r["count"]), str(c["act_dim"]), str(c["out_dim"]),
-                  str(c["sketch_dim"]), str(c["seed"]), f"{c['act_map']}/{c['error_map']}",
-                  c["fingerprint"] or "-", r.get("data", ""))
-    Console().print(t)
+    print_rows("signatures", ("file", "name", "samples", "act_dim", "out_dim", "sketch_dim", "seed", "maps",
+                              "fingerprint", "data"),
+               [(r["file"], r.get("name", ""), r["count"], r["config"]["act_dim"], r["config"]["out_dim"],
+                 r["config"]["sketch_dim"], r["config"]["seed"], f"{r['config']['act_map']}/{r['config']['error_map']}",
+                 r["config"]["fingerprint"] or "-", r.get("data", "")) for r in rows])
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from updatescope.demo import run_demo
 
+    _positive("--max-tokens", args.max_tokens)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UpdatescopeError(f"--out must be a folder, and {args.out} is a file")
     run_demo(Path(args.out), synthetic=args.synthetic, max_tokens=args.max_tokens, quiet=args.quiet)
     return 0
 
@@ -135,46 +141,51 @@ def cmd_domains(args: argparse.Namespace) -> int:
     if args.export:
         if not args.out:
             raise UpdatescopeError("--export needs --out FILE.jsonl")
+        out = _check_out_file(args.out)
         docs = load_domain(args.export, split=args.split)
-        out = Path(args.out)
-        if not out.parent.exists():
-            raise UpdatescopeError(f"output folder does not exist: {out.parent}")
-        tmp = out.with_name(f".{out.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for d in docs:
-                fh.write(json.dumps({"text": d}) + "\n")
-        os.replace(tmp, out)
+        _write_text_atomic(out, "".join(json.dumps({"text": d}) + "\n" for d in docs))
         print(f"wrote {out}: {len(docs)} documents of domain {args.export} ({args.split} split)")
         return 0
     infos = list_domains(args.family)
     if args.json:
         _print_json([{"name": d.name, "family": d.family, "source": d.source} for d in infos])
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from updatescope.report.console import print_rows
 
-    t = Table(title="built-in domains (offline, from installed packages)", title_justify="left")
-    for col in ("name", "family", "source"):
-        t.add_column(col)
-    for d in infos:
-        t.add_row(d.name, d.family, d.source)
-    Console().print(t)
+    print_rows("built-in domains (offline, from installed packages)", ("name", "family", "source"),
+               [(d.name, d.family, d.source) for d in infos])
     return 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from updatescope.experiments import run_experiment
-    from updatescope.experiments._common import parse_settings, write_json_atomic
+    from updatescope.experiments import configure, run_experiment
+    from updatescope.experiments.settings import parse_settings
 
-    settings = parse_settings(args.set)
-    out = Path(args.out) if args.out else Path("results") / f"{args.name}{'_quick' if args.quick else ''}.json"
-    result = run_experiment(args.name, quick=args.quick, out_dir=out.parent, seed=args.seed, config=settings)
-    write_json_atomic(result, out)
-    print(f"wrote {out} ({result.get('seconds', 0):.0f} s)")
-    metrics = result.get("metrics", {})
+    # the whole config is built and validated before anything heavy is imported
+    config = configure(args.name, quick=args.quick, seed=args.seed, settings=parse_settings(args.set))
+    if not args.out:
+        Path("results").mkdir(exist_ok=True)
+    out = _check_out_file(args.out or os.path.join("results", f"{args.name}{'_quick' if args.quick else ''}.json"))
+    record = run_experiment(config, out)
+    print(f"wrote {out} ({record['seconds']:.0f} s)")
     if args.json:
-        _print_json(metrics)
+        _print_json(record["metrics"])
     return 0
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    """Write through a unique temporary file in the same folder and rename; nothing is left
+    behind on failure (a full disk, an interrupt)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,9 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="random basis; must match across compared signatures")
     s.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
     s.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="forward precision")
-    s.add_argument("--act-map", default="auto", choices=["auto", "dense", "srht", "fold"],
+    s.add_argument("--act-map", default="auto", choices=[k for k in MAP_CHOICES if k != "countsketch"],
                    help="activation-side projection (auto: dense up to width 1,024, block SRHT beyond)")
-    s.add_argument("--error-map", default="auto", choices=["auto", "dense", "srht", "fold", "countsketch"],
+    s.add_argument("--error-map", default="auto", choices=list(MAP_CHOICES),
                    help="error-side projection (auto: dense up to 1,024 outputs, block SRHT beyond; fold is "
                         "faster at a slightly larger error, see benchmarks/README.md); compared signatures "
                         "must use the same maps")
@@ -230,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     dm.set_defaults(func=cmd_domains)
 
     e = sub.add_parser("reproduce", help="rerun one of the papers' experiments (JSON + figures)")
-    e.add_argument("name", help="estimator, source-selection, verbalizer, smiles, recovery, random-search, steering")
+    from updatescope.experiments import REGISTRY
+
+    e.add_argument("name", metavar="NAME", help="; ".join(f"{x.name}: {x.summary}" for x in REGISTRY.values()))
     e.add_argument("--quick", action="store_true", help="the reduced configuration (< 10 min on 2 CPU cores)")
     e.add_argument("--out", default=None, help="result JSON (figures go beside it)")
     e.add_argument("--seed", type=int, default=0)

@@ -6,7 +6,6 @@ model; seconds) — used by tests and when the model extra is not installed.
 """
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -64,13 +63,11 @@ def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature
 def run_demo(out: Path, *, synthetic: bool = False, max_tokens: int | None = None, quiet: bool = False
              ) -> dict[str, Any]:
     """Sketch, rank every domain's sources, print the tables, write ``out/index.html``."""
-    from rich.console import Console
-
-    from updatescope.cli import print_ranking
-    from updatescope.experiments._common import write_json_atomic
+    from updatescope.records import write_json_atomic
+    from updatescope.report.console import make_console, print_best_sources, print_ranking
     from updatescope.report.html import write_report
 
-    console = Console()
+    console = make_console()
     t0 = time.perf_counter()
     if synthetic:
         sigs, families, meta = _synthetic_signatures(quiet)
@@ -83,17 +80,7 @@ def run_demo(out: Path, *, synthetic: bool = False, max_tokens: int | None = Non
     mats = _matrices(names, sigs)
     if not quiet:
         print_ranking(rankings[0], console)
-        from rich.table import Table
-
-        table = Table(title="best source per target", title_justify="left")
-        for col in ("target", "best source (fisher)", "fisher", "activation-only's pick", "error-only's pick", "regime"):
-            table.add_column(col)
-        for rk in rankings:
-            best = rk.rows[0]
-            act = max(rk.rows, key=lambda r: r.activation if math.isfinite(r.activation) else -math.inf).source
-            err = max(rk.rows, key=lambda r: r.error if math.isfinite(r.error) else -math.inf).source
-            table.add_row(rk.target, best.source, f"{best.fisher:.3f}", act, err, rk.regime)
-        console.print(table)
+        print_best_sources(rankings, console)
     meta = {**meta, "seconds": f"{time.perf_counter() - t0:.0f}"}
     html_path = write_report(out, names, mats, rankings, title="updatescope — source ranking report",
                              meta=meta, families=families)

@@ -34,11 +34,11 @@ import torch
 from torch import Tensor, nn
 
 from updatescope.capture.hook import LinearCapture, find_output_linear
+from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch, tokenize
+from updatescope.constants import IGNORE_INDEX, torch_dtype
 from updatescope.errors import InputError
 
 __all__ = ["CaptureBatch", "capture_causal_lm", "count_tokens"]
-
-IGNORE_INDEX = -100
 
 
 class CaptureBatch(NamedTuple):
@@ -47,11 +47,6 @@ class CaptureBatch(NamedTuple):
     acts: Tensor  # (n, d) float32, head input
     logits: Tensor  # (n, K) float32, head output
     labels: Tensor  # (n,) int64, observed next token
-
-
-class _Chunk(NamedTuple):
-    ids: list[int]  # (L,) token ids fed to the model
-    count: list[bool]  # (L,) whether position k's prediction (target ids[k+1]) is counted
 
 
 def _context_length(model: nn.Module) -> int:
@@ -63,75 +58,9 @@ def _context_length(model: nn.Module) -> int:
     return 2048
 
 
-def _target_mask(n: int, spec: Any, index: int) -> list[bool]:
-    """Boolean mask over the n tokens of text ``index``: True = counted as a target."""
-    if spec is None:
-        return [False] + [True] * (n - 1)
-    if isinstance(spec, Tensor):
-        spec = spec.tolist()
-    spec = list(spec)
-    if spec and all(isinstance(v, bool) for v in spec):
-        if len(spec) != n:
-            raise InputError(f"text {index}: position mask has {len(spec)} entries for {n} tokens")
-        mask = list(spec)
-    else:
-        mask = [False] * n
-        for v in spec:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise InputError(f"text {index}: positions must be ints or a bool mask, got {v!r}")
-            if not -n <= v < n:
-                raise InputError(f"text {index}: position {v} out of range for {n} tokens")
-            mask[v % n] = True
-    if n and mask[0]:
-        raise InputError(f"text {index}: target position 0 has no context and cannot be counted")
-    return mask
-
-
-def _chunks(ids: list[int], mask: list[bool], chunk_len: int) -> Iterator[_Chunk]:
-    """Overlapping windows of ``chunk_len`` tokens; stride chunk_len - 1 counts each target once."""
-    n = len(ids)
-    start = 0
-    while start < n - 1:
-        stop = min(start + chunk_len, n)
-        # position k in the chunk predicts document token start + k + 1
-        count = [mask[start + k + 1] for k in range(stop - start - 1)] + [False]
-        if any(count):
-            yield _Chunk(ids[start:stop], count)
-        if stop == n:
-            break
-        start = stop - 1
-
-
-def _tokenize(tokenizer: Any, text: Any, add_special_tokens: bool, index: int) -> list[int]:
-    if isinstance(text, str):
-        if tokenizer is None:
-            raise InputError("a tokenizer is needed to capture raw text")
-        return list(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
-    if isinstance(text, Tensor):
-        return [int(v) for v in text.reshape(-1).tolist()]
-    if isinstance(text, Sequence) and all(isinstance(v, int) for v in text):
-        return list(text)
-    raise InputError(f"text {index}: expected a string or a list of token ids, got {type(text).__name__}")
-
-
 def count_tokens(tokenizer: Any, texts: Iterable[str], add_special_tokens: bool = True) -> int:
     """Number of next-token targets the default capture would count (sum of len - 1)."""
-    return sum(max(len(_tokenize(tokenizer, t, add_special_tokens, i)) - 1, 0) for i, t in enumerate(texts))
-
-
-def _batches(chunks: Iterable[_Chunk], token_budget: int) -> Iterator[list[_Chunk]]:
-    """Greedy, order-preserving packing: rows x longest row <= token_budget."""
-    batch: list[_Chunk] = []
-    longest = 0
-    for ch in chunks:
-        new_longest = max(longest, len(ch.ids))
-        if batch and (len(batch) + 1) * new_longest > token_budget:
-            yield batch
-            batch, new_longest = [], len(ch.ids)
-        batch.append(ch)
-        longest = new_longest
-    if batch:
-        yield batch
+    return sum(max(len(tokenize(tokenizer, t, add_special_tokens, i)) - 1, 0) for i, t in enumerate(texts))
 
 
 def capture_causal_lm(
@@ -165,10 +94,7 @@ def capture_causal_lm(
     """
     head = find_output_linear(model)
     if isinstance(dtype, str):
-        dtype = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                 "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}.get(dtype)  # type: ignore[assignment]
-        if dtype is None:
-            raise InputError("dtype must be float32, bfloat16 or float16")
+        dtype = torch_dtype(dtype)  # type: ignore[assignment]
     chunk_len = chunk_len or _context_length(model)
     if chunk_len < 2:
         raise InputError(f"chunk_len must be at least 2, got {chunk_len}")
@@ -184,20 +110,6 @@ def capture_causal_lm(
     use_autocast = dtype is not None and dtype != param.dtype
     autocast = torch.autocast(device_type=device.type, dtype=dtype) if use_autocast else nullcontext()
 
-    def all_chunks() -> Iterator[_Chunk]:
-        pos_iter = iter(positions) if positions is not None else None
-        for i, text in enumerate(texts):
-            spec = None
-            if pos_iter is not None:
-                try:
-                    spec = next(pos_iter)
-                except StopIteration:
-                    raise InputError(f"positions has fewer entries than texts (none for text {i})") from None
-            ids = _tokenize(tokenizer, text, add_special_tokens, i)
-            if len(ids) < 2:
-                continue
-            yield from _chunks(ids, _target_mask(len(ids), spec, i), chunk_len)
-
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -208,17 +120,11 @@ def capture_causal_lm(
     model.eval()
     try:
         with LinearCapture(head) as cap:
-            for batch in _batches(all_chunks(), token_budget):
-                width = max(len(ch.ids) for ch in batch)
-                ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-                attn = torch.zeros((len(batch), width), dtype=torch.long)
-                count = torch.zeros((len(batch), width), dtype=torch.bool)
-                for r, ch in enumerate(batch):
-                    ids[r, : len(ch.ids)] = torch.tensor(ch.ids)
-                    attn[r, : len(ch.ids)] = 1
-                    count[r, : len(ch.ids)] = torch.tensor(ch.count)
-                labels = torch.full_like(ids, IGNORE_INDEX)
-                labels[:, :-1] = ids[:, 1:]
+            chunks = document_chunks(tokenizer, texts, chunk_len=chunk_len, positions=positions,
+                                     add_special_tokens=add_special_tokens)
+            for batch in pack_batches(chunks, token_budget):
+                ids, attn, labels = pad_batch(batch, pad_id)
+                count = labels != IGNORE_INDEX
                 ids, attn, count, labels = ids.to(device), attn.to(device), count.to(device), labels.to(device)
                 with torch.no_grad(), autocast:
                     model(input_ids=ids, attention_mask=attn, use_cache=False)

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from updatescope.capture.causal_lm import CaptureBatch
 from updatescope.capture.hook import LinearCapture, find_output_linear
+from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 
 __all__ = ["capture_classifier"]
@@ -77,7 +78,7 @@ def capture_classifier(
                         "expected (n, d) with one label per example"
                     )
                 k = logits.shape[1]
-                bad = (labels != -100) & ((labels < 0) | (labels >= k))
+                bad = (labels != IGNORE_INDEX) & ((labels < 0) | (labels >= k))
                 if bool(bad.any()):
                     raise InputError(f"batch {b}: label {int(labels[bad][0])} out of range for {k} classes")
                 if max_examples is not None:

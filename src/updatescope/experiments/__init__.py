@@ -1,50 +1,119 @@
-"""One runner per reproduced claim: ``updatescope reproduce NAME [--quick]``.
+"""Experiments: one small runner per reproduced claim, ``updatescope reproduce NAME``.
 
-Each runner module defines ``run(quick: bool, out_dir: Path, seed: int = 0) -> dict`` that
-returns ``{"name", "config", "metrics", "env", "seconds"}`` (see ``_common.finish``) and
-writes its figures (PNG) into ``out_dir``.
+The registry below is the only list of experiments.  Each entry names its config class
+(:mod:`.configs`, torch-free, validated) and its runner module, which defines
+
+    run(config, out_dir: Path) -> Result
+
+and nothing else that the shell needs.  :func:`configure` builds and validates a config from
+``--quick``, ``--seed`` and ``--set`` before anything heavy is imported; :func:`run_experiment`
+runs it, writes the JSON record atomically and only then draws the figures, so a missing
+plotting extra never loses a finished run.  How to add one: docs/architecture.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
-# name -> module under updatescope.experiments
-RUNNERS: dict[str, str] = {
-    "estimator": "estimator",
-    "source-selection": "source_selection",
-    "verbalizer": "verbalizer",
-    "smiles": "smiles",
-    "recovery": "recovery",
-    "random-search": "random_search",
-    "steering": "steering",
-}
+from updatescope.errors import InputError, MissingExtraError
+from updatescope.experiments.configs import (EstimatorConfig, RandomSearchConfig, RecoveryConfig, SelectionConfig,
+                                             SmilesConfig, VerbalizerConfig)
+
+__all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
 
-def available() -> list[str]:
-    """Names whose runner module exists in this installation."""
-    out = []
-    for name, mod in RUNNERS.items():
-        if importlib.util.find_spec(f"updatescope.experiments.{mod}") is not None:
-            out.append(name)
-    return out
+@dataclass
+class Result:
+    """What a runner returns: its numbers, and the figures to draw from them.
+
+    ``config``: the settings the run used (``asdict`` of its config, plus anything it
+    resolved, e.g. the domain list); ``figures``: file name -> function drawing that figure
+    at a path (called after the record is written)."""
+
+    name: str
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    seconds: float
+    figures: dict[str, Callable[[Path], Any]] = field(default_factory=dict)
 
 
-def run_experiment(name: str, quick: bool, out_dir: Path, seed: int = 0,
-                   config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run one experiment.  ``config``: overrides of the runner's settings (``--set``); only
-    runners with a ``config`` parameter accept them."""
-    import inspect
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    config: type  # frozen dataclass with ``defaults(quick, seed)``
+    module: str  # runner module under updatescope.experiments
+    summary: str
 
-    from updatescope.errors import InputError
+    def runner(self) -> Callable[[Any, Path], Result]:
+        return importlib.import_module(f"updatescope.experiments.{self.module}").run
 
-    if name not in available():
-        raise InputError(f"unknown experiment {name!r}; available: {', '.join(available())}")
-    module = importlib.import_module(f"updatescope.experiments.{RUNNERS[name]}")
-    if config and "config" not in inspect.signature(module.run).parameters:
-        raise InputError(f"experiment {name!r} takes no --set settings")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if config:
-        return module.run(quick=quick, out_dir=out_dir, seed=seed, config=config)
-    return module.run(quick=quick, out_dir=out_dir, seed=seed)
+
+REGISTRY: dict[str, Experiment] = {e.name: e for e in (
+    Experiment("estimator", EstimatorConfig, "estimator",
+               "sketch vs exact Fisher alignment on SmolLM2 streams and EfficientNet tasks (paper A)"),
+    Experiment("source-selection", SelectionConfig, "source_selection",
+               "rank 19 candidate domains per target against LoRA transfer (paper A)"),
+    Experiment("verbalizer", VerbalizerConfig, "verbalizer",
+               "fixed prompt, answer-word sets: activation-only methods are blind (paper A)"),
+    Experiment("smiles", SmilesConfig, "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
+    Experiment("recovery", RecoveryConfig, "recovery",
+               "recovery after forgetting: capture, drift, rank, Krylov on the synthetic lab (paper B)"),
+    Experiment("random-search", RandomSearchConfig, "random_search",
+               "Best-of-N random search in subspaces of the synthetic lab (paper B)"),
+)}
+
+
+def configure(name: str, *, quick: bool = False, seed: int = 0, settings: Mapping[str, Any] | None = None) -> Any:
+    """The validated config of experiment ``name``: its defaults for (quick, seed) with the
+    ``--set`` settings applied.  InputError (one line) for an unknown name or bad setting."""
+    from updatescope.experiments.settings import apply_settings
+
+    if name not in REGISTRY:
+        raise InputError(f"unknown experiment {name!r}; available: {', '.join(REGISTRY)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise InputError(f"--seed must be in [0, 2^31), got {seed!r}")
+    config = REGISTRY[name].config.defaults(quick, seed)
+    if settings:
+        config = apply_settings(config, settings)
+    return config
+
+
+def _name_of(config: Any) -> Experiment:
+    for exp in REGISTRY.values():
+        if type(config) is exp.config:
+            return exp
+    raise InputError(f"no experiment takes a {type(config).__name__}")
+
+
+def run_experiment(config: Any, out: str | Path, *, figures: bool = True,
+                   warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the experiment ``config`` belongs to; write its record to ``out`` (JSON, atomic),
+    then its figures beside it.  -> the record ``{"name", "config", "metrics", "env", "seconds"}``."""
+    from updatescope.records import make_record, write_json_atomic
+
+    exp = _name_of(config)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    result = exp.runner()(config, out.parent)
+    metrics = {**result.metrics, "figures": list(result.figures)}
+    record = make_record(result.name, result.config, metrics, result.seconds or time.perf_counter() - t0)
+    write_json_atomic(record, out)
+    if figures:
+        for fname, draw in result.figures.items():
+            try:
+                draw(out.parent / fname)
+            except MissingExtraError as exc:
+                (warn or (lambda m: print(m, file=sys.stderr)))(f"updatescope: figures not drawn: {exc}")
+                break
+    return record
+
+
+def config_record(config: Any, **resolved: Any) -> dict[str, Any]:
+    """``asdict(config)`` with values the run resolved (e.g. the domain list) filled in."""
+    return {**dataclasses.asdict(config), **resolved}

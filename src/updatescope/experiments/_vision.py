@@ -39,7 +39,8 @@ import torch
 from torch import Tensor
 
 from updatescope.errors import InputError
-from updatescope.experiments import _lm
+from updatescope.experiments.caching import cache_key, cached
+from updatescope.experiments.heads import logits_of
 
 RULES = ("top1", "rank", "photo", "permuted", "coarse")
 RANKS = (2, 3, 5)
@@ -77,33 +78,28 @@ def capture_pool(model: Any, fp: str, photos: Sequence[str], per_photo: int, *, 
     from updatescope.capture.classifier import capture_classifier
     from updatescope.data import images
 
-    key = _lm._key("vision-pool-v1", fp, list(photos), images.photos_digest(photos), per_photo, seed, size)
-    path = _lm.cache_root() / f"vision-{key}.pt"
-    if use_cache and path.is_file():
-        return torch.load(path, weights_only=True)
-    pix = [images.load_photo(p) for p in photos]
-    owners: list[Tensor] = []
-    t0 = time.perf_counter()
-    total = len(photos) * per_photo
+    def build() -> dict[str, Tensor]:
+        pix = [images.load_photo(p) for p in photos]
+        owners: list[Tensor] = []
+        t0 = time.perf_counter()
+        total = len(photos) * per_photo
 
-    def batches() -> Any:
-        for imgs, owner in images.view_batches(pix, per_photo, seed=seed, size=size, batch=batch):
-            owners.append(torch.from_numpy(owner))
-            yield preprocess(imgs), torch.zeros(len(owner), dtype=torch.long)
+        def batches() -> Any:
+            for imgs, owner in images.view_batches(pix, per_photo, seed=seed, size=size, batch=batch):
+                owners.append(torch.from_numpy(owner))
+                yield preprocess(imgs), torch.zeros(len(owner), dtype=torch.long)
 
-    acts = []
-    for a, _logits, _y in capture_classifier(model, batches(), progress=False, desc="views"):
-        acts.append(a.float().cpu())
-        done = sum(x.shape[0] for x in acts)
-        if log and (len(acts) % 25 == 0 or done == total):
-            rate = done / (time.perf_counter() - t0)
-            log(f"views {done}/{total} ({rate:.1f} images/s)")
-    out = {"acts": torch.cat(acts), "photo": torch.cat(owners)}
-    if use_cache:
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(out, tmp)
-        tmp.replace(path)
-    return out
+        acts = []
+        for a, _logits, _y in capture_classifier(model, batches(), progress=False, desc="views"):
+            acts.append(a.float().cpu())
+            done = sum(x.shape[0] for x in acts)
+            if log and (len(acts) % 25 == 0 or done == total):
+                rate = done / (time.perf_counter() - t0)
+                log(f"views {done}/{total} ({rate:.1f} images/s)")
+        return {"acts": torch.cat(acts), "photo": torch.cat(owners)}
+
+    key = cache_key("vision-pool-v1", fp, list(photos), images.photos_digest(photos), per_photo, seed, size)
+    return cached("vision", key, build, use_cache=use_cache)
 
 
 @dataclass(frozen=True)
@@ -180,7 +176,7 @@ def make_tasks(pool: Mapping[str, Tensor], w0: Tensor, b0: Tensor | None, specs:
         g = torch.Generator().manual_seed(int(np.random.default_rng([seed, t]).integers(2**62)))
         rows = rows[torch.randperm(rows.numel(), generator=g)[: spec.n]].sort().values
         acts = pool["acts"][rows]
-        z = _lm.logits_of(w0, b0, acts)
+        z = logits_of(w0, b0, acts)
         y = label_map(spec, z, photo[rows], n_photos, seed)
         tasks[spec.name] = {"acts": acts, "labels": y}
         info[spec.name] = {**asdict(spec), "labels_distinct": int(y.unique().numel()),
@@ -199,6 +195,6 @@ def speed_streams(pool: Mapping[str, Tensor], w0: Tensor, b0: Tensor | None, n: 
         rows = torch.arange(s * n, (s + 1) * n) % total
         acts = pool["acts"][rows]
         spec = TaskSpec(f"speed_{rule}", (), rule, 0, 0, n)
-        y = label_map(spec, _lm.logits_of(w0, b0, acts), pool["photo"][rows], n_photos, seed)
+        y = label_map(spec, logits_of(w0, b0, acts), pool["photo"][rows], n_photos, seed)
         out.append({"acts": acts, "labels": y})
     return out, min(total, 2 * n)

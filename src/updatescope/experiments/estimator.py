@@ -43,12 +43,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from updatescope.errors import InputError
-from updatescope.experiments import _lm, source_selection
-from updatescope.experiments._common import finish, merge_config
+from updatescope.experiments import Result, config_record, heads, source_selection
+from updatescope.experiments.configs import EstimatorConfig, VisionEstimatorConfig
+from updatescope.experiments.scoring import SKETCH_KINDS
+from updatescope.report import figures
 
 NAME = "estimator"
-KINDS = _lm.SKETCH_KINDS
+KINDS = SKETCH_KINDS
 
 
 def _pairs(mat: torch.Tensor) -> np.ndarray:
@@ -73,7 +74,7 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
     names = list(tasks)
     k, d = w0.shape
     t0 = time.perf_counter()
-    ex = us.exact_alignment_matrix([(t["acts"], _lm.errors_of(w0, b0, t["acts"], t["labels"]))
+    ex = us.exact_alignment_matrix([(t["acts"], heads.errors_of(w0, b0, t["acts"], t["labels"]))
                                     for t in tasks.values()])
     if timings is not None:
         timings["exact_s"] = time.perf_counter() - t0
@@ -82,13 +83,8 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
     per_seed: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
     for seed in seeds:
         t0 = time.perf_counter()
-        sigs = []
-        for name in names:
-            sk = us.FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, act_map=act_map, error_map=error_map)
-            a, y = tasks[name]["acts"], tasks[name]["labels"]
-            for i in range(0, a.shape[0], 256):
-                sk.update_logits(a[i : i + 256], _lm.logits_of(w0, b0, a[i : i + 256]), y[i : i + 256])
-            sigs.append(sk.signature(name=name))
+        sigs = [heads.sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=sketch_dim, seed=seed,
+                                    fp=fp, name=n, act_map=act_map, error_map=error_map) for n in names]
         est = us.alignment_matrix(sigs)
         if timings is not None:
             timings["sketch_s"].append(time.perf_counter() - t0)
@@ -117,25 +113,17 @@ def speed(w0: torch.Tensor, b0: torch.Tensor | None, streams: list[dict[str, tor
     """Wall time (s) of sketch vs exact for the given task streams; median over repeats."""
     import updatescope as us
 
-    k, d = w0.shape
-    logits = [_lm.logits_of(w0, b0, s["acts"]) for s in streams]
+    from updatescope.sketch.inputs import softmax_minus_onehot
+
+    logits = [heads.logits_of(w0, b0, s["acts"]) for s in streams]
 
     def run_sketch() -> None:
-        sigs = []
-        for s, z in zip(streams, logits):
-            sk = us.FisherSketch(d, k, sketch_dim, 0, fingerprint=fp, act_map=act_map, error_map=error_map)
-            for i in range(0, z.shape[0], 256):
-                sk.update_logits(s["acts"][i : i + 256], z[i : i + 256], s["labels"][i : i + 256])
-            sigs.append(sk.signature())
-        us.alignment_matrix(sigs)
+        us.alignment_matrix([heads.sketch_stream(w0, b0, s["acts"], s["labels"], sketch_dim=sketch_dim, seed=0, fp=fp,
+                                                 act_map=act_map, error_map=error_map, logits=z)
+                             for s, z in zip(streams, logits)])
 
     def run_exact() -> None:
-        pairs = []
-        for s, z in zip(streams, logits):
-            e = torch.softmax(z, dim=-1)
-            e[torch.arange(z.shape[0]), s["labels"]] -= 1.0
-            pairs.append((s["acts"], e))
-        us.exact_alignment_matrix(pairs)
+        us.exact_alignment_matrix([(s["acts"], softmax_minus_onehot(z, s["labels"])) for s, z in zip(streams, logits)])
 
     def timed(fn: Any, n: int) -> list[float]:
         fn()  # warm-up
@@ -151,29 +139,6 @@ def speed(w0: torch.Tensor, b0: torch.Tensor | None, streams: list[dict[str, tor
     return {"n_per_task": [int(s["labels"].numel()) for s in streams], "tasks": len(streams),
             "sketch_s": ts, "exact_s": te, "sketch_median_s": ms, "exact_median_s": me,
             "speedup": me / ms, "threads": torch.get_num_threads()}
-
-
-def plot_estimator(acc: dict[str, Any], sp: dict[str, Any], out_png: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, len(KINDS), figsize=(4 * len(KINDS), 4))
-    for a_, kind in zip(ax, KINDS):
-        x = np.asarray(acc[kind]["exact"])
-        for r in acc[kind]["per_seed"]:
-            a_.scatter(x, r["sketch"], s=10, alpha=0.6, label=f"seed {r['seed']}")
-        lo, hi = np.nanmin(x), np.nanmax(x)
-        a_.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        a_.set_title(f"{kind}: Spearman {acc[kind]['spearman_mean']:.2f}", fontsize=9)
-        a_.set_xlabel("exact")
-        a_.set_ylabel("sketch")
-    ax[0].legend(fontsize=7)
-    fig.suptitle(f"{title}; speed-up at n={sp['n_per_task'][0]}/task: {sp['speedup']:.1f}x", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
-    plt.close(fig)
 
 
 def _log_accuracy(acc: dict[str, Any], log: Any) -> None:
@@ -196,17 +161,17 @@ def _log_speed(sp: dict[str, Any], log: Any) -> None:
         f"speed-up {sp['speedup']:.2f}x")
 
 
-def run_lm(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
-    """The SmolLM2 block: source-selection domains as tasks."""
-    domains = list(cfg["domains"])
-    model, tok = _lm.load_model(cfg["model"])
-    fp = _lm.fingerprint(model, tok)
-    w0, b0 = _lm.head_weights(model)
-    data = source_selection.capture_domains(model, tok, fp, domains, cfg["tokens"], log)
+def run_lm(cfg: EstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The SmolLM2 block: source-selection domains as tasks.  -> (metrics, figures)."""
+    domains = list(cfg.domains)
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+    w0, b0 = heads.head_weights(model)
+    data = source_selection.capture_domains(model, tok, fp, domains, cfg.tokens.used(), log)
     del model
 
-    maps = {"act_map": cfg["act_map"], "error_map": cfg["error_map"]}
-    acc = accuracy(w0, b0, data["sketch"], sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp, **maps)
+    maps = {"act_map": cfg.act_map, "error_map": cfg.error_map}
+    acc = accuracy(w0, b0, data["sketch"], sketch_dim=cfg.sketch_dim, seeds=list(cfg.seeds), fp=fp, **maps)
     _log_accuracy(acc, log)
 
     half = len(domains) // 2
@@ -214,102 +179,75 @@ def run_lm(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
     for group in (domains[:half], domains[half:]):
         acts = torch.cat([data[s][n]["acts"] for n in group for s in data])
         labels = torch.cat([data[s][n]["labels"] for n in group for s in data])
-        n = min(int(cfg["speed_n"]), acts.shape[0])
+        n = min(cfg.speed_n, acts.shape[0])
         streams.append({"acts": acts[:n], "labels": labels[:n]})
-    sp = speed(w0, b0, streams, sketch_dim=cfg["sketch_dim"], repeats=cfg["repeats"],
-               exact_repeats=cfg["exact_repeats"], fp=fp, **maps)
+    sp = speed(w0, b0, streams, sketch_dim=cfg.sketch_dim, repeats=cfg.repeats, exact_repeats=cfg.exact_repeats,
+               fp=fp, **maps)
     _log_speed(sp, log)
 
-    fig = out_dir / "estimator.png"
-    plot_estimator(acc, sp, fig, f"SmolLM2-135M, {len(domains)} domains, m={cfg['sketch_dim']}")
-    return {
+    title = f"SmolLM2-135M, {len(domains)} domains, m={cfg.sketch_dim}"
+    metrics = {
         "n_domains": len(domains), "d": int(w0.shape[1]), "K": int(w0.shape[0]),
         "tokens_per_task": {n: int(v["labels"].numel()) for n, v in data["sketch"].items()},
         "accuracy": acc, "speed": sp, "speed_groups": [domains[:half], domains[half:]],
-        "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"]), **maps), "figures": [fig.name],
+        "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), cfg.sketch_dim, **maps),
     }
+    return metrics, {"estimator.png": lambda path: figures.plot_estimator(acc, sp, path, title)}
 
 
-def run_vision(cfg: dict[str, Any], out_dir: Path, log: Any) -> dict[str, Any]:
+def run_vision(cfg: VisionEstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The EfficientNet-lite0 block: tasks over a pool of augmented photographs (see ``_vision``)."""
+    from updatescope.data.images import photo_names
     from updatescope.experiments import _vision
 
-    photos = list(cfg["photos"])
+    photos = list(cfg.photos or photo_names())
     model = _vision.load_model()
     fp = _vision.fingerprint(model)
-    w0, b0 = _lm.head_weights(model)
+    w0, b0 = heads.head_weights(model)
     t0 = time.perf_counter()
-    pool = _vision.capture_pool(model, fp, photos, int(cfg["per_photo"]), seed=int(cfg["seed"]),
-                                size=int(cfg["size"]), batch=int(cfg["batch"]), log=log)
+    pool = _vision.capture_pool(model, fp, photos, cfg.per_photo, seed=cfg.seed, size=cfg.size, batch=cfg.batch,
+                                log=log)
     capture_s = time.perf_counter() - t0
     del model
     log(f"vision pool: {pool['acts'].shape[0]} views of {len(photos)} photos ({capture_s:.1f}s)")
-    specs = _vision.task_specs(int(cfg["tasks"]), len(photos), int(cfg["per_photo"]), int(cfg["n"]),
-                               seed=int(cfg["seed"]))
-    tasks, info = _vision.make_tasks(pool, w0, b0, specs, len(photos), seed=int(cfg["seed"]))
+    specs = _vision.task_specs(cfg.tasks, len(photos), cfg.per_photo, cfg.n, seed=cfg.seed)
+    tasks, info = _vision.make_tasks(pool, w0, b0, specs, len(photos), seed=cfg.seed)
 
     timings: dict[str, Any] = {}
-    maps = {"act_map": cfg["act_map"], "error_map": cfg["error_map"]}
-    acc = accuracy(w0, b0, tasks, sketch_dim=cfg["sketch_dim"], seeds=list(cfg["seeds"]), fp=fp, timings=timings,
-                   **maps)
+    maps = {"act_map": cfg.act_map, "error_map": cfg.error_map}
+    acc = accuracy(w0, b0, tasks, sketch_dim=cfg.sketch_dim, seeds=list(cfg.seeds), fp=fp, timings=timings, **maps)
     _log_accuracy(acc, log)
     log(f"{len(tasks)}-task matrix: exact {timings['exact_s']:.2f}s, "
         f"sketch {statistics.median(timings['sketch_s']):.2f}s (median over bases)")
 
-    streams, distinct = _vision.speed_streams(pool, w0, b0, int(cfg["speed_n"]), len(photos), seed=int(cfg["seed"]))
-    sp = speed(w0, b0, streams, sketch_dim=cfg["sketch_dim"], repeats=cfg["repeats"],
-               exact_repeats=cfg["exact_repeats"], fp=fp, **maps)
+    streams, distinct = _vision.speed_streams(pool, w0, b0, cfg.speed_n, len(photos), seed=cfg.seed)
+    sp = speed(w0, b0, streams, sketch_dim=cfg.sketch_dim, repeats=cfg.repeats, exact_repeats=cfg.exact_repeats,
+               fp=fp, **maps)
     sp["distinct_rows"] = distinct
     _log_speed(sp, log)
 
-    fig = out_dir / "estimator_vision.png"
-    plot_estimator(acc, sp, fig, f"EfficientNet-lite0, {len(tasks)} tasks x {cfg['n']} views, "
-                                 f"m={cfg['sketch_dim']}")
-    return {
-        "model": "efficientnet-lite0", "n_tasks": len(tasks), "n_per_task": int(cfg["n"]),
+    title = f"EfficientNet-lite0, {len(tasks)} tasks x {cfg.n} views, m={cfg.sketch_dim}"
+    metrics = {
+        "model": "efficientnet-lite0", "n_tasks": len(tasks), "n_per_task": cfg.n,
         "d": int(w0.shape[1]), "K": int(w0.shape[0]), "pool_views": int(pool["acts"].shape[0]),
         "capture_seconds": capture_s, "tasks": info, "accuracy": acc, "matrix_seconds": timings,
-        "speed": sp, "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), int(cfg["sketch_dim"]), **maps),
-        "figures": [fig.name],
+        "speed": sp, "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), cfg.sketch_dim, **maps),
+        "photos": photos,
     }
+    return metrics, {"estimator_vision.png": lambda path: figures.plot_estimator(acc, sp, path, title)}
 
 
-def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    from updatescope.data.images import photo_names
-
+def run(cfg: EstimatorConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
-    seeds = [seed, seed + 1, seed + 2]
-    cfg: dict[str, Any] = {
-        "parts": ["smollm2", "vision"],
-        "model": "smollm2",
-        "domains": list(source_selection.QUICK_DOMAINS if quick else source_selection.FULL_DOMAINS),
-        # quick: same sizes as source-selection (cache hits); speed streams pool all three
-        # splits.  full: the sketch split only, 1,000 tokens per domain: the exact 24-task
-        # matrix at K = 49,152 costs O(T² n² (d + K)), ~14 min on 2 idle cores at n = 1,000
-        # against ~32 min at source-selection's 1,500 (and the train/eval captures are unused)
-        "tokens": {"sketch": 300, "train": 400, "eval": 300} if quick else {"sketch": 1000},
-        "sketch_dim": 4096, "seeds": seeds,
-        # projection families ("auto", "dense", "srht", "fold", "countsketch"; see SketchConfig)
-        "act_map": "auto", "error_map": "auto",
-        "speed_n": 2000, "repeats": 3, "exact_repeats": 1 if quick else 3, "quick": quick,
-        # EfficientNet-lite0: tasks x n views from a pool of photos x per_photo views (one forward each)
-        "vision": {"photos": photo_names(), "per_photo": 64 if quick else 200, "tasks": 8 if quick else 24,
-                   "n": 300 if quick else 1000, "size": 224, "batch": 32, "seed": seed, "sketch_dim": 4096,
-                   "act_map": "auto", "error_map": "auto",
-                   "seeds": seeds, "speed_n": 2000, "repeats": 3, "exact_repeats": 3},
-    }
-    merge_config(cfg, config)  # dicts merge key by key: {"vision": {"tasks": 4}} keeps the rest
-    unknown = set(cfg["parts"]) - {"smollm2", "vision"}
-    if unknown or not cfg["parts"]:
-        raise InputError(f"estimator parts must be among smollm2, vision; got {cfg['parts']}")
     log = functools.partial(print, flush=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    metrics: dict[str, Any] = {"figures": []}
-    if "smollm2" in cfg["parts"]:
-        metrics.update(run_lm(cfg, out_dir, log))
-    if "vision" in cfg["parts"]:
-        vis = run_vision(cfg["vision"], out_dir, log)
-        metrics["vision"] = vis
-        metrics["figures"] = [*metrics["figures"], *vis["figures"]]
-    return finish(NAME, cfg, metrics, t0)
+    metrics: dict[str, Any] = {}
+    figs: dict[str, Any] = {}
+    if "smollm2" in cfg.parts:
+        lm, f = run_lm(cfg, log)
+        metrics.update(lm)
+        figs.update(f)
+    if "vision" in cfg.parts:
+        vis, f = run_vision(cfg.vision, log)
+        metrics["vision"] = {**vis, "figures": list(f)}
+        figs.update(f)
+    return Result(NAME, config_record(cfg), metrics, time.perf_counter() - t0, figures=figs)

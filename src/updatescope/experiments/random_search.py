@@ -15,16 +15,18 @@ Figures: search_sigma_window.png, search_gain_vs_n.png.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from updatescope.experiments._common import finish
+from updatescope.experiments import Result, config_record
+from updatescope.experiments.configs import RandomSearchConfig
 from updatescope.locallinear import (
     TASKS,
     ParamLayout,
@@ -38,24 +40,22 @@ from updatescope.locallinear import (
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import LabConfig, resolve as resolve_lab, synthetic_recovery
+from updatescope.locallinear.lab import synthetic_recovery
+from updatescope.report import figures
 
 NAME = "random-search"
 
 
-def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None) -> dict[str, Any]:
-    """Run every part; ``lab`` overrides the lab settings (tests)."""
+def run(config: RandomSearchConfig, out_dir: Path) -> Result:
+    """Run every part."""
     t0 = time.perf_counter()
-    torch.set_num_threads(min(2, torch.get_num_threads()))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = resolve_lab(quick, seed, lab)
+    cfg, seed = config.lab, config.seed
     # only the first dense_steps of recovery are needed (the prefix basis); the run is
     # deterministic, so they equal those of the recovery experiment with the same config
     cfg = replace(cfg, recover_steps=cfg.dense_steps, snapshot_every=cfg.dense_steps)
-    n_eval = 32 if quick else 64  # sequences per task in each split
-    n_sweep, n_curve, reps = (16, 64, 2) if quick else (32, 128, 4)
-    r_sub = 10
+    n_eval = config.n_eval  # sequences per task in each split
+    n_sweep, n_curve, reps = config.n_sweep, config.n_curve, config.reps
+    r_sub = config.r_sub
 
     model, tasks, run_, info = synthetic_recovery(cfg)
     theta = run_.theta_forg.clone()
@@ -158,10 +158,10 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
     ambient = []
     for label, mask in groups:
         gs, gh = g_sel * mask, g_held * mask
-        res = _masked_search(theta, f_sel, f_held, sigma_c, n_sweep, seed + 300, layout, mask)
-        ambient.append({"group": label, "dim": int(mask.sum()), "sigma": sigma_c, "gain_select": res[0],
-                        "gain_heldout": res[1], "norm_grad": float(gs.norm()),
-                        "normalised_gain_select": res[0] / (sigma_c * float(gs.norm())),
+        res = best_of_n(theta, f_sel, f_held, sigma_c, n_sweep, seed + 300, layout.numels, mask=mask)
+        ambient.append({"group": label, "dim": int(mask.sum()), "sigma": sigma_c, "gain_select": res.gain_select,
+                        "gain_heldout": res.gain_heldout, "norm_grad": float(gs.norm()),
+                        "normalised_gain_select": res.gain_select / (sigma_c * float(gs.norm())),
                         "expected_max": expected_max_normal(n_sweep)})
     toy = _linear_toy(n_sweep, seed)
     timings["ambient"] = time.perf_counter() - t0
@@ -186,10 +186,9 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
         "timings_s": {**timings, "total": time.perf_counter() - t0},
     }
     set_flat_params(model, theta)
-    config = {"quick": quick, "seed": seed, "lab": asdict(cfg), "n_eval_per_task": n_eval,
-              "n_sweep": n_sweep, "n_curve": n_curve, "reps": reps, "subspace_dim": r_sub, "rhos": rhos}
-    _figures(metrics, out_dir)
-    return finish(NAME, config, metrics, t0)
+    record = config_record(config, lab=dataclasses.asdict(cfg), rhos=rhos)
+    return Result(NAME, record, metrics, time.perf_counter() - t0, figures={
+        name: (lambda path: figures.search_figure(metrics, path)) for name in figures.SEARCH_FIGURES})
 
 
 def _nested_groups(layout: ParamLayout) -> list[tuple[str, torch.Tensor]]:
@@ -211,19 +210,6 @@ def _nested_groups(layout: ParamLayout) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def _masked_search(theta, f_sel, f_held, sigma, n, seed, layout, mask):
-    from updatescope.locallinear import candidate_direction
-
-    base_s, base_h = f_sel(theta), f_held(theta)
-    sel, held = [], []
-    for i in range(n):
-        cand = theta + sigma * (candidate_direction(layout.numels, seed, i).double() * mask).float()
-        sel.append(f_sel(cand))
-        held.append(f_held(cand))
-    b = int(np.argmin(sel))
-    return base_s - sel[b], base_h - held[b]
-
-
 def _linear_toy(n: int, seed: int) -> dict:
     """f(theta) = <g, theta>, ||g|| = 1, in D = 10 .. 10^5: gain/sigma vs E[max_N] (theory: flat in D)."""
     out = []
@@ -237,41 +223,3 @@ def _linear_toy(n: int, seed: int) -> dict:
                     "gain_se": float(np.std(gains, ddof=1) / math.sqrt(len(gains))),
                     "theory": expected_max_normal(n)})
     return {"n": n, "reps": 40, "rows": out}
-
-
-def _figures(m: dict, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
-    for i, (name, rows) in enumerate(m["sigma_window"].items()):
-        rho = [r["rho"] for r in rows]
-        ax.plot(rho, [r["gain_heldout"] for r in rows], "-o", color=f"C{i}", ms=3, label=f"{name}: held-out gain")
-        ax.plot(rho, [r["pred_heldout"] for r in rows], ":", color=f"C{i}", label=f"{name}: linear prediction")
-    ax.axhline(0, color="k", lw=0.5)
-    ax.set_xscale("log")
-    ax.set_xlabel("step norm ρ = E||σz||")
-    ax.set_ylabel("loss decrease of best of N")
-    lo = min(min(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
-    hi = max(max(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
-    ax.set_ylim(max(lo, -2 * abs(hi) - 1e-3), 1.5 * hi + 1e-3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_dir / "search_sigma_window.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
-    for i, (name, c) in enumerate(m["gain_vs_n"].items()):
-        ax.plot(c["n"], c["gain_select"], "-o", color=f"C{i}", ms=3, label=f"{name}: selection")
-        ax.plot(c["n"], c["gain_heldout"], "--s", color=f"C{i}", ms=3, label=f"{name}: held-out")
-        ax.plot(c["n"], c["pred_select"], ":", color=f"C{i}", label=f"{name}: σ||Pg||E[max_N]")
-        ax.plot(c["n"], c["sqrt_2lnN_scaled"], "-.", color=f"C{i}", lw=0.8, label=f"{name}: σ||Pg||√(2 ln N)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("budget N")
-    ax.set_ylabel("loss decrease of best of N")
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out_dir / "search_gain_vs_n.png", dpi=110)
-    plt.close(fig)

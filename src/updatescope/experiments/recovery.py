@@ -2,19 +2,19 @@
 synthetic transformer: capture of Delta_GD by every subspace (with nulls), drift of the
 local task plane, effective rank of task gradients vs noise, and the Krylov basis.
 
-Figures (PNG, in out_dir): recovery_capture.png, recovery_drift.png, recovery_rank.png,
-recovery_training.png.
+Figures (PNG, beside the record, drawn by ``report.figures.recovery_figures``):
+recovery_capture.png, recovery_drift.png, recovery_rank.png, recovery_training.png.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from updatescope.experiments._common import finish
+from updatescope.experiments import Result, config_record
+from updatescope.experiments.configs import RecoveryConfig
 from updatescope.locallinear import (
     TASKS,
     ParamLayout,
@@ -34,7 +34,8 @@ from updatescope.locallinear import (
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import LabConfig, resolve as resolve_lab, synthetic_recovery
+from updatescope.locallinear.lab import synthetic_recovery
+from updatescope.report import figures
 
 NAME = "recovery"
 
@@ -54,16 +55,13 @@ def _task_plane(model, tasks, theta, index0):
     return top_directions(g, len(TASKS))
 
 
-def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None) -> dict[str, Any]:
-    """Run the protocol and every analysis; ``lab`` overrides the lab settings (tests)."""
+def run(config: RecoveryConfig, out_dir: Path) -> Result:
+    """Run the protocol and every analysis."""
     t0 = time.perf_counter()
-    torch.set_num_threads(min(2, torch.get_num_threads()))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = resolve_lab(quick, seed, lab)
-    ks = [1, 2, 5, 10, 20, 30]
-    m_batches, small_n = (6, 4) if quick else (10, 4)  # gradient stack: 4 tasks x m batches of 4
-    krylov_k = 20 if quick else 30
+    cfg, seed = config.lab, config.seed
+    ks = list(config.ks)
+    m_batches, small_n = config.batches_per_task, config.batch  # gradient stack: 4 tasks x m batches
+    krylov_k = config.krylov_k
     drift_every = cfg.snapshot_every
 
     model, tasks, run_, info = synthetic_recovery(cfg)
@@ -181,11 +179,10 @@ def run(quick: bool, out_dir: Path, seed: int = 0, lab: LabConfig | None = None)
             for r in run_.history if "metrics" in r
         ],
     }
-    config = {"quick": quick, "seed": seed, "lab": _jsonable(asdict(cfg)), "ks": ks,
-              "gradient_stack": {"batches_per_task": m_batches, "batch": small_n},
-              "krylov_k": krylov_k, "hessian_batch_per_task": 32, "drift_plane": "span of 4 per-task gradients (32 seq each)"}
-    _figures(metrics, out_dir)
-    return finish(NAME, config, metrics, t0)
+    record = config_record(config, hessian_batch_per_task=32,
+                           drift_plane="span of 4 per-task gradients (32 seq each)")
+    return Result(NAME, record, metrics, time.perf_counter() - t0, figures={
+        name: (lambda path: figures.recovery_figure(metrics, path)) for name in figures.RECOVERY_FIGURES})
 
 
 def _unit(g: torch.Tensor) -> torch.Tensor:
@@ -197,75 +194,3 @@ def _layer_of(name: str) -> str:
     if name.startswith("blocks."):
         return "block" + name.split(".")[1]
     return "embeddings" if name.startswith(("tok", "pos")) else "head"
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    return obj
-
-
-def _figures(m: dict, out_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name, style in [("trajectory_prefix", "-o"), ("trajectory_prefix_rest", "--o"), ("krylov", "-s"),
-                        ("local_task_plane", "-^"), ("pre_interference_plane", "-v"), ("random", ":"),
-                        ("random_walk_prefix_null", "-."), ("random_walk_prefix_rest_null", ":")]:
-        c = m["capture_curves"][name]
-        ax.plot(range(1, len(c) + 1), c, style, ms=3, label=name.replace("_", " "))
-    ax.set_xlabel("subspace dimension k")
-    ax.set_ylabel("capture ||P_U Δ||² / ||Δ||²")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7)
-    ax.set_title("Capture of Δ_GD = θ_rec − θ_forg")
-    fig.tight_layout()
-    fig.savefig(out_dir / "recovery_capture.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    steps = [int(k) for k in m["drift_overlap"]]
-    ax.plot(steps, list(m["drift_overlap"].values()), "-o", ms=3, label="overlap with plane at θ_forg")
-    ax.axhline(m["drift_same_point_resample_overlap"], color="gray", ls="--", label="same point, new batches")
-    ax.axhline(m["drift_random_expected"], color="k", ls=":", label="random (r/D)")
-    ax.set_xlabel("recovery step")
-    ax.set_ylabel("principal-angle overlap (mean cos²)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_dir / "recovery_drift.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    names = ["task_gradients", "shuffled_labels", "gaussian_same_norms", "task_gradients_unit_rows",
-             "shuffled_labels_unit_rows", "gaussian_unit_rows"]
-    x = range(len(names))
-    ax.bar([i - 0.2 for i in x], [m["rank"][n]["entropy_rank"] for n in names], 0.4, label="entropy rank")
-    ax.bar([i + 0.2 for i in x], [m["rank"][n]["stable_rank"] for n in names], 0.4, label="stable rank")
-    ax.set_xticks(list(x), [n.replace("_", "\n") for n in names], fontsize=7)
-    ax.set_ylabel(f"effective rank (n = {m['rank']['task_gradients']['n']})")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_dir / "recovery_rank.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    x0 = 0
-    for phase in ("multitask", "forget", "recover"):
-        rows = [r for r in m["history"] if r["phase"] == phase]
-        if not rows:
-            continue
-        for i, t in enumerate(TASKS):
-            ax.plot([x0 + r["step"] for r in rows], [r["metrics"][t] for r in rows], color=f"C{i}",
-                    label=t if phase == "forget" else None)
-        x0 += rows[-1]["step"]
-        ax.axvline(x0, color="gray", lw=0.5)
-    ax.set_xlabel("step (multitask | forget | recover)")
-    ax.set_ylabel("exact-match accuracy")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_dir / "recovery_training.png", dpi=110)
-    plt.close(fig)

@@ -3,12 +3,12 @@
 Domains: the 9 SMILES domains of ``updatescope.data.domains`` (family ``smiles``: NCI
 molecules by TPSA band, WEHI screening molecules by element class × polarity), each with
 disjoint sketch / train / eval hash splits, all under SmolLM2's text tokenizer (the shared
-output basis).  Head inputs are captured once per split and cached (``_lm.capture_acts``).
+output basis).  Head inputs are captured once per split and cached (:func:`heads.capture_acts`).
 
 Ground truth (``ground_truth`` in the config, as in ``source-selection``): ``"lora"``
 (default) trains LoRA adapters on the last decoder blocks on the source's train split
-(``_lora.transfer_matrix``); ``"head"`` fine-tunes only the output head on cached head inputs
-(``_lm.transfer_matrix``).  The cross-domain *perplexity reduction* on a target is
+(:mod:`groundtruth.lora`); ``"head"`` fine-tunes only the output head on cached head inputs
+(:mod:`groundtruth.head`).  The cross-domain *perplexity reduction* on a target is
 
     r(T, S) = (PPL_T − PPL_T|S) / PPL_T = 1 − exp(−(L_T − L_T|S)),
 
@@ -40,8 +40,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from updatescope.experiments import _lm, _lora, source_selection
-from updatescope.experiments._common import finish, merge_config
+from updatescope.experiments import Result, config_record, heads, scoring, source_selection
+from updatescope.experiments.configs import SmilesConfig
+from updatescope.report import console, figures
 
 NAME = "smiles"
 
@@ -127,95 +128,36 @@ def correlation_tests(names: Sequence[str], scores: Mapping[str, Mapping[str, fl
     return {"pooled": pooled, "per_target": per}
 
 
-def plot_smiles(names: Sequence[str], truth: Mapping[str, Mapping[str, float]],
-                scores: Mapping[str, Mapping[str, Mapping[str, float]]], tests: Mapping[str, Any],
-                out_png: Path, title: str) -> None:
-    """Scatter of A_F and Scov(M_a) against the perplexity reduction, and pooled ρ per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    mask = ~np.eye(len(names), dtype=bool)
-    y = _offdiag(names, truth)[mask]
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.4), gridspec_kw={"width_ratios": [1, 1, 1.3]})
-    for a_, method, lab in ((ax[0], "fisher", "FisherSketch A_F"), (ax[1], "activation", "Scov(M_a) (sketch)")):
-        if method not in scores:
-            continue
-        x = _offdiag(names, scores[method])[mask]
-        a_.scatter(x, y, s=12)
-        pl = tests[method]["pooled"]
-        a_.set_title(f"{lab}: ρ={pl['rho']:.2f}, p={pl['p']:.3g}, p_perm={pl['p_perm']:.3g}", fontsize=9)
-        a_.set_xlabel(lab)
-        a_.set_ylabel("relative perplexity reduction on target")
-    methods = [m for m in tests if math.isfinite(tests[m]["pooled"]["rho"])]
-    rhos = [tests[m]["pooled"]["rho"] for m in methods]
-    cols = ["C3" if tests[m]["pooled"]["p_perm"] < 0.05 else "C7" for m in methods]
-    ax[2].bar(range(len(methods)), rhos, color=cols)
-    ax[2].axhline(0, color="k", lw=0.8)
-    ax[2].set_xticks(range(len(methods)))
-    ax[2].set_xticklabels(methods, rotation=60, ha="right", fontsize=8)
-    ax[2].set_ylabel("pooled Spearman ρ (red: permutation p < 0.05)")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
-    plt.close(fig)
-
-
-def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
-    cfg: dict[str, Any] = {
-        "model": "smollm2",
-        "domains": None,  # None = every SMILES domain
-        # quick sizes equal source-selection's, so the two SMILES domains it uses are cache hits
-        # the source-selection LoRA recipe (about 2.5 passes over the train split)
-        "tokens": {"sketch": 300, "train": 1600, "eval": 400} if quick else {"sketch": 1500, "train": 4000, "eval": 1000},
-        "sketch_dim": 4096,
-        "ground_truth": "lora",
-        "lora": {"n_last": 2, "r": 8, "alpha": 16, "targets": list(_lora.DEFAULT_TARGETS), "optimizer": "adam",
-                 "lr": 3e-4, "steps": 8 if quick else 20, "batch": 4, "seq_len": 128},
-        "finetune": {"optimizer": "adam", "lr": 3e-5, "steps": 60, "batch": 128, "extra_rows": 2048},
-        "max_cached_logits": 2**29,
-        "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
-        "n_perm": 5000, "seed": seed, "quick": quick,
-    }
-    merge_config(cfg, config)
-    domains = list(cfg["domains"] or smiles_domains())
-    cfg["domains"] = domains
+    domains = list(cfg.domains or smiles_domains())
     log = functools.partial(print, flush=True)
 
-    model, tok = _lm.load_model(cfg["model"])
-    fp = _lm.fingerprint(model, tok)
-    w0, b0 = _lm.head_weights(model)
-    wanted = cfg["tokens"] if cfg["ground_truth"] == "head" else {"sketch": cfg["tokens"]["sketch"]}
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+    w0, b0 = heads.head_weights(model)
+    wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = source_selection.capture_domains(model, tok, fp, domains, wanted, log, loader=load_texts)
-    gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, seed, log, loader=load_texts, data=data)
+    gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, log, loader=load_texts, data=data)
     del model
     truth = ppl_reduction(gt["base_loss"], gt["loss"])
-    sc = _lm.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
-                           exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
-    tests = {m: correlation_tests(domains, table, truth, n_perm=cfg["n_perm"], seed=seed)
+    sc, by_method, head = source_selection.score_and_evaluate(w0, b0, data["sketch"], truth, fp=fp, cfg=cfg,
+                                                              log=log)
+    tests = {m: correlation_tests(domains, table, truth, n_perm=cfg.n_perm, seed=cfg.seed)
              for m, table in sc["scores"].items()}
-    by_method = _lm.evaluate_methods(sc["scores"], truth, seed=seed)
-    head = _lm.headline(by_method)
+    console.print_correlation_table(tests, sc["cannot_run"])
 
-    print(f"{'method':18s} {'rho':>6s} {'p':>8s} {'p_perm':>8s} {'tgt_rho':>8s}")
-    for m, tst in tests.items():
-        pl, pt = tst["pooled"], tst["per_target"]
-        print(f"{m:18s} {pl['rho']:6.3f} {pl['p']:8.3g} {pl['p_perm']:8.3g} "
-              f"{'n/a' if pt['mean'] is None else format(pt['mean'], '8.3f')}")
-    for m, why in sc["cannot_run"].items():
-        print(f"{m:18s} cannot run: {why}")
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig = out_dir / "smiles.png"
-    plot_smiles(domains, truth, sc["scores"], tests, fig,
-                f"SMILES, SmolLM2-135M, {len(domains)} domains, {cfg['ground_truth']} fine-tuning ground truth")
+    mask = ~np.eye(len(domains), dtype=bool)
+    pairs = {m: _offdiag(domains, sc["scores"][m])[mask].tolist() for m in ("fisher", "activation")
+             if m in sc["scores"]}
+    y = _offdiag(domains, truth)[mask].tolist()
+    title = f"SMILES, SmolLM2-135M, {len(domains)} domains, {cfg.ground_truth} fine-tuning ground truth"
     metrics = {
         "n_domains": len(domains),
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": {**gt, "ppl_reduction": truth},
         "correlation": tests,
-        **_lm.method_metrics(sc, by_method, head, fig),
+        **scoring.method_metrics(sc, by_method, head),
     }
-    return finish(NAME, cfg, metrics, t0)
+    return Result(NAME, config_record(cfg, domains=domains), metrics, time.perf_counter() - t0, figures={
+        "smiles.png": lambda path: figures.plot_smiles(pairs, y, tests, path, title)})

@@ -11,15 +11,15 @@ under the fine-tuned one (nats, > 0 = the source helped):
 
 - ``"lora"`` (default): LoRA adapters (``peft``, rank 8, attention and MLP projections) on the
   last ``n_last`` decoder blocks, trained by Adam for a fixed number of minibatch steps, head
-  frozen (``_lora.transfer_matrix``).  Features move, as in practical fine-tuning.  The frozen
+  frozen (:func:`groundtruth.lora.transfer_matrix`).  Features move, as in practical fine-tuning.  The frozen
   blocks' output is captured once per split, so each step runs only the adapted blocks and
   the head — exact, not an approximation.
 - ``"head"``: the output head W (49,152×576, the tied embedding matrix, untied for training)
-  trained by Adam on cached head inputs with the backbone frozen (``_lm.transfer_matrix``) —
+  trained by Adam on cached head inputs with the backbone frozen (:func:`groundtruth.head.transfer_matrix`) —
   the setting paper A's head Fisher describes literally.
 
 Every target is scored against every other domain as a candidate source (leave the target
-out), by every method in ``_lm.score_methods``; metrics from ``select.metrics.summarise``.
+out), by every method in :func:`scoring.score_methods`; metrics from ``select.metrics.summarise``.
 """
 from __future__ import annotations
 
@@ -28,20 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from updatescope.experiments import _lm, _lora
-from updatescope.experiments._common import finish, merge_config
+from updatescope.constants import IGNORE_INDEX
+from updatescope.experiments import Result, config_record, heads, scoring
+from updatescope.experiments.configs import SelectionConfig
+from updatescope.experiments.groundtruth import head as head_gt
+from updatescope.experiments.groundtruth import lora as lora_gt
+from updatescope.report import console, figures
 
 NAME = "source-selection"
-
-QUICK_DOMAINS = ("code_email", "code_asyncio", "code_text", "wiki_people", "wiki_life_science", "news_lee",
-                 "python_docs", "smiles_nci_tpsa_low", "smiles_wehi_halogen_polar", "num_stocks")
-FULL_DOMAINS = (
-    "code_asyncio", "code_email", "code_xml", "code_http", "code_unittest", "code_tkinter", "code_text",
-    "wiki_countries", "wiki_people", "wiki_life_science", "wiki_physical_science", "wiki_tech_math",
-    "news_lee", "reviews", "python_docs", "licenses",
-    "smiles_nci_tpsa_low", "smiles_nci_tpsa_high", "smiles_wehi_halogen_polar",
-    "num_stocks",
-)
 #: characters read per split before the token cap applies (~2.2 chars/token for SMILES/digits)
 CHARS_PER_TOKEN_CAP = 6
 
@@ -70,7 +64,7 @@ def capture_domains(model: Any, tok: Any, fp: str, domains: list[str], tokens: d
         for split, n_tok in tokens.items():
             t0 = time.perf_counter()
             texts = loader(name, split, n_tok * CHARS_PER_TOKEN_CAP)
-            out[split][name] = _lm.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/{split}")
+            out[split][name] = heads.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/{split}")
             log(f"captured {name}/{split}: {out[split][name]['labels'].numel()} tokens "
                 f"({time.perf_counter() - t0:.1f}s)")
     return out
@@ -78,92 +72,80 @@ def capture_domains(model: Any, tok: Any, fp: str, domains: list[str], tokens: d
 
 def capture_blocks(model: Any, tok: Any, fp: str, domains: list[str], tokens: dict[str, int], n_last: int,
                    log: Any = print, loader: Any = None, seq_len: int = 128) -> dict[str, dict[str, Any]]:
-    """split -> domain -> cached block inputs for the LoRA ground truth (:mod:`_lora`)."""
+    """split -> domain -> cached block inputs for the LoRA ground truth (:mod:`groundtruth.lora`)."""
     loader = loader or load_texts
     out: dict[str, dict[str, Any]] = {s: {} for s in tokens}
     for name in domains:
         for split, n_tok in tokens.items():
             t0 = time.perf_counter()
             texts = loader(name, split, n_tok * CHARS_PER_TOKEN_CAP)
-            out[split][name] = _lora.capture_block_inputs(model, tok, texts, n_last=n_last, fp=fp,
+            out[split][name] = lora_gt.capture_block_inputs(model, tok, texts, n_last=n_last, fp=fp,
                                                           max_tokens=n_tok, seq_len=seq_len, desc=f"{name}/{split}")
-            n = int((out[split][name]["labels"] != _lora.IGNORE_INDEX).sum())
+            n = int((out[split][name]["labels"] != IGNORE_INDEX).sum())
             log(f"captured block inputs {name}/{split}: {n} tokens ({time.perf_counter() - t0:.1f}s)")
     return out
 
 
-def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: dict[str, Any],
-                 seed: int, log: Any, loader: Any = None, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The transfer table from ``cfg["ground_truth"]`` ("lora" or "head") fine-tuning.
+def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: SelectionConfig,
+                 log: Any, loader: Any = None, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The transfer table from ``cfg.ground_truth`` ("lora" or "head") fine-tuning.
 
     ``data``: head-input captures by split (needed for "head", which trains on them)."""
-    splits = {s: cfg["tokens"][s] for s in ("train", "eval")}
-    if cfg["ground_truth"] == "lora":
-        lc = cfg["lora"]
-        blocks = capture_blocks(model, tok, fp, domains, splits, lc["n_last"], log, loader, lc["seq_len"])
-        return _lora.transfer_matrix(model, blocks["train"], blocks["eval"], n_last=lc["n_last"], r=lc["r"],
-                                     alpha=lc["alpha"], lr=lc["lr"], steps=lc["steps"], batch=lc["batch"],
-                                     seed=seed, targets=lc["targets"], log=log)
-    if cfg["ground_truth"] != "head":
-        raise ValueError(f"ground_truth must be 'lora' or 'head', got {cfg['ground_truth']!r}")
+    splits = {"train": cfg.tokens.train, "eval": cfg.tokens.eval}
+    if cfg.ground_truth == "lora":
+        lc = cfg.lora
+        blocks = capture_blocks(model, tok, fp, domains, splits, lc.n_last, log, loader, lc.seq_len)
+        return lora_gt.transfer_matrix(model, blocks["train"], blocks["eval"], n_last=lc.n_last, r=lc.r,
+                                       alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch,
+                                       seed=cfg.seed, targets=list(lc.targets), log=log)
     if data is None or "train" not in data:
         data = capture_domains(model, tok, fp, domains, splits, log, loader)
-    ft = cfg["finetune"]
-    return _lm.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft["steps"], lr=ft["lr"],
-                               batch=ft["batch"], seed=seed, extra_rows=ft["extra_rows"],
-                               max_cached_logits=cfg["max_cached_logits"], log=log)
+    ft = cfg.finetune
+    return head_gt.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft.steps, lr=ft.lr,
+                                   batch=ft.batch or 10**9, seed=cfg.seed, extra_rows=ft.extra_rows,
+                                   max_cached_logits=cfg.max_cached_logits, log=log)
 
 
-def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
+def score_and_evaluate(w0: Any, b0: Any, tasks: dict[str, Any], truth: dict[str, Any], *, fp: str, cfg: Any,
+                       log: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Every method's scores on the sketch streams, its selection metrics against ``truth``
+    and the headline table (printed).  -> (scores record, metrics by method, headline)."""
+    sc = scoring.score_methods(w0, b0, tasks, fp=fp, sketch_dim=cfg.sketch_dim, seed=cfg.seed,
+                               exact_n=cfg.exact_n, baseline_n=cfg.baseline_n, log=log)
+    by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed)
+    return sc, by_method, scoring.headline(by_method)
+
+
+def run(cfg: SelectionConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
-    cfg: dict[str, Any] = {
-        "model": "smollm2",
-        "domains": list(QUICK_DOMAINS if quick else FULL_DOMAINS),
-        # LoRA ground truth needs more training text than the head did: ~2.5 passes over the
-        # train split at 512 tokens per step (more passes at lr 1e-3 overfit the prose domains)
-        "tokens": {"sketch": 300, "train": 1600, "eval": 400} if quick else {"sketch": 1500, "train": 4000, "eval": 1000},
-        "sketch_dim": 4096,
-        "ground_truth": "lora",
-        "lora": {"n_last": 2, "r": 8, "alpha": 16, "targets": list(_lora.DEFAULT_TARGETS), "optimizer": "adam",
-                 "lr": 3e-4, "steps": 8 if quick else 20, "batch": 4, "seq_len": 128},
-        "finetune": {"optimizer": "adam", "lr": 3e-5, "steps": 60, "batch": 128, "extra_rows": 2048},
-        "max_cached_logits": 2**29,
-        "exact_n": 300 if quick else 500, "baseline_n": 300 if quick else 500,
-        "seed": seed, "quick": quick,
-    }
-    merge_config(cfg, config)
-    domains = list(cfg["domains"])
-    cfg["families"] = {d: family_of(d) for d in domains}
+    domains = list(cfg.domains)
+    families = {d: family_of(d) for d in domains}
     log = functools.partial(print, flush=True)
 
-    model, tok = _lm.load_model(cfg["model"])
-    fp = _lm.fingerprint(model, tok)
-    w0, b0 = _lm.head_weights(model)
-    wanted = cfg["tokens"] if cfg["ground_truth"] == "head" else {"sketch": cfg["tokens"]["sketch"]}
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+    w0, b0 = heads.head_weights(model)
+    wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = capture_domains(model, tok, fp, domains, wanted, log)
-    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, seed, log, data=data)
+    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, log, data=data)
     del model
-    sc = _lm.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
-                           exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
-    by_method = _lm.evaluate_methods(sc["scores"], gt["transfer"], seed=seed)
-    head = _lm.headline(by_method)
-    _lm.print_table(head, sc["cannot_run"])
+    sc, by_method, head = score_and_evaluate(w0, b0, data["sketch"], gt["transfer"], fp=fp, cfg=cfg, log=log)
+    console.print_method_table(head, sc["cannot_run"])
 
     # does the best source share the target's family? (how much structure the truth has)
     same_family_best = {}
     for t, row in gt["transfer"].items():
         best = max((s for s in row if s != t), key=lambda s: row[s])
-        same_family_best[t] = cfg["families"][best] == cfg["families"][t]
+        same_family_best[t] = families[best] == families[t]
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig = out_dir / "source_selection.png"
-    _lm.plot_selection(head, gt["transfer"], sc["scores"]["fisher"], fig,
-                       f"natural shift, SmolLM2-135M, {len(domains)} domains, {cfg['ground_truth']} fine-tuning ground truth")
+    title = f"natural shift, SmolLM2-135M, {len(domains)} domains, {cfg.ground_truth} fine-tuning ground truth"
     metrics = {
-        "n_domains": len(domains), "n_families": len(set(cfg["families"].values())),
+        "n_domains": len(domains), "n_families": len(set(families.values())),
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": gt,
         "best_source_same_family": same_family_best,
-        **_lm.method_metrics(sc, by_method, head, fig),
+        **scoring.method_metrics(sc, by_method, head),
     }
-    return finish(NAME, cfg, metrics, t0)
+    return Result(NAME, config_record(cfg, families=families), metrics, time.perf_counter() - t0, figures={
+        "source_selection.png": lambda path: figures.plot_selection(head, gt["transfer"], sc["scores"]["fisher"],
+                                                                    path, title)})

@@ -18,11 +18,11 @@ Ground truth (``ground_truth`` in the config), transfer = reduction of the targe
 held-out cross-entropy at the answer position after fine-tuning on the source set's train
 split:
 
-- ``"lora"`` (default): LoRA adapters on the last decoder blocks (``_lora``), head frozen —
+- ``"lora"`` (default): LoRA adapters on the last decoder blocks (:mod:`groundtruth.lora`), head frozen —
   the features feeding the head move, so learning "positive review" for one word pair can
   carry over to another pair.  The block inputs of the prompts are captured once (they do
   not depend on the set) and only the answer label changes between sets.
-- ``"head"``: head-only fine-tuning (``_lm.finetune_head``, full batch, Adam) on the cached
+- ``"head"``: head-only fine-tuning (:mod:`groundtruth.head`, full batch, Adam) on the cached
   answer-position activations; with frozen features the head rows of different sets are
   independent parameters.
 
@@ -32,19 +32,23 @@ eval.
 """
 from __future__ import annotations
 
-import re
 import functools
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from updatescope.experiments import _lm, _lora
-from updatescope.experiments._common import finish, merge_config
+from updatescope.constants import IGNORE_INDEX
+from updatescope.errors import InputError
+from updatescope.experiments import Result, config_record, heads, scoring, source_selection
+from updatescope.experiments.configs import LoRAConfig, VerbalizerConfig
+from updatescope.experiments.groundtruth import head as head_gt
+from updatescope.experiments.groundtruth import lora as lora_gt
+from updatescope.report import console, figures
 
 NAME = "verbalizer"
-PROMPT = "Review: {text}\nQuestion: Is this review positive?\nAnswer:"
 #: (positive word, negative word); the quick run uses the first 6 (5 candidates per target,
 #: the paper's chance level of 20%).
 VERBALIZERS: tuple[tuple[str, str], ...] = (
@@ -69,62 +73,52 @@ def load_sentences() -> list[tuple[str, int]]:
 def _word_id(tokenizer: Any, word: str) -> int:
     ids = tokenizer(" " + word, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        raise ValueError(f"verbalizer word {word!r} is {len(ids)} tokens; need exactly one")
+        raise InputError(f"verbalizer word {word!r} is {len(ids)} tokens for this tokenizer; need exactly one")
     return int(ids[0])
 
 
 def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], tasks: dict[str, torch.Tensor],
-                      n_train: int, lc: dict[str, Any], seed: int, log: Any) -> dict[str, Any]:
+                      n_train: int, lc: LoRAConfig, seed: int, log: Any) -> dict[str, Any]:
     """LoRA transfer table: the prompts' block inputs are captured once (with the first set's
     answer appended; causal attention keeps every earlier position independent of it) and each
     set relabels the one counted position per prompt."""
     first = next(iter(tasks.values()))
     texts = [p + [int(first[i])] for i, p in enumerate(prompts)]
     width = max(len(t) for t in texts)
-    blocks = _lora.capture_block_inputs(model, tok, texts, n_last=lc["n_last"], fp=fp, positions=[[-1]] * len(texts),
+    blocks = lora_gt.capture_block_inputs(model, tok, texts, n_last=lc.n_last, fp=fp, positions=[[-1]] * len(texts),
                                         seq_len=width, desc="verbalizer prompts")
-    keep = blocks["labels"] != _lora.IGNORE_INDEX
+    keep = blocks["labels"] != IGNORE_INDEX
     if blocks["labels"].shape[0] != len(texts) or not torch.equal(keep.sum(1), torch.ones(len(texts), dtype=torch.long)):
         raise RuntimeError("verbalizer: expected one counted answer position per prompt")
     rows = {"train": slice(0, n_train), "eval": slice(n_train, len(texts))}
     split: dict[str, dict[str, Any]] = {"train": {}, "eval": {}}
     for name, y in tasks.items():
-        lab = torch.full_like(blocks["labels"], _lora.IGNORE_INDEX)
+        lab = torch.full_like(blocks["labels"], IGNORE_INDEX)
         lab[keep] = y
         for part, sl in rows.items():
             split[part][name] = {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab[sl]}
-    return _lora.transfer_matrix(model, split["train"], split["eval"], n_last=lc["n_last"], r=lc["r"],
-                                 alpha=lc["alpha"], lr=lc["lr"], steps=lc["steps"], batch=lc["batch"], seed=seed,
-                                 targets=lc["targets"], log=log)
+    return lora_gt.transfer_matrix(model, split["train"], split["eval"], n_last=lc.n_last, r=lc.r,
+                                   alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch, seed=seed,
+                                   targets=list(lc.targets), log=log)
 
 
-def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
-    cfg: dict[str, Any] = {
-        "model": "smollm2", "prompt": PROMPT, "n_sets": 6 if quick else len(VERBALIZERS),
-        "train_frac": 0.6, "verify_n": 16 if quick else 48, "sketch_dim": 4096,
-        "ground_truth": "lora",
-        "lora": {"n_last": 2, "r": 8, "alpha": 16, "targets": list(_lora.DEFAULT_TARGETS), "optimizer": "adam",
-                 "lr": 1e-3, "steps": 30, "batch": 16},
-        "finetune": {"optimizer": "adam", "lr": 1e-4, "steps": 30, "batch": "full", "extra_rows": 512},
-        "exact_n": None, "baseline_n": None, "seed": seed, "quick": quick,
-    }
-    merge_config(cfg, config)
-    sets = VERBALIZERS[: cfg["n_sets"]]
-    cfg["verbalizers"] = [f"{p}/{n}" for p, n in sets]
+    seed = cfg.seed
+    sets = VERBALIZERS[: cfg.n_sets]
     log = functools.partial(print, flush=True)
 
-    model, tok = _lm.load_model(cfg["model"])
-    fp = _lm.fingerprint(model, tok)
-    w0, b0 = _lm.head_weights(model)
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+    w0, b0 = heads.head_weights(model)
     data = load_sentences()
-    if cfg.get("max_sentences"):
-        data = data[: cfg["max_sentences"]]
+    if cfg.max_sentences:
+        data = data[: cfg.max_sentences]
     perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed)).tolist()
     data = [data[i] for i in perm]
-    prompts = [tok(PROMPT.format(text=s), add_special_tokens=True)["input_ids"] for s, _ in data]
+    prompts = [tok(cfg.prompt.format(text=s), add_special_tokens=True)["input_ids"] for s, _ in data]
     ys = torch.tensor([y for _, y in data])
-    n_train = int(round(cfg["train_frac"] * len(data)))
+    n_train = int(round(cfg.train_frac * len(data)))
 
     names, word_ids, tasks = [], {}, {}
     verify: dict[str, Any] = {}
@@ -134,9 +128,9 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         ids = (_word_id(tok, neg), _word_id(tok, pos))
         word_ids[name] = {"positive": ids[1], "negative": ids[0]}
         labels = torch.tensor([ids[int(y)] for y in ys])
-        n_cap = len(data) if k == 0 else min(cfg["verify_n"], len(data))
+        n_cap = len(data) if k == 0 else min(cfg.verify_n, len(data))
         texts = [p + [int(labels[i])] for i, p in enumerate(prompts[:n_cap])]
-        cap = _lm.capture_acts(model, tok, texts, fp=fp, positions=[[-1]] * n_cap, desc=name)
+        cap = heads.capture_acts(model, tok, texts, fp=fp, positions=[[-1]] * n_cap, desc=name)
         if not torch.equal(cap["labels"], labels[:n_cap]):
             raise RuntimeError(f"{name}: captured labels differ from the verbalizer ids")
         if k == 0:
@@ -154,20 +148,15 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
     split = {"train": slice(0, n_train), "eval": slice(n_train, len(data))}
     train = {n: {"acts": base_acts[split["train"]], "labels": y[split["train"]]} for n, y in tasks.items()}
     evals = {n: {"acts": base_acts[split["eval"]], "labels": y[split["eval"]]} for n, y in tasks.items()}
-    if cfg["ground_truth"] == "lora":
-        gt = lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg["lora"], seed, log)
-    elif cfg["ground_truth"] == "head":
-        ft = cfg["finetune"]
-        gt = _lm.transfer_matrix(w0, b0, train, evals, steps=ft["steps"], lr=ft["lr"],
-                                 batch=10**9 if ft["batch"] == "full" else ft["batch"], seed=seed,
-                                 extra_rows=ft["extra_rows"], log=log)
+    if cfg.ground_truth == "lora":
+        gt = lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg.lora, seed, log)
     else:
-        raise ValueError(f"ground_truth must be 'lora' or 'head', got {cfg['ground_truth']!r}")
-    sc = _lm.score_methods(w0, b0, train, fp=fp, sketch_dim=cfg["sketch_dim"], seed=seed,
-                           exact_n=cfg["exact_n"], baseline_n=cfg["baseline_n"], log=log)
-    metrics_by_method = _lm.evaluate_methods(sc["scores"], gt["transfer"], seed=seed)
-    head = _lm.headline(metrics_by_method)
-    _lm.print_table(head, sc["cannot_run"])
+        ft = cfg.finetune
+        gt = head_gt.transfer_matrix(w0, b0, train, evals, steps=ft.steps, lr=ft.lr, batch=ft.batch or 10**9,
+                                     seed=seed, extra_rows=ft.extra_rows, log=log)
+    sc, metrics_by_method, head = source_selection.score_and_evaluate(w0, b0, train, gt["transfer"], fp=fp,
+                                                                      cfg=cfg, log=log)
+    console.print_method_table(head, sc["cannot_run"])
 
     # how constant is each method across sources (the activation-dark signature)
     spread = {}
@@ -175,10 +164,7 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         vals = [v for row in table.values() for v in row.values()]
         spread[method] = max(vals) - min(vals) if vals else None
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig = out_dir / "verbalizer.png"
-    _lm.plot_selection(head, gt["transfer"], sc["scores"]["fisher"], fig,
-                       f"verbalizer shift, SmolLM2-135M, {len(names)} sets, {cfg['ground_truth']} fine-tuning ground truth")
+    title = f"verbalizer shift, SmolLM2-135M, {len(names)} sets, {cfg.ground_truth} fine-tuning ground truth"
     metrics = {
         "n_sentences": len(data), "n_train": n_train, "n_eval": len(data) - n_train,
         "verbalizer_token_ids": word_ids,
@@ -190,9 +176,11 @@ def run(quick: bool, out_dir: Path, seed: int = 0, *, config: dict[str, Any] | N
         "summary": head,
         "cannot_run": sc["cannot_run"],
         "methods": metrics_by_method,
-        "sketch_vs_exact": _lm.sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
+        "sketch_vs_exact": scoring.sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
         "sketch_alignment": sc["sketch_alignment"],
         "method_seconds": sc["seconds"],
-        "figures": [fig.name],
     }
-    return finish(NAME, cfg, metrics, t0)
+    return Result(NAME, config_record(cfg, verbalizers=[f"{p}/{n}" for p, n in sets]), metrics,
+                  time.perf_counter() - t0, figures={
+                      "verbalizer.png": lambda path: figures.plot_selection(head, gt["transfer"],
+                                                                            sc["scores"]["fisher"], path, title)})

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from updatescope.locallinear.subspaces import _gs_step, random_basis
+from updatescope.errors import InputError
 
 __all__ = [
     "capture_fraction",
@@ -32,13 +33,13 @@ __all__ = [
 def capture_fraction(basis: Tensor, delta: Tensor) -> float:
     """||Q delta||^2 / ||delta||^2 for orthonormal rows Q.  basis (r, D), delta (D,) -> float."""
     if basis.ndim != 2 or delta.ndim != 1 or basis.shape[1] != delta.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"need basis (r, D) and delta (D,), got {tuple(basis.shape)} and {tuple(delta.shape)}"
         )
     d = delta.to(torch.float64)
     nd = float(d @ d)
     if nd == 0.0:
-        raise ValueError("delta is the zero vector; its capture fraction is undefined")
+        raise InputError("delta is the zero vector; its capture fraction is undefined")
     if basis.shape[0] == 0:
         return 0.0
     c = basis.to(torch.float64) @ d
@@ -57,7 +58,7 @@ def prefix_capture_curve(vectors: Tensor, delta: Tensor) -> Tensor:
     d = delta.to(torch.float64)
     nd = float(d @ d)
     if nd == 0.0:
-        raise ValueError("delta is the zero vector; its capture fraction is undefined")
+        raise InputError("delta is the zero vector; its capture fraction is undefined")
     q = torch.empty(k, d.shape[0], dtype=torch.float64)
     r, total = 0, 0.0
     for j in range(k):
@@ -120,7 +121,7 @@ def random_walk_prefix_null(
     ks = sorted(set(int(k) for k in ks))
     t = step_norms.shape[0]
     if not ks or ks[0] < 1 or ks[-1] > t:
-        raise ValueError(f"every k must lie in [1, {t}], got {ks}")
+        raise InputError(f"every k must lie in [1, {t}], got {ks}")
     g = torch.Generator().manual_seed(seed)
     kmax = ks[-1]
     prefix = torch.empty(kmax, dim, dtype=torch.float32)

@@ -16,15 +16,16 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+from updatescope.errors import InputError
 
 __all__ = ["principal_angles", "subspace_overlap", "drift_curve"]
 
 
 def _check(u: Tensor, v: Tensor) -> None:
     if u.ndim != 2 or v.ndim != 2 or u.shape[1] != v.shape[1]:
-        raise ValueError(f"need bases (p, D) and (q, D), got {tuple(u.shape)} and {tuple(v.shape)}")
+        raise InputError(f"need bases (p, D) and (q, D), got {tuple(u.shape)} and {tuple(v.shape)}")
     if u.shape[0] == 0 or v.shape[0] == 0:
-        raise ValueError("principal angles need non-empty bases")
+        raise InputError("principal angles need non-empty bases")
 
 
 def principal_angles(u: Tensor, v: Tensor) -> Tensor:

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from updatescope.locallinear.params import flat_grad
 from updatescope.locallinear.subspaces import _gs_step
+from updatescope.errors import InputError
 
 __all__ = ["hvp", "make_hvp", "krylov_basis"]
 
@@ -28,7 +29,7 @@ def hvp(loss_fn: Callable[[nn.Module], Tensor], model: nn.Module, v: Tensor) -> 
     """H v for the Hessian of ``loss_fn(model)`` at the current parameters.  v (D,) -> (D,)."""
     g = flat_grad(loss_fn(model), model, create_graph=True)
     if v.shape != g.shape:
-        raise ValueError(f"v has shape {tuple(v.shape)}, expected {tuple(g.shape)}")
+        raise InputError(f"v has shape {tuple(v.shape)}, expected {tuple(g.shape)}")
     params = [p for p in model.parameters() if p.requires_grad]
     hv = torch.autograd.grad(g @ v.to(g.dtype), params, allow_unused=True)
     return torch.cat(
@@ -49,11 +50,11 @@ def krylov_basis(matvec: Callable[[Tensor], Tensor], g: Tensor, k: int, rtol: fl
     the first j rows span K_j.
     """
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InputError(f"k must be >= 1, got {k}")
     q = torch.empty(k, g.shape[0], dtype=torch.float64)
     u = _gs_step(q[:0], g.double(), rtol)
     if u is None:
-        raise ValueError("the starting gradient is zero; the Krylov space is empty")
+        raise InputError("the starting gradient is zero; the Krylov space is empty")
     q[0] = u
     r = 1
     while r < k:

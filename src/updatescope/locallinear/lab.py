@@ -15,6 +15,7 @@ Defaults and why:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from updatescope.paths import cache_dir
 from updatescope.locallinear.params import flat_params, set_flat_params
 from updatescope.locallinear.synthetic import TASKS, DigitTasks, ModelConfig, TinyTransformer
 from updatescope.locallinear.trajectory import (
@@ -33,6 +35,7 @@ from updatescope.locallinear.trajectory import (
     run_recovery,
     train_phase,
 )
+from updatescope.errors import InputError
 
 __all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthetic_recovery"]
 
@@ -56,7 +59,7 @@ class LabConfig:
 
     def __post_init__(self) -> None:
         if self.focus not in TASKS:
-            raise ValueError(f"focus {self.focus!r} is not one of {TASKS}")
+            raise InputError(f"focus {self.focus!r} is not one of {TASKS}")
 
 
 def task_losses(tasks: DigitTasks) -> dict:
@@ -68,10 +71,6 @@ def accuracy_fn(tasks: DigitTasks, n: int):
     return lambda m: tasks.accuracy(m, n=n)
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("UPDATESCOPE_CACHE", Path.home() / ".cache" / "updatescope")) / "locallinear"
-
-
 def _key(cfg: LabConfig) -> str:
     blob = json.dumps(
         {"model": asdict(cfg.model), "seed": cfg.seed, "bs": cfg.batch_size, "steps": cfg.mt_steps,
@@ -81,6 +80,17 @@ def _key(cfg: LabConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _own_rng(fn):
+    """Run ``fn`` on a fork of torch's global CPU generator: the lab seeds it for bit-identical
+    runs (model init, training order), and the caller's random state is left as it was."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch.random.fork_rng(devices=[]):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@_own_rng
 def multitask_model(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransformer, DigitTasks, dict]:
     """A model trained on the mix (theta_mt), from the cache when possible.
 
@@ -89,7 +99,7 @@ def multitask_model(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransfo
     torch.manual_seed(cfg.seed)
     model = TinyTransformer(cfg.model)
     tasks = DigitTasks(seq_len=cfg.model.seq_len, batch_size=cfg.batch_size, seed=cfg.seed)
-    path = _cache_dir() / f"theta_mt_{_key(cfg)}.pt"
+    path = cache_dir("locallinear") / f"theta_mt_{_key(cfg)}.pt"
     if use_cache and path.exists():
         set_flat_params(model, torch.load(path, weights_only=True))
         return model, tasks, {"cached": True, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": []}
@@ -106,6 +116,7 @@ def multitask_model(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransfo
     return model, tasks, {"cached": False, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist}
 
 
+@_own_rng
 def synthetic_recovery(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransformer, DigitTasks, RecoveryRun, dict]:
     """theta_mt (cached) -> forget on ``cfg.focus`` -> recover with SGD; the full record."""
     model, tasks, info = multitask_model(cfg, use_cache)
@@ -125,12 +136,3 @@ def synthetic_recovery(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTran
 def quick(cfg: LabConfig) -> LabConfig:
     """Smaller settings for ``--quick`` runs."""
     return replace(cfg, mt_steps=800, recover_steps=150, eval_n=128)
-
-
-def resolve(quick_run: bool, seed: int, lab: LabConfig | None) -> LabConfig:
-    """The lab settings of a runner: ``lab`` as given (tests), else the default for ``seed``,
-    reduced by ``quick`` for ``--quick`` runs."""
-    if lab is not None:
-        return lab
-    cfg = LabConfig(seed=seed)
-    return quick(cfg) if quick_run else cfg

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from updatescope.errors import InputError
 
 __all__ = ["ParamLayout", "flat_params", "set_flat_params", "flat_grad", "swapped_params"]
 
@@ -26,7 +27,7 @@ class ParamLayout:
     def of(cls, model: nn.Module) -> "ParamLayout":
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
-            raise ValueError("model has no trainable parameters")
+            raise InputError("model has no trainable parameters")
         return cls(tuple(n for n, _ in named), tuple(tuple(p.shape) for _, p in named))
 
     @property
@@ -56,7 +57,7 @@ class ParamLayout:
     def split(self, vec: Tensor) -> list[Tensor]:
         """(D,) -> one view per tensor, in layout order, reshaped."""
         if vec.shape != (self.dim,):
-            raise ValueError(f"expected a vector of shape ({self.dim},), got {tuple(vec.shape)}")
+            raise InputError(f"expected a vector of shape ({self.dim},), got {tuple(vec.shape)}")
         return [c.view(s) for c, s in zip(vec.split(self.numels), self.shapes)]
 
 
@@ -75,7 +76,7 @@ def set_flat_params(model: nn.Module, vec: Tensor) -> None:
     params = _trainable(model)
     d = sum(p.numel() for p in params)
     if vec.shape != (d,):
-        raise ValueError(f"expected a vector of shape ({d},), got {tuple(vec.shape)}")
+        raise InputError(f"expected a vector of shape ({d},), got {tuple(vec.shape)}")
     start = 0
     for p in params:
         p.copy_(vec[start : start + p.numel()].view_as(p))

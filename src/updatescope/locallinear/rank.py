@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
+from updatescope.errors import InputError
 
 __all__ = ["RankStats", "singular_values", "effective_rank", "gaussian_like"]
 
@@ -31,7 +32,7 @@ class RankStats:
 def singular_values(g: Tensor) -> Tensor:
     """Singular values of (n, D), descending, float64, via the n x n Gram."""
     if g.ndim != 2 or g.shape[0] == 0:
-        raise ValueError(f"need a non-empty (n, D) stack, got shape {tuple(g.shape)}")
+        raise InputError(f"need a non-empty (n, D) stack, got shape {tuple(g.shape)}")
     g = g.double()
     return torch.linalg.eigvalsh(g @ g.T).flip(0).clamp_min(0.0).sqrt()
 
@@ -40,7 +41,7 @@ def effective_rank(g: Tensor) -> RankStats:
     """Entropy and stable rank of a stack of vectors.  (n, D) -> RankStats."""
     s = singular_values(g)
     if float(s[0]) == 0.0:
-        raise ValueError("all vectors are zero; the effective rank is undefined")
+        raise InputError("all vectors are zero; the effective rank is undefined")
     p = s / s.sum()
     p = p[p > 0]
     ent = float(torch.exp(-(p * p.log()).sum()))

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from scipy import integrate, stats
 from torch import Tensor
+from updatescope.errors import InputError
 
 __all__ = [
     "candidate_seed",
@@ -89,7 +90,7 @@ class SearchResult:
     def best_of(self, n: int) -> tuple[float, float]:
         """(selection gain, held-out gain) of the best among the first n candidates."""
         if not 1 <= n <= self.n:
-            raise ValueError(f"n must lie in [1, {self.n}], got {n}")
+            raise InputError(f"n must lie in [1, {self.n}], got {n}")
         i = int(np.argmin(self.select[:n]))
         return self.base_select - self.select[i], self.base_heldout - self.heldout[i]
 
@@ -111,21 +112,26 @@ def best_of_n(
     seed: int,
     numels: Sequence[int] | None = None,
     basis: Tensor | None = None,
+    mask: Tensor | None = None,
 ) -> SearchResult:
     """Evaluate N candidates theta + sigma z_i; pick the best on ``select_fn``.
 
     theta (D,); the objectives map a flat parameter vector (D,) to a loss.  ``numels``
     splits the isotropic noise per tensor (default: one tensor).  Every candidate is
-    reproducible from (seed, i) via :func:`candidate_direction`.
+    reproducible from (seed, i) via :func:`candidate_direction`.  ``mask`` (D,) of 0/1
+    restricts isotropic noise to a set of coordinates (same sigma per coordinate).
     """
     if n < 1 or sigma < 0:
-        raise ValueError(f"need n >= 1 and sigma >= 0, got n={n}, sigma={sigma}")
+        raise InputError(f"need n >= 1 and sigma >= 0, got n={n}, sigma={sigma}")
     numels = [theta.numel()] if numels is None else list(numels)
     if sum(numels) != theta.numel():
-        raise ValueError(f"numels sum to {sum(numels)}, theta has {theta.numel()} entries")
+        raise InputError(f"numels sum to {sum(numels)}, theta has {theta.numel()} entries")
     sel, held = [], []
     for i in range(n):
-        cand = theta + sigma * candidate_direction(numels, seed, i, basis).to(theta.dtype)
+        z = candidate_direction(numels, seed, i, basis)
+        if mask is not None:
+            z = z * mask.to(z.dtype)
+        cand = theta + sigma * z.to(theta.dtype)
         sel.append(float(select_fn(cand)))
         held.append(float(heldout_fn(cand)))
     return SearchResult(
@@ -141,7 +147,7 @@ def expected_max_normal(n: int) -> float:
     For comparison, sqrt(2 ln n) is its large-n leading term (it overestimates at small n).
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise InputError(f"n must be >= 1, got {n}")
     if n == 1:
         return 0.0
     f = lambda x: x * n * stats.norm.pdf(x) * math.exp((n - 1) * stats.norm.logcdf(x))

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from updatescope.locallinear.params import flat_grad
+from updatescope.errors import InputError
 
 __all__ = [
     "orthonormal_basis",
@@ -34,9 +35,9 @@ __all__ = [
 
 def _check_stack(vectors: Tensor) -> Tensor:
     if vectors.ndim != 2:
-        raise ValueError(f"expected a stack of vectors (k, D), got shape {tuple(vectors.shape)}")
+        raise InputError(f"expected a stack of vectors (k, D), got shape {tuple(vectors.shape)}")
     if not torch.isfinite(vectors).all():
-        raise ValueError("vectors contain NaN or inf")
+        raise InputError("vectors contain NaN or inf")
     return vectors
 
 
@@ -81,7 +82,7 @@ def top_directions(vectors: Tensor, r: int, dtype: torch.dtype = torch.float64) 
     """
     g = _check_stack(vectors).to(dtype)
     if r < 1:
-        raise ValueError(f"r must be >= 1, got {r}")
+        raise InputError(f"r must be >= 1, got {r}")
     evals, evecs = torch.linalg.eigh(g @ g.T)
     order = torch.argsort(evals, descending=True)
     evals, evecs = evals[order].clamp_min(0), evecs[:, order]
@@ -99,7 +100,7 @@ def random_basis(dim: int, r: int, seed: int, dtype: torch.dtype = torch.float64
     orthonormalised.
     """
     if not 0 < r <= dim:
-        raise ValueError(f"need 0 < r <= dim, got r={r}, dim={dim}")
+        raise InputError(f"need 0 < r <= dim, got r={r}, dim={dim}")
     g = torch.Generator().manual_seed(seed)
     return orthonormal_basis(torch.randn(r, dim, generator=g, dtype=dtype), dtype=dtype)
 
@@ -114,7 +115,7 @@ def gradient_stack(model: nn.Module, losses: Sequence[Callable[[nn.Module], Tens
     for fn in losses:
         rows.append(flat_grad(fn(model), model).detach())
     if not rows:
-        raise ValueError("no loss closures given")
+        raise InputError("no loss closures given")
     return torch.stack(rows)
 
 

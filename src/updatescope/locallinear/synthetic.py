@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from updatescope.errors import InputError
 
 __all__ = [
     "TASKS",
@@ -60,9 +61,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_head:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+            raise InputError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
         if self.seq_len < 2:
-            raise ValueError(f"seq_len must be >= 2, got {self.seq_len}")
+            raise InputError(f"seq_len must be >= 2, got {self.seq_len}")
 
     @property
     def context(self) -> int:
@@ -140,9 +141,9 @@ class DigitTasks:
 
     def _gen(self, split: str, task: str, index: int) -> torch.Generator:
         if split not in self._SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {sorted(self._SPLITS)}")
+            raise InputError(f"unknown split {split!r}; expected one of {sorted(self._SPLITS)}")
         if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+            raise InputError(f"unknown task {task!r}; expected one of {TASKS}")
         key = ((self.seed * 7 + self._SPLITS[split]) * 11 + TASKS.index(task)) * 1_000_003 + index
         return torch.Generator().manual_seed(key % (2**63 - 1))
 
@@ -156,7 +157,7 @@ class DigitTasks:
             return x.sort(dim=1).values
         if task == "mod-add":
             return (x + torch.arange(1, x.shape[1] + 1)) % 10
-        raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+        raise InputError(f"unknown task {task!r}; expected one of {TASKS}")
 
     def batch(self, task: str, index: int, split: str = "train", n: int | None = None) -> Tensor:
         """Token sequences (n, 2L + 2), int64."""

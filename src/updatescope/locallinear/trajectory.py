@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from updatescope.locallinear.params import flat_params
+from updatescope.errors import InputError
 
 __all__ = ["PhaseConfig", "RecoveryConfig", "RecoveryRun", "train_phase", "run_recovery"]
 
@@ -47,11 +48,11 @@ class PhaseConfig:
 
     def __post_init__(self) -> None:
         if self.schedule not in ("constant", "cosine"):
-            raise ValueError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}")
+            raise InputError(f"schedule must be 'constant' or 'cosine', got {self.schedule!r}")
         if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+            raise InputError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if self.steps < 0 or self.lr <= 0:
-            raise ValueError(f"need steps >= 0 and lr > 0, got steps={self.steps}, lr={self.lr}")
+            raise InputError(f"need steps >= 0 and lr > 0, got steps={self.steps}, lr={self.lr}")
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,11 @@ class RecoveryConfig:
 
     def __post_init__(self) -> None:
         if self.dense_steps > self.recover.steps:
-            raise ValueError(
+            raise InputError(
                 f"dense_steps={self.dense_steps} exceeds recover.steps={self.recover.steps}"
             )
         if self.snapshot_every < 1:
-            raise ValueError(f"snapshot_every must be >= 1, got {self.snapshot_every}")
+            raise InputError(f"snapshot_every must be >= 1, got {self.snapshot_every}")
 
 
 @dataclass
@@ -160,7 +161,7 @@ def run_recovery(
     scores (higher is better, e.g. exact-match accuracy) keyed by the same names.
     """
     if focus not in task_losses:
-        raise ValueError(f"focus task {focus!r} is not among the tasks {sorted(task_losses)}")
+        raise InputError(f"focus task {focus!r} is not among the tasks {sorted(task_losses)}")
     names = list(task_losses)
 
     def mix(m: nn.Module, i: int) -> Tensor:

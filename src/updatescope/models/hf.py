@@ -14,25 +14,12 @@ import torch
 from torch import nn
 
 from updatescope.capture.hook import find_output_linear
+from updatescope.constants import torch_dtype
 from updatescope.errors import InputError, MissingExtraError
 
 __all__ = ["load_causal_lm", "head_fingerprint", "FINGERPRINT_HEX"]
 
 FINGERPRINT_HEX = 16  # 64-bit prefix of the sha256: collisions are not a practical concern
-
-_DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16,
-}
-
-
-def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise InputError(f"unknown dtype {dtype!r}: use float32, bfloat16 or float16")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -47,7 +34,7 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
     or a local ``.gguf`` file. Raises InputError (one line) when the path is missing, is not a
     model, or the model has no linear output head.
     """
-    dtype = _as_dtype(dtype)
+    dtype = torch_dtype(dtype)
     if str(spec).lower() in {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}:
         from updatescope.models.smollm2 import load_smollm2
 

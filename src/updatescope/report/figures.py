@@ -1,29 +1,42 @@
-"""Figures for reports: similarity heatmaps and decomposition bars (matplotlib, Agg)."""
+"""Every figure updatescope draws: report heatmaps and bars, and the experiments' figures.
+
+matplotlib is an optional extra (``updatescope[report]``): it is imported only through
+:func:`pyplot`, which selects the non-interactive Agg backend once and names the extra when
+matplotlib is missing.  Figures take plain numbers (lists, arrays, dicts from result
+records), never models, so any record can be redrawn."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from updatescope.errors import MissingExtraError
+from updatescope.errors import InputError, MissingExtraError
 
 
-def _plt():
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend; MissingExtraError naming the extra if absent."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover
+    except ImportError as exc:
         raise MissingExtraError("matplotlib", "report") from exc
     return plt
 
 
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path
+
+
 def heatmaps(names: Sequence[str], mats: dict[str, np.ndarray], path: Path) -> Path:
     """One heatmap per similarity (rows: targets, columns: sources), values annotated."""
-    plt = _plt()
+    plt = pyplot()
     k = len(mats)
     n = len(names)
     size = max(4.0, 0.55 * n + 2.2)
@@ -53,7 +66,7 @@ def heatmaps(names: Sequence[str], mats: dict[str, np.ndarray], path: Path) -> P
 
 def decomposition_bars(target: str, rows: Sequence[dict], path: Path) -> Path:
     """For one target: fisher, activation-only and error-only per source, best first."""
-    plt = _plt()
+    plt = pyplot()
     names = [r["source"] for r in rows]
     x = np.arange(len(names))
     w = 0.27
@@ -72,3 +85,179 @@ def decomposition_bars(target: str, rows: Sequence[dict], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_selection(head: Mapping[str, Mapping[str, Any]], transfer: Mapping[str, Mapping[str, float]],
+                   fisher: Mapping[str, Mapping[str, float]], out_png: Path, title: str) -> None:
+    """Two panels: top-1 per method (chance line) and the transfer matrix next to A_F."""
+    plt = pyplot()
+
+    methods = [m for m, h in head.items() if "error" not in h]
+    names = list(transfer)
+    fig, ax = plt.subplots(1, 3, figsize=(16, 4.8), gridspec_kw={"width_ratios": [1.3, 1, 1]})
+    vals = [head[m]["top1"] for m in methods]
+    ax[0].bar(range(len(methods)), vals, color=["C3" if m == "fisher" else "C0" for m in methods])
+    chance = next(iter(head[m]["chance_top1"] for m in methods)) if methods else None
+    if chance is not None:
+        ax[0].axhline(chance, color="k", ls="--", lw=1, label="chance")
+        ax[0].legend()
+    ax[0].set_xticks(range(len(methods)))
+    ax[0].set_xticklabels(methods, rotation=60, ha="right", fontsize=8)
+    ax[0].set_ylabel("top-1 accuracy")
+    ax[0].set_ylim(0, 1)
+    tr = np.array([[transfer[t][s] if s != t else np.nan for s in names] for t in names])
+    fi = np.array([[fisher[t][s] if s != t else np.nan for s in names] for t in names])
+    for a_, mat, lab in ((ax[1], tr, "transfer (eval loss reduction, nats)"), (ax[2], fi, "FisherSketch A_F")):
+        im = a_.imshow(mat, cmap="viridis")
+        a_.set_title(lab, fontsize=9)
+        a_.set_xticks(range(len(names)))
+        a_.set_yticks(range(len(names)))
+        a_.set_xticklabels(names, rotation=90, fontsize=6)
+        a_.set_yticklabels(names, fontsize=6)
+        a_.set_xlabel("source")
+        a_.set_ylabel("target")
+        fig.colorbar(im, ax=a_, fraction=0.046)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, out_png)
+
+
+def plot_estimator(acc: dict[str, Any], sp: dict[str, Any], out_png: Path, title: str) -> None:
+    plt = pyplot()
+    kinds = list(acc)
+
+    fig, ax = plt.subplots(1, len(kinds), figsize=(4 * len(kinds), 4))
+    for a_, kind in zip(ax, kinds):
+        x = np.asarray(acc[kind]["exact"])
+        for r in acc[kind]["per_seed"]:
+            a_.scatter(x, r["sketch"], s=10, alpha=0.6, label=f"seed {r['seed']}")
+        lo, hi = np.nanmin(x), np.nanmax(x)
+        a_.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        a_.set_title(f"{kind}: Spearman {acc[kind]['spearman_mean']:.2f}", fontsize=9)
+        a_.set_xlabel("exact")
+        a_.set_ylabel("sketch")
+    ax[0].legend(fontsize=7)
+    fig.suptitle(f"{title}; speed-up at n={sp['n_per_task'][0]}/task: {sp['speedup']:.1f}x", fontsize=10)
+    _save(fig, out_png)
+
+
+def plot_smiles(pairs: Mapping[str, Sequence[float]], truth: Sequence[float], tests: Mapping[str, Any],
+                out_png: Path, title: str) -> None:
+    """Scatter of A_F and Scov(M_a) against the perplexity reduction (one point per ordered
+    (target, source) pair: ``pairs[method]`` and ``truth`` aligned), and pooled ρ per method."""
+    plt = pyplot()
+    y = np.asarray(truth, dtype=float)
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.4), gridspec_kw={"width_ratios": [1, 1, 1.3]})
+    for a_, method, lab in ((ax[0], "fisher", "FisherSketch A_F"), (ax[1], "activation", "Scov(M_a) (sketch)")):
+        if method not in pairs:
+            continue
+        x = np.asarray(pairs[method], dtype=float)
+        a_.scatter(x, y, s=12)
+        pl = tests[method]["pooled"]
+        a_.set_title(f"{lab}: ρ={pl['rho']:.2f}, p={pl['p']:.3g}, p_perm={pl['p_perm']:.3g}", fontsize=9)
+        a_.set_xlabel(lab)
+        a_.set_ylabel("relative perplexity reduction on target")
+    methods = [m for m in tests if math.isfinite(tests[m]["pooled"]["rho"])]
+    rhos = [tests[m]["pooled"]["rho"] for m in methods]
+    cols = ["C3" if tests[m]["pooled"]["p_perm"] < 0.05 else "C7" for m in methods]
+    ax[2].bar(range(len(methods)), rhos, color=cols)
+    ax[2].axhline(0, color="k", lw=0.8)
+    ax[2].set_xticks(range(len(methods)))
+    ax[2].set_xticklabels(methods, rotation=60, ha="right", fontsize=8)
+    ax[2].set_ylabel("pooled Spearman ρ (red: permutation p < 0.05)")
+    fig.suptitle(title, fontsize=10)
+    _save(fig, out_png)
+
+
+def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
+    """One figure of a recovery record (capture curves, drift, effective rank or training history). The figure drawn is chosen by the file name: recovery_capture.png, recovery_drift.png, recovery_rank.png, recovery_training.png."""
+    plt = pyplot()
+    which = Path(path).name
+    if which == "recovery_capture.png":
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for name, style in [("trajectory_prefix", "-o"), ("trajectory_prefix_rest", "--o"), ("krylov", "-s"),
+                            ("local_task_plane", "-^"), ("pre_interference_plane", "-v"), ("random", ":"),
+                            ("random_walk_prefix_null", "-."), ("random_walk_prefix_rest_null", ":")]:
+            c = m["capture_curves"][name]
+            ax.plot(range(1, len(c) + 1), c, style, ms=3, label=name.replace("_", " "))
+        ax.set_xlabel("subspace dimension k")
+        ax.set_ylabel("capture ||P_U Δ||² / ||Δ||²")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7)
+        ax.set_title("Capture of Δ_GD = θ_rec − θ_forg")
+    elif which == "recovery_drift.png":
+        fig, ax = plt.subplots(figsize=(5.2, 3.6))
+        steps = [int(k) for k in m["drift_overlap"]]
+        ax.plot(steps, list(m["drift_overlap"].values()), "-o", ms=3, label="overlap with plane at θ_forg")
+        ax.axhline(m["drift_same_point_resample_overlap"], color="gray", ls="--", label="same point, new batches")
+        ax.axhline(m["drift_random_expected"], color="k", ls=":", label="random (r/D)")
+        ax.set_xlabel("recovery step")
+        ax.set_ylabel("principal-angle overlap (mean cos²)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7)
+    elif which == "recovery_rank.png":
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
+        names = ["task_gradients", "shuffled_labels", "gaussian_same_norms", "task_gradients_unit_rows",
+                 "shuffled_labels_unit_rows", "gaussian_unit_rows"]
+        x = range(len(names))
+        ax.bar([i - 0.2 for i in x], [m["rank"][n]["entropy_rank"] for n in names], 0.4, label="entropy rank")
+        ax.bar([i + 0.2 for i in x], [m["rank"][n]["stable_rank"] for n in names], 0.4, label="stable rank")
+        ax.set_xticks(list(x), [n.replace("_", "\n") for n in names], fontsize=7)
+        ax.set_ylabel(f"effective rank (n = {m['rank']['task_gradients']['n']})")
+        ax.legend(fontsize=7)
+    elif which == "recovery_training.png":
+        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        x0 = 0
+        for phase in ("multitask", "forget", "recover"):
+            rows = [r for r in m["history"] if r["phase"] == phase]
+            if not rows:
+                continue
+            for i, t in enumerate(rows[0]["metrics"]):
+                ax.plot([x0 + r["step"] for r in rows], [r["metrics"][t] for r in rows], color=f"C{i}",
+                        label=t if phase == "forget" else None)
+            x0 += rows[-1]["step"]
+            ax.axvline(x0, color="gray", lw=0.5)
+        ax.set_xlabel("step (multitask | forget | recover)")
+        ax.set_ylabel("exact-match accuracy")
+        ax.legend(fontsize=7)
+    else:
+        raise InputError(f"recovery_figure: unknown figure {which}")
+    return _save(fig, Path(path))
+
+
+
+def search_figure(m: Mapping[str, Any], path: Path) -> Path:
+    """One figure of a random-search record (the σ window or gain against the budget N). The figure drawn is chosen by the file name: search_sigma_window.png, search_gain_vs_n.png."""
+    plt = pyplot()
+    which = Path(path).name
+    if which == "search_sigma_window.png":
+        fig, ax = plt.subplots(figsize=(5.6, 3.8))
+        for i, (name, rows) in enumerate(m["sigma_window"].items()):
+            rho = [r["rho"] for r in rows]
+            ax.plot(rho, [r["gain_heldout"] for r in rows], "-o", color=f"C{i}", ms=3, label=f"{name}: held-out gain")
+            ax.plot(rho, [r["pred_heldout"] for r in rows], ":", color=f"C{i}", label=f"{name}: linear prediction")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xscale("log")
+        ax.set_xlabel("step norm ρ = E||σz||")
+        ax.set_ylabel("loss decrease of best of N")
+        lo = min(min(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
+        hi = max(max(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
+        ax.set_ylim(max(lo, -2 * abs(hi) - 1e-3), 1.5 * hi + 1e-3)
+        ax.legend(fontsize=7)
+    elif which == "search_gain_vs_n.png":
+        fig, ax = plt.subplots(figsize=(5.6, 3.8))
+        for i, (name, c) in enumerate(m["gain_vs_n"].items()):
+            ax.plot(c["n"], c["gain_select"], "-o", color=f"C{i}", ms=3, label=f"{name}: selection")
+            ax.plot(c["n"], c["gain_heldout"], "--s", color=f"C{i}", ms=3, label=f"{name}: held-out")
+            ax.plot(c["n"], c["pred_select"], ":", color=f"C{i}", label=f"{name}: σ||Pg||E[max_N]")
+            ax.plot(c["n"], c["sqrt_2lnN_scaled"], "-.", color=f"C{i}", lw=0.8, label=f"{name}: σ||Pg||√(2 ln N)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("budget N")
+        ax.set_ylabel("loss decrease of best of N")
+        ax.legend(fontsize=6)
+    else:
+        raise InputError(f"search_figure: unknown figure {which}")
+    return _save(fig, Path(path))
+
+
+RECOVERY_FIGURES = ('recovery_capture.png', 'recovery_drift.png', 'recovery_rank.png', 'recovery_training.png')
+SEARCH_FIGURES = ('search_sigma_window.png', 'search_gain_vs_n.png')

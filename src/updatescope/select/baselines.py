@@ -29,6 +29,7 @@ import torch
 from scipy import stats
 from torch import Tensor
 
+from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 
 __all__ = [
@@ -49,7 +50,6 @@ __all__ = [
 
 #: Largest float64 matrix (in entries) any baseline may allocate: 2**26 = 512 MiB.
 DEFAULT_MAX_ENTRIES = 2**26
-IGNORE_INDEX = -100
 
 
 # --------------------------------------------------------------------------- helpers

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from updatescope.constants import MAP_KINDS, check_sketch_dim
 from updatescope.errors import IncompatibleSignatureError, InputError
 
-MAP_KINDS = ("dense", "srht", "fold", "countsketch")
 
 # "auto" picks a projection per side from its width: dense Rademacher projections (two
 # (dim, m) float32 matrices, 32 MiB at dim=1024, m=4096) up to DENSE_MAX_DIM, the block SRHT
@@ -56,8 +56,7 @@ class SketchConfig:
             raise InputError(f"out_dim must be at least 2 (a softmax head), got {self.out_dim}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if self.sketch_dim % 16:
-            raise InputError(f"sketch_dim must be a multiple of 16, got {self.sketch_dim}")
+        check_sketch_dim(self.sketch_dim)
         object.__setattr__(self, "act_map", resolve_map(self.act_map, self.act_dim, self.sketch_dim))
         object.__setattr__(self, "error_map", resolve_map(self.error_map, self.out_dim, self.sketch_dim))
         if not isinstance(self.fingerprint, str):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from updatescope.errors import InputError
 
 
 def next_pow2(n: int) -> int:
@@ -15,7 +16,7 @@ def next_pow2(n: int) -> int:
 
 def _check_pow2(n: int) -> None:
     if n < 1 or n & (n - 1):
-        raise ValueError(f"Hadamard size must be a power of two, got {n}")
+        raise InputError(f"Hadamard size must be a power of two, got {n}")
 
 
 def hadamard_matrix(n: int, dtype: torch.dtype = torch.float32, device=None) -> Tensor:
@@ -56,7 +57,7 @@ def fwht(x: Tensor) -> Tensor:
     """
     n = x.shape[-1]
     if n < 1 or n & (n - 1):
-        raise ValueError(f"fwht needs a power-of-two length, got {n}")
+        raise InputError(f"fwht needs a power-of-two length, got {n}")
     lead = x.shape[:-1]
     if n == 1:
         return x.clone()

@@ -7,9 +7,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 
-IGNORE_INDEX = -100
 
 
 def as_tensor(x: Any, name: str) -> Tensor:

@@ -1,6 +1,6 @@
 """LoRA ground truth: fine-tune the last transformer blocks with ``peft`` on cached inputs.
 
-Head-only fine-tuning (``_lm.transfer_matrix``) keeps every feature fixed, so transfer
+Head-only fine-tuning (:mod:`.head`) keeps every feature fixed, so transfer
 between tasks can only come from shared head rows.  Here the last ``n_last`` decoder blocks
 get LoRA adapters (``peft``; attention and MLP projections, rank ``r``), so the features that
 feed the head move, as in the fine-tuning people actually do.  The head stays frozen.
@@ -27,11 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch
+from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
-from updatescope.experiments import _lm
+from updatescope.experiments.caching import cache_key, cached
+from updatescope.experiments.configs import LORA_TARGETS
 
-IGNORE_INDEX = -100
-DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 class _Stop(Exception):
@@ -62,76 +63,55 @@ def capture_block_inputs(model: Any, tokenizer: Any, texts: Sequence[Any], *, n_
     -> {"hidden": (N, S, d) float32, "labels": (N, S) int64 (next token at counted positions,
     −100 elsewhere), "mask": (N, S) int64 attention mask}, S = longest chunk ≤ ``seq_len``.
     ``max_tokens`` caps the counted targets (the last chunk is cut).  Cached like
-    :func:`_lm.capture_acts`.
+    :func:`updatescope.experiments.heads.capture_acts`.
     """
-    from updatescope.capture.causal_lm import _batches, _chunks, _target_mask, _tokenize
-
     layer = _split_layer(model, n_last)
-    key = _lm._key("blocks-v1", fp, list(texts), None if positions is None else [list(p) for p in positions],
-                   max_tokens, seq_len, layer)
-    path = _lm.cache_root() / f"blocks-{key}.pt"
-    if use_cache and path.is_file():
-        return torch.load(path, weights_only=True)
+    texts = list(texts)
 
-    chunks = []
-    pos = list(positions) if positions is not None else None
-    for i, text in enumerate(texts):
-        ids = _tokenize(tokenizer, text, True, i)
-        if len(ids) < 2:
-            continue
-        mask = _target_mask(len(ids), None if pos is None else pos[i], i)
-        chunks.extend(_chunks(ids, mask, seq_len))
-    pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
-    grabbed: list[Tensor] = []
+    def build() -> dict[str, Tensor]:
+        chunks = list(document_chunks(tokenizer, texts, chunk_len=seq_len, positions=positions))
+        pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
+        grabbed: list[Tensor] = []
 
-    def hook(_mod: nn.Module, args: tuple, kwargs: dict) -> None:
-        h = args[0] if args else kwargs["hidden_states"]
-        grabbed.append(h.detach().to(torch.float32).cpu())
-        raise _Stop
+        def hook(_mod: nn.Module, args: tuple, kwargs: dict) -> None:
+            h = args[0] if args else kwargs["hidden_states"]
+            grabbed.append(h.detach().to(torch.float32).cpu())
+            raise _Stop
 
-    width = max((len(c.ids) for c in chunks), default=0)
-    if width < 2:
-        raise InputError(f"{desc}: nothing to capture (texts too short?)")
-    hidden, labels, masks = [], [], []
-    done = 0
-    handle = _decoder(model).layers[layer].register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        for batch in _batches(chunks, token_budget):
-            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-            attn = torch.zeros((len(batch), width), dtype=torch.long)
-            lab = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
-            for r, ch in enumerate(batch):
-                n = len(ch.ids)
-                ids[r, :n] = torch.tensor(ch.ids)
-                attn[r, :n] = 1
-                nxt = torch.tensor(ch.ids[1:] + [IGNORE_INDEX])
-                lab[r, :n] = torch.where(torch.tensor(ch.count), nxt, IGNORE_INDEX)
-            if max_tokens is not None:
-                flat = lab.reshape(-1)
-                idx = (flat != IGNORE_INDEX).nonzero().squeeze(1)
-                room = max_tokens - done
-                flat[idx[room:]] = IGNORE_INDEX
-            try:
-                with torch.no_grad():
-                    model(input_ids=ids, attention_mask=attn, use_cache=False)
-            except _Stop:
-                pass
-            hidden.append(grabbed.pop())
-            labels.append(lab)
-            masks.append(attn)
-            done += int((lab != IGNORE_INDEX).sum())
-            if max_tokens is not None and done >= max_tokens:
-                break
-    finally:
-        handle.remove()
-    lab = torch.cat(labels)
-    keep = (lab != IGNORE_INDEX).any(1)
-    out = {"hidden": torch.cat(hidden)[keep], "labels": lab[keep], "mask": torch.cat(masks)[keep]}
-    if use_cache:
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(out, tmp)
-        tmp.replace(path)
-    return out
+        width = max((len(c.ids) for c in chunks), default=0)
+        if width < 2:
+            raise InputError(f"{desc}: nothing to capture (texts too short?)")
+        hidden, labels, masks = [], [], []
+        done = 0
+        handle = _decoder(model).layers[layer].register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            for batch in pack_batches(chunks, token_budget):
+                ids, attn, lab = pad_batch(batch, pad_id, width)
+                if max_tokens is not None:
+                    flat = lab.reshape(-1)
+                    idx = (flat != IGNORE_INDEX).nonzero().squeeze(1)
+                    room = max_tokens - done
+                    flat[idx[room:]] = IGNORE_INDEX
+                try:
+                    with torch.no_grad():
+                        model(input_ids=ids, attention_mask=attn, use_cache=False)
+                except _Stop:
+                    pass
+                hidden.append(grabbed.pop())
+                labels.append(lab)
+                masks.append(attn)
+                done += int((lab != IGNORE_INDEX).sum())
+                if max_tokens is not None and done >= max_tokens:
+                    break
+        finally:
+            handle.remove()
+        lab = torch.cat(labels)
+        keep = (lab != IGNORE_INDEX).any(1)
+        return {"hidden": torch.cat(hidden)[keep], "labels": lab[keep], "mask": torch.cat(masks)[keep]}
+
+    key = cache_key("blocks-v1", fp, list(texts), None if positions is None else [list(p) for p in positions],
+                    max_tokens, seq_len, layer)
+    return cached("blocks", key, build, use_cache=use_cache)
 
 
 def tail_model(model: nn.Module, n_last: int) -> nn.Module:
@@ -188,7 +168,7 @@ def mean_loss(tail: nn.Module, data: Mapping[str, Tensor], batch: int = 16) -> f
 
 def finetune_lora(model: nn.Module, data: Mapping[str, Tensor], *, n_last: int, r: int, alpha: float,
                   lr: float, steps: int, batch: int, seed: int = 0,
-                  targets: Sequence[str] = DEFAULT_TARGETS) -> nn.Module:
+                  targets: Sequence[str] = LORA_TARGETS) -> nn.Module:
     """A fresh tail with LoRA adapters trained by Adam on ``data`` -> the tail (eval mode).
 
     ``steps`` minibatches of ``batch`` sequences, drawn without replacement within an epoch
@@ -237,9 +217,9 @@ def finetune_lora(model: nn.Module, data: Mapping[str, Tensor], *, n_last: int, 
 def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
                     evals: Mapping[str, Mapping[str, Tensor]], *, n_last: int, r: int, alpha: float,
                     lr: float, steps: int, batch: int, seed: int = 0,
-                    targets: Sequence[str] = DEFAULT_TARGETS,
+                    targets: Sequence[str] = LORA_TARGETS,
                     log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """LoRA ground truth, same layout as :func:`_lm.transfer_matrix`:
+    """LoRA ground truth, same layout as :func:`.head.transfer_matrix`:
     {"base_loss": {t: L0}, "loss": {t: {s: L}}, "transfer": {t: {s: L0 − L}},
     "train_loss": {s: {"after": L}}, "tokens": {"train"|"eval": {name: counted targets}}}.
     Source k trains with seed ``seed + k``; self-transfer is kept for reference."""

@@ -1,0 +1,335 @@
+"""One frozen, validated config dataclass per concern of the experiments.  Torch-free.
+
+Each experiment's config has ``defaults(quick, seed)`` (the recorded ``--quick`` and full
+settings) and is changed only through :func:`updatescope.experiments.settings.apply_settings`
+(``--set KEY=VALUE``), so every value is checked here, before any model or data loads.
+The result record stores ``dataclasses.asdict`` of the config the run actually used.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from updatescope.constants import MAP_CHOICES, check_sketch_dim
+from updatescope.errors import InputError
+
+__all__ = ["TokenSplits", "LoRAConfig", "HeadFinetuneConfig", "SelectionConfig", "SmilesConfig", "VerbalizerConfig",
+           "VisionEstimatorConfig", "EstimatorConfig", "RecoveryConfig", "RandomSearchConfig",
+           "QUICK_DOMAINS", "FULL_DOMAINS", "LORA_TARGETS"]
+
+#: the source-selection domains (``updatescope domains`` lists them all)
+QUICK_DOMAINS = ("code_email", "code_asyncio", "code_text", "wiki_people", "wiki_life_science", "news_lee",
+                 "python_docs", "smiles_nci_tpsa_low", "smiles_wehi_halogen_polar", "num_stocks")
+FULL_DOMAINS = (
+    "code_asyncio", "code_email", "code_xml", "code_http", "code_unittest", "code_tkinter", "code_text",
+    "wiki_countries", "wiki_people", "wiki_life_science", "wiki_physical_science", "wiki_tech_math",
+    "news_lee", "reviews", "python_docs", "licenses",
+    "smiles_nci_tpsa_low", "smiles_nci_tpsa_high", "smiles_wehi_halogen_polar",
+    "num_stocks",
+)
+#: LoRA adapts every attention and MLP projection of a Llama-style block
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _positive(cfg: Any, *names: str) -> None:
+    for name in names:
+        v = getattr(cfg, name)
+        if v is not None and not v > 0:
+            raise InputError(f"{type(cfg).__name__}.{name} must be positive, got {v!r}")
+
+
+def _sketch_dim(value: int) -> None:
+    check_sketch_dim(value)
+
+
+def _seed(value: int) -> None:
+    if not 0 <= value < 2**63:
+        raise InputError(f"seed must be in [0, 2^63), got {value}")
+
+
+def _names(values: tuple[str, ...] | None, what: str, minimum: int) -> None:
+    if values is None:
+        return
+    if len(values) < minimum:
+        raise InputError(f"{what} needs at least {minimum} entries, got {len(values)}")
+    if len(set(values)) != len(values):
+        raise InputError(f"{what} has duplicates: {list(values)}")
+
+
+@dataclass(frozen=True)
+class TokenSplits:
+    """Tokens captured per domain and split (None: the split is not used)."""
+
+    sketch: int
+    train: int | None = None
+    eval: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive(self, "sketch", "train", "eval")
+
+    def used(self) -> dict[str, int]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    """LoRA ground truth (``peft``): adapters on the last ``n_last`` decoder blocks, head frozen,
+    trained by Adam for ``steps`` minibatches of ``batch`` sequences of ``seq_len`` tokens."""
+
+    n_last: int = 2
+    r: int = 8
+    alpha: float = 16
+    targets: tuple[str, ...] = LORA_TARGETS
+    lr: float = 3e-4
+    steps: int = 20
+    batch: int = 4
+    seq_len: int = 128
+
+    def __post_init__(self) -> None:
+        _positive(self, "n_last", "r", "alpha", "lr", "steps", "batch")
+        if self.seq_len < 2:
+            raise InputError(f"LoRAConfig.seq_len must be at least 2, got {self.seq_len}")
+        if not self.targets:
+            raise InputError("LoRAConfig.targets must name at least one projection")
+
+
+@dataclass(frozen=True)
+class HeadFinetuneConfig:
+    """Head-only ground truth: Adam on the output head for ``steps`` minibatches of ``batch``
+    rows (None: full batch); ``extra_rows`` high-probability rows are trainable besides the
+    label rows (None: the whole head)."""
+
+    lr: float = 3e-5
+    steps: int = 60
+    batch: int | None = 128
+    extra_rows: int | None = 2048
+
+    def __post_init__(self) -> None:
+        _positive(self, "lr", "steps", "batch")
+        if self.extra_rows is not None and self.extra_rows < 0:
+            raise InputError(f"HeadFinetuneConfig.extra_rows must be >= 0, got {self.extra_rows}")
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """``source-selection``: rank every other domain as a source for each target domain."""
+
+    model: str = "smollm2"
+    domains: tuple[str, ...] = FULL_DOMAINS
+    tokens: TokenSplits = TokenSplits(1500, 4000, 1000)
+    sketch_dim: int = 4096
+    ground_truth: Literal["lora", "head"] = "lora"
+    lora: LoRAConfig = LoRAConfig()
+    finetune: HeadFinetuneConfig = HeadFinetuneConfig()
+    max_cached_logits: int = 2**29  # base logits of all splits are cached below this many floats
+    exact_n: int | None = 500  # rows per task for the exact Gram identity (None: all)
+    baseline_n: int | None = 500  # rows per task for the baselines (None: all)
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _names(self.domains, "domains", 3)
+        _sketch_dim(self.sketch_dim)
+        _seed(self.seed)
+        _positive(self, "max_cached_logits", "exact_n", "baseline_n")
+        if self.ground_truth != "head" and (self.tokens.train is None or self.tokens.eval is None):
+            raise InputError("tokens.train and tokens.eval are needed for a fine-tuning ground truth")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "SelectionConfig":
+        if not quick:
+            return cls(seed=seed)
+        # about 2.5 passes over the train split at 512 tokens per step
+        return cls(domains=QUICK_DOMAINS, tokens=TokenSplits(300, 1600, 400), lora=LoRAConfig(steps=8),
+                   exact_n=300, baseline_n=300, seed=seed, quick=True)
+
+
+@dataclass(frozen=True)
+class SmilesConfig(SelectionConfig):
+    """``smiles``: the SMILES domains (None: all of them), correlation with perplexity reduction."""
+
+    domains: tuple[str, ...] | None = None  # type: ignore[assignment]
+    n_perm: int = 5000  # permutations of the Mantel-style test
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "n_perm")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "SmilesConfig":
+        base = SelectionConfig.defaults(quick, seed)
+        # quick sizes equal source-selection's, so the SMILES domains it uses are cache hits
+        return cls(**{**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, "domains": None})
+
+
+@dataclass(frozen=True)
+class VerbalizerConfig:
+    """``verbalizer``: one fixed prompt, answer-word sets as tasks."""
+
+    model: str = "smollm2"
+    prompt: str = "Review: {text}\nQuestion: Is this review positive?\nAnswer:"
+    n_sets: int = 10
+    train_frac: float = 0.6
+    verify_n: int = 48  # prompts captured under every set to check the activations are identical
+    max_sentences: int | None = None  # None: every sentence of the polarity sample
+    sketch_dim: int = 4096
+    ground_truth: Literal["lora", "head"] = "lora"
+    lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=30, batch=16)
+    finetune: HeadFinetuneConfig = HeadFinetuneConfig(lr=1e-4, steps=30, batch=None, extra_rows=512)
+    exact_n: int | None = None
+    baseline_n: int | None = None
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.n_sets <= 10:
+            raise InputError(f"n_sets must be in [2, 10] (the built-in verbalizer sets), got {self.n_sets}")
+        if not 0.0 < self.train_frac < 1.0:
+            raise InputError(f"train_frac must be in (0, 1), got {self.train_frac}")
+        if "{text}" not in self.prompt:
+            raise InputError("prompt must contain {text}")
+        _sketch_dim(self.sketch_dim)
+        _seed(self.seed)
+        _positive(self, "verify_n", "max_sentences", "exact_n", "baseline_n")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "VerbalizerConfig":
+        # quick: 6 sets, 5 candidates per target: the paper's chance level of 20%
+        return cls(n_sets=6, verify_n=16, seed=seed, quick=True) if quick else cls(seed=seed)
+
+
+@dataclass(frozen=True)
+class VisionEstimatorConfig:
+    """EfficientNet-lite0 part of ``estimator``: ``tasks`` tasks of ``n`` views from a pool of
+    ``photos`` (None: every shipped photograph) × ``per_photo`` augmented views."""
+
+    photos: tuple[str, ...] | None = None
+    per_photo: int = 200
+    tasks: int = 24
+    n: int = 1000
+    size: int = 224
+    batch: int = 32
+    seed: int = 0
+    sketch_dim: int = 4096
+    act_map: str = "auto"
+    error_map: str = "auto"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    speed_n: int = 2000
+    repeats: int = 3
+    exact_repeats: int = 3
+
+    def __post_init__(self) -> None:
+        _positive(self, "per_photo", "tasks", "n", "size", "batch", "speed_n", "repeats", "exact_repeats")
+        _sketch_dim(self.sketch_dim)
+        _seed(self.seed)
+        _maps(self.act_map, self.error_map)
+        _names(self.photos, "photos", 1)
+        if not self.seeds:
+            raise InputError("seeds must list at least one sketch seed")
+
+
+def _maps(act_map: str, error_map: str) -> None:
+    for side, kind in (("act_map", act_map), ("error_map", error_map)):
+        if kind not in MAP_CHOICES:
+            raise InputError(f"{side} must be one of {', '.join(MAP_CHOICES)}; got {kind!r}")
+
+
+@dataclass(frozen=True)
+class EstimatorConfig:
+    """``estimator``: sketch against exact alignments on SmolLM2 streams and EfficientNet tasks."""
+
+    parts: tuple[Literal["smollm2", "vision"], ...] = ("smollm2", "vision")
+    model: str = "smollm2"
+    domains: tuple[str, ...] = FULL_DOMAINS
+    # full: the sketch split only, 1,000 tokens per domain: the exact 20-task matrix at
+    # K = 49,152 costs O(T² n² (d + K)); quick: source-selection's sizes (cache hits), and
+    # the speed streams pool all three splits
+    tokens: TokenSplits = TokenSplits(1000)
+    sketch_dim: int = 4096
+    seeds: tuple[int, ...] = (0, 1, 2)
+    act_map: str = "auto"
+    error_map: str = "auto"
+    speed_n: int = 2000
+    repeats: int = 3
+    exact_repeats: int = 3
+    vision: VisionEstimatorConfig = VisionEstimatorConfig()
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.parts or len(set(self.parts)) != len(self.parts):
+            raise InputError(f"parts must list smollm2 and/or vision once each; got {list(self.parts)}")
+        _names(self.domains, "domains", 3)
+        _sketch_dim(self.sketch_dim)
+        _seed(self.seed)
+        _maps(self.act_map, self.error_map)
+        _positive(self, "speed_n", "repeats", "exact_repeats")
+        if not self.seeds:
+            raise InputError("seeds must list at least one sketch seed")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "EstimatorConfig":
+        seeds = (seed, seed + 1, seed + 2)
+        if not quick:
+            return cls(seeds=seeds, vision=VisionEstimatorConfig(seed=seed, seeds=seeds), seed=seed)
+        return cls(domains=QUICK_DOMAINS, tokens=TokenSplits(300, 400, 300), seeds=seeds, exact_repeats=1,
+                   vision=VisionEstimatorConfig(per_photo=64, tasks=8, n=300, seed=seed, seeds=seeds),
+                   seed=seed, quick=True)
+
+
+def _lab(quick: bool, seed: int) -> Any:
+    from updatescope.locallinear.lab import LabConfig, quick as quick_lab
+
+    lab = LabConfig(seed=seed)
+    return quick_lab(lab) if quick else lab
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    """``recovery``: the synthetic lab's recovery protocol and its analyses.  ``lab`` is a
+    :class:`updatescope.locallinear.lab.LabConfig` (set its fields as ``lab.recover_lr=...``)."""
+
+    lab: Any = field(default_factory=lambda: _lab(False, 0))
+    ks: tuple[int, ...] = (1, 2, 5, 10, 20, 30)  # subspace dimensions reported
+    batches_per_task: int = 10  # gradients per task in the rank and plane stacks
+    batch: int = 4  # sequences per gradient
+    krylov_k: int = 30
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self, "batches_per_task", "batch", "krylov_k")
+        _seed(self.seed)
+        if not self.ks or any(k < 1 for k in self.ks):
+            raise InputError(f"ks must be positive subspace dimensions, got {list(self.ks)}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "RecoveryConfig":
+        if quick:
+            return cls(lab=_lab(True, seed), batches_per_task=6, krylov_k=20, seed=seed, quick=True)
+        return cls(lab=_lab(False, seed), seed=seed)
+
+
+@dataclass(frozen=True)
+class RandomSearchConfig:
+    """``random-search``: Best-of-N in subspaces of the synthetic lab (``lab`` as in recovery)."""
+
+    lab: Any = field(default_factory=lambda: _lab(False, 0))
+    n_eval: int = 64  # sequences per task in each split
+    n_sweep: int = 32
+    n_curve: int = 128
+    reps: int = 4
+    r_sub: int = 10
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self, "n_eval", "n_sweep", "n_curve", "reps", "r_sub")
+        _seed(self.seed)
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "RandomSearchConfig":
+        if quick:
+            return cls(lab=_lab(True, seed), n_eval=32, n_sweep=16, n_curve=64, reps=2, seed=seed, quick=True)
+        return cls(lab=_lab(False, seed), seed=seed)
