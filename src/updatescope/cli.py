@@ -252,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "values read as JSON where they parse); the result JSON records the full config")
     e.add_argument("--json", action="store_true", help="also print the metrics")
     e.set_defaults(func=cmd_reproduce)
+
+    from updatescope.commands import register_all
+
+    register_all(sub)
     return p
 
 
