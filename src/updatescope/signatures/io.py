@@ -2,43 +2,86 @@
 
 Tensors: ``sums`` (2, 3, m) float64, ``diag`` (2, 3, G) float64, ``counts`` (2,) int64.
 Metadata: ``format`` ("updatescope-signature"), ``format_version``, ``library_version``,
-``config`` (JSON of SketchConfig), plus free-form strings (model, data description, token
-count).  Loading checks every shape and field and refuses anything else in one line.
+``config`` (JSON of SketchConfig), ``sha256`` (checksum of the config and the tensor
+bytes), plus free-form strings (model, data description, token count).
+
+Files are written by a small deterministic writer of the safetensors layout (8-byte
+little-endian header length, JSON header with sorted keys padded to 8 bytes, tensors in
+name order), so the same signature always gives the same bytes; the safetensors library
+itself serialises metadata in hash-map order.  Loading checks every shape and field, the
+checksum when present (files written before it existed still load), the value ranges
+(non-negative counts within int64 headroom, finite sums, non-negative squared norms
+consistent with the sums) and refuses anything else in one line.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import torch
 
 from updatescope._version import __version__
-from updatescope.errors import InputError, SignatureFileError
+from updatescope.errors import InputError, SignatureFileError, UpdatescopeError
 from updatescope.sketch.config import SketchConfig
 from updatescope.sketch.signature import N_BLOCKS, Signature
 
 FORMAT = "updatescope-signature"
 FORMAT_VERSION = 1
-_RESERVED = {"format", "format_version", "library_version", "config"}
+MAX_COUNT = 2**62  # total samples above this would overflow the int64 counts of a later merge
+_RESERVED = {"format", "format_version", "library_version", "config", "sha256"}
+_DTYPES = {torch.float64: "F64", torch.int64: "I64"}
+_CS_RTOL = 1e-2  # rounding slack of the Cauchy–Schwarz check (float32 or TF32 projections)
+
+
+def _checksum(config_json: str, tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 over the config JSON and, per tensor in name order, its name, dtype, shape and bytes."""
+    h = hashlib.sha256(config_json.encode("utf-8"))
+    for name in sorted(tensors):
+        t = tensors[name].contiguous().cpu()
+        h.update(f"\0{name}\0{_DTYPES.get(t.dtype, str(t.dtype))}\0{list(t.shape)}\0".encode())
+        h.update(t.numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes())
+    return h.hexdigest()
+
+
+def _serialize(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> bytes:
+    """The safetensors bytes of ``tensors`` and ``meta``, deterministically (sorted keys)."""
+    header: dict[str, object] = {"__metadata__": dict(sorted(meta.items()))}
+    blobs, offset = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous().cpu()
+        b = t.numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    return len(text).to_bytes(8, "little") + text + b"".join(blobs)
 
 
 def save_signature(sig: Signature, path: str | os.PathLike) -> Path:
-    """Write ``sig`` to ``path`` atomically (temporary file + rename).  Returns the path."""
-    from safetensors.torch import save_file
+    """Write ``sig`` to ``path`` atomically (unique temporary file + rename).  Returns the path.
 
+    The same signature (state, config and metadata) always gives byte-identical files.
+    """
     if not isinstance(sig, Signature):
         raise InputError(f"save_signature needs a Signature, got {type(sig).__name__}")
     path = Path(path)
+    config_json = json.dumps(sig.config.to_dict(), sort_keys=True)
+    tensors = {k: v.contiguous() for k, v in sig.state_dict().items()}
     meta = {k: str(v) for k, v in sig.meta.items() if k not in _RESERVED}
     meta.update(format=FORMAT, format_version=str(FORMAT_VERSION), library_version=__version__,
-                config=json.dumps(sig.config.to_dict(), sort_keys=True))
-    tensors = {k: v.contiguous() for k, v in sig.state_dict().items()}
+                config=config_json, sha256=_checksum(config_json, tensors))
     if path.parent and not path.parent.exists():
         raise InputError(f"output folder does not exist: {path.parent}")
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    data = _serialize(tensors, meta)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
     try:
-        save_file(tensors, str(tmp), metadata=meta)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -55,6 +98,10 @@ def load_signature(path: str | os.PathLike) -> Signature:
         raise SignatureFileError(f"signature file not found: {path}")
     if path.is_dir():
         raise SignatureFileError(f"expected a signature file, got a folder: {path}")
+    if not path.is_file():
+        raise SignatureFileError(f"not a regular file (a pipe, device or socket?): {path}")
+    if not os.access(path, os.R_OK):
+        raise SignatureFileError(f"signature file is not readable (permission denied): {path}")
     if path.stat().st_size == 0:
         raise SignatureFileError(f"signature file is empty: {path}")
     try:
@@ -64,18 +111,21 @@ def load_signature(path: str | os.PathLike) -> Signature:
     except Exception as exc:  # safetensors raises several types for corrupt/truncated files
         raise SignatureFileError(f"not a readable signature file (corrupt, truncated or another format): {path}") from exc
     if meta.get("format") != FORMAT:
-        raise SignatureFileError(f"not an updatescope signature (format={meta.get('format')!r}): {path}")
-    try:
-        version = int(meta.get("format_version", ""))
-    except ValueError:
-        raise SignatureFileError(f"signature has no valid format_version: {path}") from None
+        raise SignatureFileError(f"not an updatescope signature (format={str(meta.get('format'))[:40]!r}): {path}")
+    raw_version = meta.get("format_version", "")
+    if not (raw_version.isascii() and raw_version.isdigit()) or not 1 <= int(raw_version) <= 10**6:
+        raise SignatureFileError(f"signature has no valid format_version ({raw_version[:20]!r}): {path}")
+    version = int(raw_version)
     if version > FORMAT_VERSION:
         raise SignatureFileError(f"signature format {version} is newer than this updatescope supports "
                                  f"({FORMAT_VERSION}); upgrade updatescope: {path}")
     try:
-        config = SketchConfig.from_dict(json.loads(meta["config"]))
-    except (KeyError, ValueError, TypeError) as exc:
-        raise SignatureFileError(f"signature has an invalid config ({exc}): {path}") from None
+        raw_config = json.loads(meta["config"])
+        if not isinstance(raw_config, dict):
+            raise TypeError(f"config is a JSON {type(raw_config).__name__}, not an object")
+        config = SketchConfig.from_dict(raw_config)
+    except (KeyError, ValueError, TypeError, RecursionError, UpdatescopeError) as exc:
+        raise SignatureFileError(f"signature has an invalid config ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}): {path}") from None
     m = config.sketch_dim
     expected = {"sums": ((2, 3, m), torch.float64), "diag": ((2, 3, N_BLOCKS), torch.float64),
                 "counts": ((2,), torch.int64)}
@@ -86,11 +136,32 @@ def load_signature(path: str | os.PathLike) -> Signature:
         if tuple(t.shape) != shape or t.dtype != dtype:
             raise SignatureFileError(f"signature tensor {name!r} has shape {tuple(t.shape)} {t.dtype}, "
                                      f"expected {shape} {dtype}: {path}")
-    if not (torch.isfinite(tensors["sums"]).all() and torch.isfinite(tensors["diag"]).all()):
-        raise SignatureFileError(f"signature contains NaN or inf: {path}")
-    if bool((tensors["counts"] < 0).any()) or int(tensors["counts"].sum()) == 0:
-        raise SignatureFileError(f"signature has invalid sample counts {tensors['counts'].tolist()}: {path}")
-    if bool((tensors["diag"] < 0).any()):
-        raise SignatureFileError(f"signature has negative squared norms: {path}")
+    if set(tensors) != set(expected):
+        raise SignatureFileError(f"signature has unexpected tensors {sorted(set(tensors) - set(expected))}: {path}")
+    if "sha256" in meta and meta["sha256"] != _checksum(meta["config"], tensors):
+        raise SignatureFileError(f"signature checksum mismatch: the file was modified or damaged: {path}")
+    _check_ranges(tensors, path)
     extra = {k: v for k, v in meta.items() if k not in _RESERVED}
     return Signature(config, tensors["sums"].clone(), tensors["diag"].clone(), tensors["counts"].clone(), extra)
+
+
+def _check_ranges(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Refuse values no sketch can hold (one line naming the problem)."""
+    sums, diag = tensors["sums"], tensors["diag"]
+    counts = [int(c) for c in tensors["counts"].tolist()]  # Python ints: no wrap-around
+    if any(c < 0 for c in counts) or sum(counts) == 0 or sum(counts) > MAX_COUNT:
+        raise SignatureFileError(f"signature has invalid sample counts {counts} (each ≥ 0, total in 1..2^62): {path}")
+    if not (torch.isfinite(sums).all() and torch.isfinite(diag).all()):
+        raise SignatureFileError(f"signature contains NaN or inf: {path}")
+    if bool((diag < 0).any()):
+        raise SignatureFileError(f"signature has negative squared norms: {path}")
+    # Cauchy–Schwarz per half, kind and feature block: ‖Σ_i f_i‖² ≤ n Σ_i ‖f_i‖².  Computed
+    # after dividing by the largest entry so the squares cannot overflow.
+    g = diag.shape[-1]
+    c = torch.maximum(sums.abs().amax(-1), diag.amax(-1).sqrt()).clamp(min=1e-300)[..., None]  # (2, 3, 1)
+    lhs = (sums / c).square().view(2, 3, g, -1).sum(-1)
+    n = torch.tensor([float(x) for x in counts], dtype=torch.float64)[:, None, None]
+    rhs = n * diag / c.square()
+    if bool((lhs > rhs * (1 + _CS_RTOL) + 1e-12).any()):
+        raise SignatureFileError(f"signature sums are inconsistent with its counts and squared norms "
+                                 f"(corrupt or edited): {path}")

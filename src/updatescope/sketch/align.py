@@ -19,6 +19,12 @@ next-token errors.  Consequences:
   (NaN) and flagged as not trusted.
 ``exact_alignment(..., self_pairs=True)`` gives the cosine of the materialised empirical
 Fishers instead.
+
+Standard errors are calibrated for ±2·se ≈ 95% coverage (t-multiplier on the
+Satterthwaite degrees of freedom, see ``Alignment``); tests/test_trust_values.py checks
+the coverage over resampled data sets.  Every signature is divided by a per-kind scale
+before any square is formed and n(n−1) is computed in floating point, so sums near 1e300
+or counts above 3·10⁹ give the same values as ordinary ones.
 """
 from __future__ import annotations
 
@@ -35,13 +41,28 @@ from updatescope.sketch.signature import KINDS, Signature
 
 MIN_TRUSTED_COUNT = 64  # fewer samples per task than this: estimates flagged as not trusted
 MAX_TRUSTED_REL_SE = 0.5
+# TensorSketch features are FFT mixes of one count sketch, hence dependent across feature
+# blocks: the block jackknife then misjudges the sketch error.  Measured (K = 8192, m = 1024,
+# 150 resampled data sets): its error SE's sketch part is 3× the SRHT's for the same real
+# spread, ±2·SE covered the error 1.00 of the time (over-wide) and fisher was undefined in
+# many draws; at K ≈ 50k the error SE was 5× the real spread.  Values are therefore never trusted.
+COUNTSKETCH_WARNING = ("countsketch map: standard errors are not calibrated (error SE up to 5× the real "
+                       "spread, values often undefined at vocabulary scale); use the srht map")
+_Z975 = 1.959963984540054  # normal 97.5% quantile: the reference the t-multiplier is relative to
 
 
 @dataclass(frozen=True)
 class Alignment:
-    """Fisher alignment and its factors.  ``*_se`` are standard errors (0 for exact values):
-    the quadrature sum of the sketch error (block jackknife over random features) and the
-    sampling error (disagreement of the two stream halves); both parts are in ``se_parts``."""
+    """Fisher alignment and its factors.  ``*_se`` are standard errors (0 for exact values),
+    calibrated so that ``value ± 2·se`` is a ≈95% interval: the quadrature sum of the sketch
+    error (block jackknife over random features, G−1 degrees of freedom) and the sampling
+    error (disagreement of the stream halves, 1–2 degrees of freedom), multiplied by
+    t₀.₉₇₅(ν)/z₀.₉₇₅ with ν the Welch–Satterthwaite degrees of freedom of that sum.  With
+    few degrees of freedom this widens the error bar (up to ×6.5 at ν = 1) instead of
+    reporting a noisy standard error that covers the truth far less than 95% of the time.
+    The unscaled parts and ν are in ``se_parts``.  ``trusted`` is False whenever a value is
+    undefined, negative (impossible for a mean of non-negative kernels), has an undefined or
+    large standard error, or compares a signature with itself; ``warnings`` says which."""
 
     fisher: float
     activation: float
@@ -64,8 +85,9 @@ class Alignment:
 
 def _ratios(cross: Tensor, sq_s: Tensor, sq_t: Tensor) -> Tensor:
     """(fisher, activation, error, coupling) from cross terms and squared norms, each (..., 3)."""
-    den = (sq_s * sq_t).sqrt()
-    ok = (sq_s > 0) & (sq_t > 0)
+    # √a·√b, not √(a·b): the product of two squared norms can overflow where each is finite
+    den = sq_s.clamp(min=0).sqrt() * sq_t.clamp(min=0).sqrt()
+    ok = (sq_s > 0) & (sq_t > 0) & (den > 0) & torch.isfinite(den)
     v = torch.where(ok, cross / torch.where(ok, den, torch.ones_like(den)), torch.full_like(den, float("nan")))
     coupling = v[..., 0] / (v[..., 1] * v[..., 2])
     return torch.cat((v, coupling.unsqueeze(-1)), dim=-1)
@@ -74,7 +96,21 @@ def _ratios(cross: Tensor, sq_s: Tensor, sq_t: Tensor) -> Tensor:
 def _u_sq(sums_sq: Tensor, diag: Tensor, n: int) -> Tensor:
     if n < 2:
         return torch.full_like(sums_sq, float("nan"))
-    return (sums_sq - diag) / (n * (n - 1))
+    # n(n−1) as a float: as an integer it overflows int64 for n > 3·10⁹
+    return (sums_sq - diag) / (float(n) * float(n - 1))
+
+
+def _scaled(sig: Signature) -> tuple[Tensor, Tensor]:
+    """The signature's (sums (2, 3, m), diag (2, 3, G)) divided per kind by a common scale c_k.
+
+    Every ratio is invariant to a per-signature, per-kind scale (sums by c, diag and squared
+    norms by c²), and dividing first keeps every later square finite: sums near 1e300 would
+    otherwise overflow to inf and turn a value into 0 or NaN.
+    """
+    sums, diag = sig.sums.to(torch.float64), sig.diag.to(torch.float64)
+    c = torch.maximum(sums.abs().amax(dim=(0, 2)), diag.amax(dim=(0, 2)).sqrt())  # (3,)
+    c = torch.where((c > 0) & torch.isfinite(c), c, torch.ones_like(c))
+    return sums / c[None, :, None], diag / c[None, :, None].square()
 
 
 def _estimate(ss: Tensor, ds: Tensor, ns: int, st: Tensor, dt: Tensor, nt: int, blocks: int) -> tuple[Tensor, Tensor]:
@@ -84,7 +120,7 @@ def _estimate(ss: Tensor, ds: Tensor, ns: int, st: Tensor, dt: Tensor, nt: int, 
     """
     m = ss.shape[-1]
     g = blocks
-    cross_b = (ss * st).view(3, g, m // g).sum(-1) / (ns * nt)  # (3, G)
+    cross_b = (ss * st).view(3, g, m // g).sum(-1) / (float(ns) * float(nt))  # (3, G)
     sqs_b = (ss * ss).view(3, g, m // g).sum(-1)
     sqt_b = (st * st).view(3, g, m // g).sum(-1)
     full = _ratios(cross_b.sum(-1), _u_sq(sqs_b.sum(-1), ds.sum(-1), ns), _u_sq(sqt_b.sum(-1), dt.sum(-1), nt))
@@ -95,6 +131,40 @@ def _estimate(ss: Tensor, ds: Tensor, ns: int, st: Tensor, dt: Tensor, nt: int, 
     return full, loo
 
 
+def _t975(nu: Tensor) -> Tensor:
+    """Student-t 97.5% quantile for (possibly fractional) degrees of freedom ν ≥ 1.  (k,) -> (k,)"""
+    from scipy.special import stdtrit
+
+    nu = nu.clamp(min=1.0)
+    out = torch.tensor([float(stdtrit(float(v), 0.975)) if math.isfinite(float(v)) else _Z975 for v in nu],
+                       dtype=torch.float64)
+    return torch.where(torch.isfinite(nu), out, torch.full_like(out, _Z975))
+
+
+def _sampling_variance(sig_s: Signature, sig_t: Signature, scaled_s: tuple[Tensor, Tensor],
+                       scaled_t: tuple[Tensor, Tensor], g: int) -> tuple[Tensor, Tensor]:
+    """Sampling variances of the estimate due to the source and to the target stream, (4,) each.
+
+    Each stream is stored as two independent halves, so θ_hk (source half h, target half k)
+    are four half-size estimates.  In θ_hk ≈ θ + f_h + g_k, var(f_0 − f_1) = 2·var_half(f) =
+    4·var_full(f), so v_S = d_S²/4 with d_S = mean_k(θ_0k − θ_1k), and likewise v_T: one
+    degree of freedom each (the old |θ_00 − θ_11|/2 mixed both into a single one).
+    NaN when a half has fewer than 2 samples.
+    """
+    (ss, ds), (st, dt) = scaled_s, scaled_t
+    th = {}
+    for h in (0, 1):
+        for k in (0, 1):
+            nsh, ntk = int(sig_s.counts[h]), int(sig_t.counts[k])
+            if nsh < 2 or ntk < 2:
+                nan = torch.full((4,), float("nan"), dtype=torch.float64)
+                return nan, nan
+            th[h, k] = _estimate(ss[h], ds[h], nsh, st[k], dt[k], ntk, g)[0]
+    d_s = ((th[0, 0] - th[1, 0]) + (th[0, 1] - th[1, 1])) / 2
+    d_t = ((th[0, 0] - th[0, 1]) + (th[1, 0] - th[1, 1])) / 2
+    return d_s.square() / 4, d_t.square() / 4
+
+
 def alignment(sig_s: Signature, sig_t: Signature) -> Alignment:
     """Estimated Fisher alignment of a source and a target signature (same config required)."""
     if not isinstance(sig_s, Signature) or not isinstance(sig_t, Signature):
@@ -102,34 +172,46 @@ def alignment(sig_s: Signature, sig_t: Signature) -> Alignment:
     sig_s.config.check_compatible(sig_t.config)
     g = sig_s.diag.shape[-1]
     ns, nt = sig_s.count, sig_t.count
-    (ss, ds), (st, dt) = sig_s.total(), sig_t.total()
+    scaled_s, scaled_t = _scaled(sig_s), _scaled(sig_t)
+    ss, ds = scaled_s[0].sum(0), scaled_s[1].sum(0)
+    st, dt = scaled_t[0].sum(0), scaled_t[1].sum(0)
     est, loo = _estimate(ss, ds, ns, st, dt, nt, g)
-    # block jackknife: se² = (G-1)/G Σ_b (θ_-b − mean θ_-)²
-    se_sketch = ((g - 1) / g * ((loo - loo.mean(0)) ** 2).sum(0)).sqrt()
-    # sampling: the two halves of each stream give two independent half-size estimates;
-    # var(full) ≈ var(half)/2 and var(θ_A − θ_B) = 2 var(half), so se ≈ |θ_A − θ_B| / 2.
-    halves = []
-    for h in (0, 1):
-        nsh, nth = int(sig_s.counts[h]), int(sig_t.counts[h])
-        if nsh >= 2 and nth >= 2:
-            halves.append(_estimate(sig_s.sums[h], sig_s.diag[h], nsh, sig_t.sums[h], sig_t.diag[h], nth, g)[0])
-    se_sampling = (halves[0] - halves[1]).abs() / 2 if len(halves) == 2 else torch.full((4,), float("nan"))
-    se_total = (se_sketch**2 + torch.nan_to_num(se_sampling, nan=0.0) ** 2).sqrt()
+    # block jackknife: se² = (G-1)/G Σ_b (θ_-b − mean θ_-)², G−1 degrees of freedom
+    var_sketch = (g - 1) / g * ((loo - loo.mean(0)) ** 2).sum(0)
+    var_s, var_t = _sampling_variance(sig_s, sig_t, scaled_s, scaled_t, g)
+    var_total = var_sketch + var_s + var_t
+    # Welch–Satterthwaite degrees of freedom of the sum; 0/0 (all parts 0) means no noise seen
+    den = var_sketch.square() / max(g - 1, 1) + var_s.square() + var_t.square()
+    nu = torch.where(den > 0, var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
+                     torch.full_like(den, float("inf")))
+    se_total = var_total.sqrt() * _t975(nu) / _Z975
 
     warnings = []
+    if sig_s.same_state(sig_t):
+        warnings.append("source and target are the same signature: the cross term pairs every sample with "
+                        "itself, so the value is not a similarity")
+    if "countsketch" in (sig_s.config.act_map, sig_s.config.error_map):
+        warnings.append(COUNTSKETCH_WARNING)
     if min(ns, nt) < MIN_TRUSTED_COUNT:
         warnings.append(f"few samples ({min(ns, nt)} < {MIN_TRUSTED_COUNT})")
     for i, name in enumerate(KINDS):
-        if not math.isfinite(float(est[i])):
+        v, se = float(est[i]), float(se_total[i])
+        if not math.isfinite(v):
             warnings.append(f"{name}: non-positive norm estimate, value undefined")
-        elif abs(float(se_total[i])) > MAX_TRUSTED_REL_SE * max(abs(float(est[i])), 1e-12):
-            warnings.append(f"{name}: standard error {float(se_total[i]):.3g} is large relative to the value")
+        elif not math.isfinite(se):
+            warnings.append(f"{name}: standard error undefined (a stream half has fewer than 2 samples)")
+        elif v < 0:
+            warnings.append(f"{name}: negative estimate {v:.3g}, impossible for a mean of non-negative "
+                            "kernels: noise dominates")
+        elif se > MAX_TRUSTED_REL_SE * max(abs(v), 1e-12):
+            warnings.append(f"{name}: standard error {se:.3g} is large relative to the value")
     names = (*KINDS, "coupling")
     return Alignment(
         *[float(v) for v in est], *[float(v) for v in se_total],
         n_source=ns, n_target=nt, exact=False, trusted=not warnings, warnings=tuple(warnings),
-        se_parts={"sketch": dict(zip(names, se_sketch.tolist())),
-                  "sampling": dict(zip(names, se_sampling.tolist()))},
+        se_parts={"sketch": dict(zip(names, var_sketch.sqrt().tolist())),
+                  "sampling": dict(zip(names, (var_s + var_t).sqrt().tolist())),
+                  "dof": dict(zip(names, nu.tolist()))},
     )
 
 
@@ -240,9 +322,9 @@ def alignment_matrix(sigs: "list[Signature]") -> dict[str, Tensor]:
         raise InputError("alignment_matrix needs at least one signature")
     for s in sigs[1:]:
         sigs[0].config.check_compatible(s.config)
-    totals = [s.total() for s in sigs]
+    totals = [(sc[0].sum(0), sc[1].sum(0)) for sc in map(_scaled, sigs)]  # scaled: no overflow
     sums = torch.stack([t[0] for t in totals])  # (T, 3, m)
-    counts = torch.tensor([s.count for s in sigs], dtype=torch.float64)
+    counts = torch.tensor([float(s.count) for s in sigs], dtype=torch.float64)
     means = sums / counts[:, None, None]
     sq = torch.stack([_u_sq((t[0] * t[0]).sum(-1), t[1].sum(-1), s.count) for t, s in zip(totals, sigs)])  # (T, 3)
     cross = torch.einsum("akm,bkm->abk", means, means)  # (T, T, 3)

@@ -35,8 +35,25 @@ class Signature:
 
     @property
     def count(self) -> int:
-        """Number of samples (tokens or examples) sketched."""
-        return int(self.counts.sum())
+        """Number of samples (tokens or examples) sketched.  Summed as Python integers: an
+        int64 tensor sum wraps to a negative number for counts near 2⁶²."""
+        return sum(int(c) for c in self.counts.tolist())
+
+    def same_state(self, other: "Signature") -> bool:
+        """True when ``other`` holds exactly the same accumulated state (the same data
+        sketched with the same config), e.g. a target passed again as its own source."""
+        if other is self:
+            return True
+        return (isinstance(other, Signature) and self.config == other.config
+                and torch.equal(self.counts, other.counts) and torch.equal(self.sums, other.sums)
+                and torch.equal(self.diag, other.diag))
+
+    def _scaled_total(self) -> tuple[Tensor, Tensor, Tensor]:
+        """(sums (3, m) / c, diag (3, G) / c², c (3,)): per-kind scale c so squares cannot overflow."""
+        s, d = self.total()
+        c = torch.maximum(s.abs().amax(-1), d.amax(-1).sqrt())
+        c = torch.where((c > 0) & torch.isfinite(c), c, torch.ones_like(c))
+        return s / c[:, None], d / c[:, None].square(), c
 
     def total(self) -> tuple[Tensor, Tensor]:
         """(Σ over both halves of the feature sums (3, m), of the diagonal blocks (3, G))."""
@@ -49,20 +66,22 @@ class Signature:
         for k(x_i, x_i') over the random basis, so the self-pairs (which inflate the
         plug-in norm by O(1/n)) are removed without adding their random-feature noise.
         """
-        s, d = self.total()
+        s, d, c = self._scaled_total()
         n = self.count
         if n < 2:
             return torch.full((3,), float("nan"), dtype=torch.float64)
-        return ((s * s).sum(-1) - d.sum(-1)) / (n * (n - 1))
+        # scaled before squaring (sums near 1e300 would overflow), n(n−1) as a float (int64 overflows)
+        return ((s * s).sum(-1) - d.sum(-1)) / (float(n) * float(n - 1)) * c.square()
 
     def vector(self) -> Tensor:
         """The compact float32 signature: the joint mean embedding divided by its
         unbiased norm, so ``a.vector() @ b.vector()`` is the fisher alignment.  (m,)  16 KB at m=4096."""
-        s, _ = self.total()
-        nrm = self.sq_norm()[0]
+        s, d, _ = self._scaled_total()
+        n = self.count
+        nrm = ((s[0] * s[0]).sum() - d[0].sum()) / (float(n) * float(n - 1)) if n >= 2 else torch.tensor(float("nan"))
         if not bool(nrm > 0):
             return torch.full((self.config.sketch_dim,), float("nan"))
-        return (s[0] / (self.count * nrm.sqrt())).to(torch.float32)
+        return (s[0] / (float(n) * nrm.sqrt())).to(torch.float32)
 
     def state_dict(self) -> dict[str, Tensor]:
         return {"sums": self.sums.clone(), "diag": self.diag.clone(), "counts": self.counts.clone()}
