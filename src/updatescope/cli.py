@@ -143,7 +143,9 @@ def cmd_domains(args: argparse.Namespace) -> int:
             raise UpdatescopeError("--export needs --out FILE.jsonl")
         out = _check_out_file(args.out)
         docs = load_domain(args.export, split=args.split)
-        _write_text_atomic(out, "".join(json.dumps({"text": d}) + "\n" for d in docs))
+        from updatescope.records import write_text_atomic
+
+        write_text_atomic("".join(json.dumps({"text": d}) + "\n" for d in docs), out)
         print(f"wrote {out}: {len(docs)} documents of domain {args.export} ({args.split} split)")
         return 0
     infos = list_domains(args.family)
@@ -171,21 +173,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(record["metrics"])
     return 0
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    """Write through a unique temporary file in the same folder and rename; nothing is left
-    behind on failure (a full disk, an interrupt)."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["env_info", "make_record", "write_json_atomic", "to_json", "json_default", "portable_command",
-           "portable_config"]
+           "portable_config", "write_text_atomic"]
 
 
 def env_info() -> dict[str, Any]:
@@ -129,12 +129,11 @@ def to_json(obj: Any, *, strict: bool = False, indent: int | None = 2) -> str:
     return json.dumps(obj, indent=indent, default=json_default)
 
 
-def write_json_atomic(obj: Any, path: str | os.PathLike) -> Path:
-    """Write JSON through a uniquely named temporary file in the same folder, then rename,
-    so no half-written file is left and concurrent writers never share a temporary name."""
+def write_text_atomic(text: str, path: str | os.PathLike) -> Path:
+    """Write ``text`` through a uniquely named temporary file in the same folder, then rename:
+    no half-written file is left behind (a full disk, an interrupt) and concurrent writers
+    never share a temporary name."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = to_json(obj) + "\n"  # serialise first: an unserialisable value leaves nothing behind
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -144,3 +143,10 @@ def write_json_atomic(obj: Any, path: str | os.PathLike) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_json_atomic(obj: Any, path: str | os.PathLike) -> Path:
+    """JSON of ``obj`` written atomically (:func:`write_text_atomic`); the folder is created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(to_json(obj) + "\n", path)  # serialised first: a bad value leaves nothing
