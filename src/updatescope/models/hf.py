@@ -58,10 +58,27 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
         if not (path / "config.json").is_file():
             raise InputError(f"not a model folder: {spec} (no config.json)")
         root = str(path)
+    # transformers logs a loading report of a line per parameter when weights do not fit; the
+    # one-line error below says what matters, so its logger is quieted for this call only
+    tlog = transformers.utils.logging
+    verbosity, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(root, dtype=dtype, **kwargs)
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(root, dtype=dtype, output_loading_info=True,
+                                                                        **kwargs)
     except Exception as exc:  # transformers raises many types; the user needs one line
         raise InputError(f"cannot load a causal LM from {spec}: {_first_line(exc)}") from exc
+    finally:
+        tlog.set_verbosity(verbosity)
+        if bars:
+            tlog.enable_progress_bar()
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        # randomly initialised parameters: the folder's weights do not fit its config (another
+        # architecture, a truncated checkpoint); every number computed from it would be noise
+        raise InputError(f"the weights in {spec} do not cover the model its config.json describes: {len(missing)} "
+                         f"parameter(s) missing, e.g. {missing[0]}")
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(root, **kwargs)
     except Exception as exc:

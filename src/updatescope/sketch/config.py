@@ -1,6 +1,7 @@
 """The sketch configuration: the compatibility key of every signature."""
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -48,6 +49,10 @@ class SketchConfig:
     fingerprint: str = ""
 
     def __post_init__(self) -> None:
+        for name in ("act_dim", "out_dim", "sketch_dim", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, int)) and hasattr(value, "__index__"):
+                object.__setattr__(self, name, operator.index(value))  # numpy and torch integers
         for name in ("act_dim", "out_dim", "sketch_dim"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor
 
+from updatescope.devices import resolve_device
 from updatescope.errors import InputError
 from updatescope.sketch.config import SketchConfig
 from updatescope.sketch.inputs import (as_tensor, check_2d, check_finite, compute_dtype, error_dtype, kept_rows,
@@ -104,7 +105,7 @@ class FisherSketch:
                 raise InputError("FisherSketch needs act_dim and out_dim (or config=)")
             config = SketchConfig(act_dim, out_dim, sketch_dim, seed, act_map, error_map, fingerprint)
         self.config = config
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         m = config.sketch_dim
         self._sums = torch.zeros(2, 3, m, dtype=torch.float64, device=self.device)
         self._diag = torch.zeros(2, 3, N_BLOCKS, dtype=torch.float64, device=self.device)

@@ -11,18 +11,21 @@ from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 
 
-
 def as_tensor(x: Any, name: str) -> Tensor:
     """torch or numpy (or nested lists) -> a floating torch tensor, without copying torch input."""
-    if isinstance(x, Tensor):
-        t = x
-    elif isinstance(x, np.ndarray):
-        t = torch.from_numpy(np.ascontiguousarray(x))
-    else:
-        try:
+    try:
+        if isinstance(x, Tensor):
+            t = x
+        elif isinstance(x, np.ndarray):
+            t = torch.from_numpy(np.ascontiguousarray(x))
+        else:
             t = torch.as_tensor(x)
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"{name} must be a tensor or array, got {type(x).__name__}") from exc
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise InputError(f"{name} must be a real tensor or array, got {type(x).__name__} "
+                         f"({getattr(x, 'dtype', 'no dtype')})") from exc
+    if t.is_complex():
+        # the imaginary part would be dropped silently by a cast to a real dtype
+        raise InputError(f"{name} is complex ({t.dtype}); the sketch takes real values")
     if not t.is_floating_point():
         t = t.to(torch.float32)
     return t.detach()  # the sketch is a statistic of the data, never part of a graph
