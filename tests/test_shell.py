@@ -109,3 +109,38 @@ def test_library_sets_no_global_state(tmp_path, monkeypatch):
                     recover_steps=2, dense_steps=2, snapshot_every=2, eval_n=4)
     synthetic_recovery(lab)
     assert torch.equal(torch.rand(3), expected) and torch.get_num_threads() == threads
+
+
+def test_imports_run_one_way():
+    """Nothing below the shell imports the shell (experiments, report, demo, cli, commands),
+    and the torch-free base imports nothing of ours but the base."""
+    import ast
+    from pathlib import Path
+
+    import updatescope
+
+    root = Path(updatescope.__file__).parent
+    shell = ("updatescope.experiments", "updatescope.report", "updatescope.demo", "updatescope.cli",
+             "updatescope.commands", "updatescope.__main__")
+    base = {"constants", "paths", "errors", "_version", "records", "__init__"}
+    problems = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).with_suffix("")
+        module = "updatescope." + ".".join(rel.parts)
+        in_shell = module.startswith(shell)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                if not name.startswith("updatescope"):
+                    continue
+                if not in_shell and name.startswith(shell):
+                    problems.append(f"{module} imports {name}")
+                if rel.parts[0] in base and len(rel.parts) == 1 and rel.parts[0] != "__init__":
+                    top = name.split(".")[1] if "." in name else ""
+                    if top and top not in base:
+                        problems.append(f"base module {module} imports {name}")
+    assert not problems, problems
