@@ -8,6 +8,7 @@ paths, metadata) is escaped, so it is never read as rich markup.
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["fmt", "make_console", "print_ranking", "print_method_table", "print_correlation_table",
@@ -35,10 +36,18 @@ def make_console(console: Any = None) -> Any:
     return console if console is not None else Console()
 
 
+def _printable(text: str) -> str:
+    """Control and format characters (ANSI escapes, bidi overrides, NUL) shown as ``\\xNN``
+    / ``\\uNNNN`` instead of acting on the terminal."""
+    return "".join(ch if unicodedata.category(ch) not in ("Cc", "Cf") or ch == "\t"
+                   else (f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}") for ch in text)
+
+
 def _esc(text: Any) -> str:
+    """Text from files, safe for a rich console: printable, and never read as markup."""
     from rich.markup import escape
 
-    return escape(str(text))
+    return escape(_printable(str(text)))
 
 
 def _table(title: str, columns: Sequence[str], right: Iterable[str] = ()) -> Any:
