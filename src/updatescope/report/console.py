@@ -71,23 +71,29 @@ def print_rows(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
 
 
 def print_ranking(ranking: Any, console: Any = None) -> None:
-    """The ranked table for one target; notes go below the table on narrow terminals."""
+    """The ranked table for one target.  On terminals narrower than :data:`WIDE` the coupling
+    and sample-count columns are dropped, values print as ``0.457±0.060`` and the notes move
+    below the table, so every cell fits on one line at 80 columns."""
     console = make_console(console)
     wide = console.width >= WIDE
-    cols = ["rank", "source", "fisher", "activation-only", "error-only", "coupling", "n"] + (["note"] if wide else [])
+    sep = " ± " if wide else "±"
+    cols = ["rank", "source", "fisher", "activation-only", "error-only"]
+    cols += ["coupling", "n", "note"] if wide else []
     t = _table(f"sources for target '{ranking.target}' — regime: {ranking.regime}", cols, right=("rank", "n"))
     notes = []
     for i, r in enumerate(ranking.rows, 1):
-        cells = [str(i), _esc(r.source), fmt(r.fisher, r.fisher_se), fmt(r.activation, r.activation_se),
-                 fmt(r.error, r.error_se), fmt(r.coupling, r.coupling_se), str(r.n_source)]
+        cells = [str(i), _esc(r.source), *(fmt(v, s).replace(" ± ", sep) for v, s in (
+            (r.fisher, r.fisher_se), (r.activation, r.activation_se), (r.error, r.error_se)))]
         if wide:
-            cells.append(_esc(r.note))
+            cells += [fmt(r.coupling, r.coupling_se), str(r.n_source), _esc(r.note)]
         elif r.note:
             notes.append(f"  {i}. {_esc(r.note)}")
         t.add_row(*cells)
     console.print(t)
     for line in notes:
         console.print(line)
+    for name, why in dict(getattr(ranking, "skipped", {})).items():
+        console.print(f"  not ranked: {_esc(name)} ({_esc(why)})")
     console.print(f"  {_esc(ranking.explanation)}")
 
 
