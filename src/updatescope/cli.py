@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from updatescope._version import __version__
-from updatescope.constants import MAP_CHOICES
+from updatescope.constants import DTYPE_CHOICES, MAP_CHOICES
 from updatescope.errors import UpdatescopeError
 
 EXIT_USER_ERROR = 2
@@ -47,12 +47,22 @@ def _positive(name: str, value: int | None) -> None:
 
 
 # ------------------------------------------------------------------ commands
-def cmd_sketch(args: argparse.Namespace) -> int:
-    from updatescope.data.textfiles import read_corpus
-    from updatescope.models.hf import load_causal_lm
-    from updatescope.signatures.build import sketch_causal_lm
-    from updatescope.signatures.io import save_signature
+def _sketch_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """(rows or documents, Columns or None, data description), read and validated before the
+    model loads.  Plain text and JSONL with a 'text' field keep the ``textfiles`` rules."""
+    from updatescope.data.formats import Columns, read_examples
 
+    columns = Columns(args.text_column, args.prompt_column, args.completion_column, args.messages_column)
+    desc = ",".join(Path(p).name for p in args.data)
+    tables = (".csv", ".json", ".parquet", ".arrow")
+    if not columns.names and not any(Path(p).is_dir() or Path(p).suffix.lower() in tables for p in args.data):
+        from updatescope.data.textfiles import read_corpus
+
+        return read_corpus(args.data), None, desc
+    return read_examples(args.data, columns), columns, desc
+
+
+def cmd_sketch(args: argparse.Namespace) -> int:
     from updatescope.constants import check_sketch_dim
 
     # every flag and path is checked before the data is read and the model loads
@@ -61,19 +71,56 @@ def cmd_sketch(args: argparse.Namespace) -> int:
         raise UpdatescopeError(f"--seed must be in [0, 2^63), got {args.seed}")
     _positive("--max-tokens", args.max_tokens)
     _positive("--token-budget", args.token_budget)
+    _positive("--checkpoint-every", args.checkpoint_every)
+    from updatescope.distributed import init_from_env, rank_and_world, resolve_device
+    from updatescope.signatures.build import checkpoint_path
+
+    rank, world = rank_and_world()
     out = _check_out_file(args.out, inputs=args.data)
-    texts = read_corpus(args.data)  # validates every file before the model loads
-    model, tok = load_causal_lm(args.model, dtype=args.dtype)
-    t0 = time.perf_counter()
-    sig = sketch_causal_lm(model, tok, texts, sketch_dim=args.sketch_dim, seed=args.seed,
-                           max_tokens=args.max_tokens, token_budget=args.token_budget,
-                           act_map=args.act_map, error_map=args.error_map,
-                           progress=not args.quiet, meta={"data": ",".join(Path(p).name for p in args.data),
-                                                          "name": args.name or out.stem.split(".")[0]})
-    save_signature(sig, out)
-    dt = time.perf_counter() - t0
-    print(f"wrote {out}: {sig.count} tokens, sketch_dim {sig.config.sketch_dim}, "
-          f"{sig.count / max(dt, 1e-9):.0f} tokens/s")
+    ckpt = checkpoint_path(out) if (args.checkpoint_every or args.resume) else None
+    if world > 1 and ckpt is not None:
+        raise UpdatescopeError("--checkpoint-every/--resume run in a single process; under torchrun, sketch "
+                               "shards separately with checkpoints and join them with 'updatescope merge'")
+    if args.resume and not ckpt.exists():
+        raise UpdatescopeError(f"--resume: no checkpoint at {ckpt} (run with --checkpoint-every N first)")
+    device = resolve_device(args.device)
+    rows, columns, desc = _sketch_inputs(args)  # validates every file before the model loads
+
+    from updatescope.data.formats import to_examples
+    from updatescope.models.hf import load_causal_lm
+    from updatescope.signatures.build import sketch_corpus
+    from updatescope.signatures.io import save_signature
+
+    created = init_from_env(device)
+    try:
+        model, tok = load_causal_lm(args.model, dtype=args.dtype)
+        model.to(device)
+        texts, positions = (rows, None) if columns is None else to_examples(rows, columns, tok)
+        meta = {"data": desc, "name": args.name or out.name.split(".")[0], "dtype": args.dtype}
+        if columns is not None:
+            meta["columns"] = columns.describe()
+        t0 = time.perf_counter()
+        sig = sketch_corpus(model, tok, texts, positions=positions, sketch_dim=args.sketch_dim, seed=args.seed,
+                            max_tokens=args.max_tokens, token_budget=args.token_budget, act_map=args.act_map,
+                            error_map=args.error_map, checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
+                            resume=args.resume, progress=not args.quiet, meta=meta)
+        dt = time.perf_counter() - t0
+        if rank == 0:
+            save_signature(sig, out)
+            if ckpt is not None:
+                ckpt.unlink(missing_ok=True)  # the run is complete: its checkpoint is spent
+            ranks = f" on {world} ranks" if world > 1 else ""
+            print(f"wrote {out}: {sig.count} tokens, sketch_dim {sig.config.sketch_dim}, "
+                  f"{sig.count / max(dt, 1e-9):.0f} tokens/s{ranks}")
+        if created:
+            import torch.distributed as dist
+
+            dist.barrier()  # rank 0 has written before anyone leaves (not on error: no collective to meet)
+    finally:
+        if created:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
     return 0
 
 
@@ -184,13 +231,25 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sketch", help="sketch a corpus into a signature file (forward passes only)")
     s.add_argument("--model", required=True, help="'smollm2' (packaged) or a local HF model folder")
     s.add_argument("--data", required=True, nargs="+", help="text files (one document per line, blank-line "
-                   "paragraphs) or JSONL with a 'text' field")
+                   "paragraphs), JSONL with a 'text' field, or tables (JSON, CSV, parquet, arrow, a datasets "
+                   "folder) with the column options below")
     s.add_argument("--out", required=True, help="output signature (.safetensors)")
     s.add_argument("--max-tokens", type=int, default=None, help="stop after this many tokens")
     s.add_argument("--sketch-dim", type=int, default=4096)
     s.add_argument("--seed", type=int, default=0, help="random basis; must match across compared signatures")
     s.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
-    s.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="forward precision")
+    s.add_argument("--dtype", default="float32", choices=list(DTYPE_CHOICES), help="model weights' precision")
+    s.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (under torchrun, cuda means "
+                   "cuda:LOCAL_RANK)")
+    s.add_argument("--text-column", default=None, help="column of documents in a table (default 'text')")
+    s.add_argument("--prompt-column", default=None, help="with --completion-column: count completion tokens only")
+    s.add_argument("--completion-column", default=None)
+    s.add_argument("--messages-column", default=None, help="chat column rendered with the tokenizer's chat "
+                   "template; counts assistant turns only")
+    s.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                   help="write the state and position to OUT.ckpt after every N documents (atomic)")
+    s.add_argument("--resume", action="store_true", help="continue from OUT.ckpt; gives the same file as an "
+                   "uninterrupted run with the same flags")
     s.add_argument("--act-map", default="auto", choices=[k for k in MAP_CHOICES if k != "countsketch"],
                    help="activation-side projection (auto: dense up to width 1,024, block SRHT beyond)")
     s.add_argument("--error-map", default="auto", choices=list(MAP_CHOICES),

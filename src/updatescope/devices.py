@@ -1,11 +1,13 @@
 """Device names users give (``--device``, ``device=``) turned into torch devices, checked.
 
-``auto`` is the first CUDA device when one is present, else the CPU.  Asking for a device
+``auto`` is CUDA when present, else the CPU; a bare ``cuda`` (and ``auto`` on a GPU machine)
+is ``cuda:LOCAL_RANK`` under torchrun, one GPU per rank, else ``cuda:0``.  Asking for a device
 this machine does not have is a one-line ``InputError``, never a bare assertion from deep
 inside torch.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -27,7 +29,7 @@ def resolve_device(spec: Any = "cpu") -> torch.device:
     else:
         raise InputError(f"device must be a string ({DEVICE_HELP}), got {type(spec).__name__}")
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cpu":
         return torch.device("cpu")
     m = re.fullmatch(r"cuda(?::(\d+))?", name)
@@ -35,7 +37,8 @@ def resolve_device(spec: Any = "cpu") -> torch.device:
         raise InputError(f"unknown device {spec!r}: use {DEVICE_HELP}")
     if not torch.cuda.is_available():
         raise InputError(f"device {spec!r} was asked for, but this torch build or machine has no CUDA device")
-    index = int(m.group(1) or 0)
-    if index >= torch.cuda.device_count():
-        raise InputError(f"device {spec!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    count = torch.cuda.device_count()
+    index = int(m.group(1)) if m.group(1) is not None else int(os.environ.get("LOCAL_RANK", "0")) % count
+    if index >= count:
+        raise InputError(f"device {spec!r} does not exist: this machine has {count} CUDA device(s)")
     return torch.device("cuda", index)
