@@ -6,21 +6,51 @@ import pytest
 
 from _tiny_lm import reproduce
 
+
+def _table_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "locallinear_table.py"
+    spec = importlib.util.spec_from_file_location("locallinear_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 TINY = {"model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3}, "mt_steps": 40, "forget_cap": 30,
         "recover_steps": 30, "dense_steps": 10, "snapshot_every": 10, "eval_n": 32}
 
 
 def test_recovery_experiment_writes_json_and_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
-    res = reproduce("recovery", tmp_path, {"lab": TINY, "batches_per_task": 3, "krylov_k": 5, "ks": [1, 2, 5]})
+    lab = {**TINY, "hessian_n": 8, "power_iters": 5}
+    res = reproduce("recovery", tmp_path, {"lab": lab, "seeds": 2, "batches_per_task": 2, "plane_n": 8, "rank_n": 6,
+                                           "krylov_k": 5, "drift_steps": [1, 5, 10, 20, 30]})
     assert set(res) == {"name", "config", "metrics", "env", "seconds"}
-    m = res["metrics"]
-    assert m["drift_overlap"]["0"] == pytest.approx(1.0, abs=1e-9)  # same batches, same point
-    curve = m["capture_curves"]["trajectory_prefix"]
+    m, s = res["metrics"], res["metrics"]["summary"]
+    assert len(m["replicates"]) == 2 and s["curve.prefix"]["n"] == 2 and s["curve.prefix"]["se"] is not None
+    rep0, rep1 = m["replicates"]
+    assert rep0["delta_norm"] != rep1["delta_norm"]  # replicates see different batches
+    st = rep0["stability"]
+    # the automatic step is eta = eta_lambda / lambda_max(theta_forg)
+    assert st["eta_lambda_forg"] == pytest.approx(1.0) and st["recover_lr"] * st["lambda_max_forg"] == pytest.approx(1.0)
+    assert len(rep0["step_norms"]) == 30 and min(rep0["step_norms"]) > 0
+    curve = s["curve.prefix"]["mean"]
     assert all(b >= a - 1e-12 for a, b in zip(curve, curve[1:]))  # nested bases: monotone
+    # full-batch GD's first step is -eta g_0, inside K_1 = span{g_0}
+    assert rep0["krylov"]["gd_capture"][0] == pytest.approx(1.0, abs=1e-5)
+    assert rep0["krylov"]["gd_overlap"][0] == pytest.approx(1.0, abs=1e-5)
+    assert rep0["krylov"]["sgd_capture"][0] < 0.999  # a minibatch step is not along the full-batch g_0
+    assert 0 < rep0["task_plane"]["resample_floor"] <= 1 + 1e-9
+    assert s["drift.normalised"]["mean"][0] == pytest.approx(s["drift.overlap"]["mean"][0] / s["task_plane.resample_floor"]["mean"], rel=0.5)
+    rank = rep0["rank"]["copy"]
+    assert rank["task"]["n"] == 6 and rank["gaussian"]["n"] == 6
     assert json.loads((tmp_path / "recovery.json").read_text())["name"] == "recovery"
     assert res["config"]["lab"]["model"]["d_model"] == 32
-    for fig in ("recovery_capture.png", "recovery_drift.png", "recovery_rank.png", "recovery_training.png"):
+    table = "\n".join(_table_script().recovery_table(m))  # the docs script reads this record shape
+    assert "trajectory prefix captures" in table and "Krylov" in table
+    for fig in ("recovery_capture.png", "recovery_drift.png", "recovery_rank.png", "recovery_training.png",
+                "recovery_krylov.png"):
         assert (tmp_path / fig).stat().st_size > 1000
 
 
@@ -30,5 +60,12 @@ def test_random_search_experiment_writes_json_and_figures(tmp_path, monkeypatch)
                                                 "r_sub": 4})
     m = res["metrics"]
     assert {"sigma_window", "gain_vs_n", "subspaces", "ambient_dimension", "density_vs_mass"} <= set(m)
+    # sigma is chosen on the tuning split; the sweep never reports the test split
+    for name, rows in m["sigma_window"].items():
+        assert all("gain_tune" in r and "gain_heldout" not in r for r in rows)
+        assert m["best_rho_per_space"][name] == max(rows, key=lambda r: r["gain_tune"])["rho"]
+    assert m["base_loss_tune"] != m["base_loss_heldout"]  # different sequences
+    assert m["subspaces"]["isotropic"]["gain_heldout_se"] is None  # one repetition: no SE
+    assert "σ window" in "\n".join(_table_script().search_table({**m, "config_n_sweep": 4}))
     for fig in ("search_sigma_window.png", "search_gain_vs_n.png"):
         assert (tmp_path / fig).stat().st_size > 1000

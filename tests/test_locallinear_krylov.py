@@ -116,3 +116,31 @@ def test_hvp_on_tiny_transformer_is_symmetric_and_matches_finite_differences():
     fd = (gp - gm) / (2 * eps)
     # central differences err by O(eps^2) per entry; compare in norm
     assert float((hv - fd).norm() / hv.norm()) < 1e-6
+
+
+def test_top_eigenvalue_matches_dense_hessian():
+    from updatescope.locallinear import top_eigenvalue
+
+    model = _tiny_mlp()
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(16, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(16, 2, generator=g, dtype=torch.float64)
+    loss = lambda fwd: ((fwd(x) - y) ** 2).mean()
+    h = _dense_hessian(model, loss)  # oracle (26 x 26)
+    ev = torch.linalg.eigvalsh(h)
+    top = ev[ev.abs().argmax()]
+    lam, v = top_eigenvalue(make_hvp(lambda m: loss(m), model), h.shape[0], iters=2000, seed=0, rtol=1e-12,
+                            dtype=torch.float64)
+    assert lam == pytest.approx(float(top), rel=1e-6)
+    torch.testing.assert_close(h @ v, lam * v, atol=1e-5, rtol=1e-4)
+    # a few iterations give a lower bound on |lambda_max|, never more
+    lam3, _ = top_eigenvalue(make_hvp(lambda m: loss(m), model), h.shape[0], iters=3, seed=1, dtype=torch.float64)
+    assert abs(lam3) <= abs(float(top)) * (1 + 1e-9)
+
+
+def test_top_eigenvalue_refuses_bad_settings():
+    from updatescope.errors import InputError
+    from updatescope.locallinear import top_eigenvalue
+
+    with pytest.raises(InputError):
+        top_eigenvalue(lambda v: v, 3, iters=0)

@@ -102,3 +102,19 @@ def test_random_walk_prefix_null_is_k_over_t_for_equal_steps():
         assert val["rest"] == pytest.approx(0.0, abs=0.01)  # k/D-sized
     again = random_walk_prefix_null(torch.ones(40), [4, 10, 20], dim=20_000, seed=0)
     assert again == out
+
+
+def test_rest_capture_with_other_steps():
+    from updatescope.locallinear import rest_capture_curve
+
+    g = torch.Generator().manual_seed(5)
+    steps = torch.randn(4, 30, generator=g, dtype=torch.float64)
+    delta = steps.sum(0) + torch.randn(30, generator=g, dtype=torch.float64)
+    # default: the vectors are the steps
+    torch.testing.assert_close(rest_capture_curve(steps, delta), rest_capture_curve(steps, delta, steps=steps))
+    # a basis containing what is left after j steps captures all of it
+    other = torch.randn(4, 30, generator=g, dtype=torch.float64)
+    rest1 = delta - steps[0]
+    other[0] = rest1
+    assert float(rest_capture_curve(other, delta, steps=steps)[0]) == pytest.approx(1.0, abs=1e-12)
+    assert float(rest_capture_curve(steps, delta)[0]) < 0.99  # the real first step does not

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from updatescope.errors import InputError, MissingExtraError
-from updatescope.experiments.configs import (EstimatorConfig, RandomSearchConfig, RecoveryConfig, SelectionConfig,
-                                             SmilesConfig, VerbalizerConfig)
+from updatescope.experiments.configs import (EstimatorConfig, NetworkExperimentConfig, RandomSearchConfig,
+                                             RecoveryConfig, SelectionConfig, SmilesConfig, SteeringConfig,
+                                             VerbalizerConfig)
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
@@ -65,6 +66,10 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
                "recovery after forgetting: capture, drift, rank, Krylov on the synthetic lab (paper B)"),
     Experiment("random-search", RandomSearchConfig, "random_search",
                "Best-of-N random search in subspaces of the synthetic lab (paper B)"),
+    Experiment("network", NetworkExperimentConfig, "network",
+               "head / block-diagonal / last-k sketches vs the exact full-network Fisher (paper A)"),
+    Experiment("steering", SteeringConfig, "steering",
+               "CAA vs the pushforward of one gradient step on true/false statements (paper B)"),
 )}
 
 

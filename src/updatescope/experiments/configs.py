@@ -15,7 +15,7 @@ from updatescope.constants import MAP_CHOICES, check_sketch_dim
 from updatescope.errors import InputError
 
 __all__ = ["TokenSplits", "LoRAConfig", "HeadFinetuneConfig", "SelectionConfig", "SmilesConfig", "VerbalizerConfig",
-           "VisionEstimatorConfig", "EstimatorConfig", "RecoveryConfig", "RandomSearchConfig",
+           "VisionEstimatorConfig", "EstimatorConfig", "RecoveryConfig", "RandomSearchConfig", "SteeringConfig", "NetworkExperimentConfig",
            "QUICK_DOMAINS", "FULL_DOMAINS", "LORA_TARGETS"]
 
 #: the source-selection domains (``updatescope domains`` lists them all)
@@ -46,6 +46,11 @@ def _sketch_dim(value: int) -> None:
 def _seed(value: int) -> None:
     if not 0 <= value < 2**63:
         raise InputError(f"seed must be in [0, 2^63), got {value}")
+
+
+def _gt_seeds(value: int) -> None:
+    if not 1 <= value <= 100:
+        raise InputError(f"gt_seeds must be in [1, 100] (fine-tuning seeds per transfer value), got {value}")
 
 
 def _names(values: tuple[str, ...] | None, what: str, minimum: int) -> None:
@@ -125,6 +130,7 @@ class SelectionConfig:
     max_cached_logits: int = 2**29  # base logits of all splits are cached below this many floats
     exact_n: int | None = 500  # rows per task for the exact Gram identity (None: all)
     baseline_n: int | None = 500  # rows per task for the baselines (None: all)
+    gt_seeds: int = 3  # fine-tuning seeds averaged into the ground truth (>= 2 gives a noise ceiling)
     seed: int = 0
     quick: bool = False
 
@@ -133,6 +139,7 @@ class SelectionConfig:
         _sketch_dim(self.sketch_dim)
         _seed(self.seed)
         _positive(self, "max_cached_logits", "exact_n", "baseline_n")
+        _gt_seeds(self.gt_seeds)
         if self.ground_truth != "head" and (self.tokens.train is None or self.tokens.eval is None):
             raise InputError("tokens.train and tokens.eval are needed for a fine-tuning ground truth")
 
@@ -179,10 +186,12 @@ class VerbalizerConfig:
     finetune: HeadFinetuneConfig = HeadFinetuneConfig(lr=1e-4, steps=30, batch=None, extra_rows=512)
     exact_n: int | None = None
     baseline_n: int | None = None
+    gt_seeds: int = 3  # fine-tuning seeds averaged into the ground truth (>= 2 gives a noise ceiling)
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
+        _gt_seeds(self.gt_seeds)
         if not 2 <= self.n_sets <= 10:
             raise InputError(f"n_sets must be in [2, 10] (the built-in verbalizer sets), got {self.n_sets}")
         if not 0.0 < self.train_frac < 1.0:
@@ -291,23 +300,30 @@ class RecoveryConfig:
     :class:`updatescope.locallinear.lab.LabConfig` (set its fields as ``lab.recover_lr=...``)."""
 
     lab: Any = field(default_factory=lambda: _lab(False, 0))
-    ks: tuple[int, ...] = (1, 2, 5, 10, 20, 30)  # subspace dimensions reported
-    batches_per_task: int = 10  # gradients per task in the rank and plane stacks
-    batch: int = 4  # sequences per gradient
-    krylov_k: int = 30
+    seeds: int = 3  # replicates (fresh forgetting/recovery batches); every number is mean +- SE
+    batches_per_task: int = 8  # gradients per task in the static planes (width 4 x this)
+    plane_n: int = 256  # sequences per task gradient (planes, drift, resample floor)
+    rank_n: int = 100  # per-example gradients per task for the effective rank
+    krylov_k: int = 30  # matched horizon: k = 1..krylov_k steps and Krylov dimensions
+    drift_steps: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200)
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
-        _positive(self, "batches_per_task", "batch", "krylov_k")
+        _positive(self, "seeds", "batches_per_task", "plane_n", "rank_n", "krylov_k")
         _seed(self.seed)
-        if not self.ks or any(k < 1 for k in self.ks):
-            raise InputError(f"ks must be positive subspace dimensions, got {list(self.ks)}")
+        if self.rank_n < 2:
+            raise InputError(f"rank_n must be >= 2, got {self.rank_n}")
+        if not self.drift_steps or any(k < 1 for k in self.drift_steps):
+            raise InputError(f"drift_steps must be positive recovery steps, got {list(self.drift_steps)}")
+        if self.krylov_k > self.lab.dense_steps:
+            raise InputError(f"krylov_k={self.krylov_k} exceeds lab.dense_steps={self.lab.dense_steps}")
 
     @classmethod
     def defaults(cls, quick: bool, seed: int = 0) -> "RecoveryConfig":
         if quick:
-            return cls(lab=_lab(True, seed), batches_per_task=6, krylov_k=20, seed=seed, quick=True)
+            return cls(lab=_lab(True, seed), seeds=3, batches_per_task=2, krylov_k=10,
+                       drift_steps=(1, 5, 10, 50, 100, 150), seed=seed, quick=True)
         return cls(lab=_lab(False, seed), seed=seed)
 
 
@@ -333,3 +349,103 @@ class RandomSearchConfig:
         if quick:
             return cls(lab=_lab(True, seed), n_eval=32, n_sweep=16, n_curve=64, reps=2, seed=seed, quick=True)
         return cls(lab=_lab(False, seed), seed=seed)
+
+
+@dataclass(frozen=True)
+class NetworkExperimentConfig:
+    """``network``: do head / block-diagonal / last-k-blocks Fisher alignments track the exact
+    full-network alignment?  Tiny models (the synthetic transformer, a random Llama), briefly
+    pre-trained; one target task and sources whose label map agrees with the target's on a
+    fraction ``label_agreement`` of tokens and whose inputs come from the target's token pool
+    for a fraction ``input_overlap`` of sequences (the rest from a disjoint pool)."""
+
+    models: tuple[str, ...] = ("synthetic", "llama")
+    width: int = 32  # hidden size of both models
+    n_layer: int = 4  # transformer blocks
+    vocab: int = 64  # Llama vocabulary (the synthetic transformer has its own 15 tokens)
+    seq_len: int = 12  # Llama tokens per sequence (synthetic: its context, 11)
+    n_seq: int = 64  # sequences per task (samples of the exact and sketched Fishers)
+    label_agreement: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    input_overlap: tuple[float, ...] = (0.0, 0.5, 1.0)
+    last_k: int = 1  # transformer blocks (plus the head) in the last-k sketch
+    pretrain_steps: int = 60  # Adam steps on the task mixture before measuring
+    sketch_dim: int = 4096
+    cost_repeats: int = 7  # timed repeats per cost measurement (median reported)
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self, "width", "n_layer", "vocab", "seq_len", "n_seq", "last_k", "cost_repeats")
+        _sketch_dim(self.sketch_dim)
+        _seed(self.seed)
+        _names(self.models, "models", 1)
+        bad = [m for m in self.models if m not in ("synthetic", "llama")]
+        if bad:
+            raise InputError(f"models must be 'synthetic' or 'llama', got {bad}")
+        if self.width % 4:
+            raise InputError(f"width must be a multiple of 4 (4 attention heads), got {self.width}")
+        if self.vocab < 8 or self.seq_len < 4 or self.n_seq < 4:
+            raise InputError(f"need vocab >= 8, seq_len >= 4, n_seq >= 4; got {self.vocab}, {self.seq_len}, "
+                             f"{self.n_seq}")
+        if self.last_k > self.n_layer:
+            raise InputError(f"last_k={self.last_k} exceeds n_layer={self.n_layer}")
+        if self.pretrain_steps < 0:
+            raise InputError(f"pretrain_steps must be >= 0, got {self.pretrain_steps}")
+        for name in ("label_agreement", "input_overlap"):
+            v = getattr(self, name)
+            _names(v, name, 1)
+            if any(not 0.0 <= x <= 1.0 for x in v):
+                raise InputError(f"{name} values must be in [0, 1], got {list(v)}")
+        if len(self.label_agreement) * len(self.input_overlap) < 4:
+            raise InputError("need at least 4 source tasks (label_agreement x input_overlap) for a Spearman")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "NetworkExperimentConfig":
+        if quick:
+            return cls(n_seq=24, label_agreement=(0.0, 1 / 3, 2 / 3, 1.0), pretrain_steps=30, sketch_dim=1024,
+                       cost_repeats=3, seed=seed, quick=True)
+        return cls(seed=seed)
+
+
+@dataclass(frozen=True)
+class SteeringConfig:
+    """``steering``: CAA vs the pushforward of one gradient step on true/false statements.
+    Steering scales are fractions of the mean residual norm at the layer (vectors unit-normed)."""
+
+    model: str = "smollm2"
+    task: str = "capitals"  # see updatescope.data.statements.TASKS
+    answers: str = "yes_no"
+    n_train: int | None = None  # subjects (true/false pairs) per split; None: all of them
+    n_select: int | None = None
+    n_test: int | None = None
+    steer_layers: tuple[int, ...] = (6, 12, 18, 24)
+    scales: tuple[float, ...] = (-0.5, -0.25, -0.1, 0.1, 0.25, 0.5)
+    positions: str = "last"  # where vectors are added: updatescope.steering.INJECT_POSITIONS
+    seeds: int = 3  # random controls: random delta-theta, shuffled labels, halves, random vectors
+    batch_size: int = 16
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self, "n_train", "n_select", "n_test", "seeds", "batch_size")
+        _seed(self.seed)
+        if self.task not in ("capitals", "currencies", "cities", "sentiment"):
+            raise InputError(f"task must be capitals, currencies, cities or sentiment, got {self.task!r}")
+        if self.answers not in ("yes_no", "true_false"):
+            raise InputError(f"answers must be yes_no or true_false, got {self.answers!r}")
+        if self.positions not in ("all", "prompt", "last"):
+            raise InputError(f"positions must be all, prompt or last, got {self.positions!r}")
+        if not self.steer_layers or any(x < 0 for x in self.steer_layers) or len(set(self.steer_layers)) != len(self.steer_layers):
+            raise InputError(f"steer_layers must be distinct layer indices >= 0, got {list(self.steer_layers)}")
+        if not self.scales or any(s == 0 for s in self.scales):
+            raise InputError(f"scales must be non-empty and non-zero (0 is the base model), got {list(self.scales)}")
+        if self.seeds < 3 and not self.quick:
+            raise InputError(f"seeds must be >= 3 for a recorded run, got {self.seeds}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "SteeringConfig":
+        if quick:
+            # 2 shared CPU cores: one layer (paper: ~80% depth), two signs, few prompts
+            return cls(n_train=8, n_select=8, n_test=12, steer_layers=(24,), scales=(-0.25, 0.25),
+                       seed=seed, quick=True)
+        return cls(seed=seed)

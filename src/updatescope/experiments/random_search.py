@@ -1,8 +1,11 @@
 """``updatescope reproduce random-search`` -- paper B's Best-of-N random search at theta_forg
 on the synthetic transformer.
 
-Objective: the mix loss (all four tasks) -- the loss recovery descends.  The best of N
-candidates is chosen on a *selection* split and reported on a *held-out* split.  Scales
+Objective: the mix loss (all four tasks) -- the loss recovery descends.  Three disjoint
+splits: the best of N candidates is chosen on a *selection* split; the scale sigma is
+chosen on a *tuning* split (the sweep reports tuning gains only); every gain reported at
+the chosen scale is measured on a *test* split ("heldout") with fresh candidate seeds, so
+neither choice sees the numbers it is judged by.  Scales
 are given as the expected step norm rho = ||sigma z||; per coordinate that is
 sigma = rho / sqrt(r) in an r-dimensional subspace and rho / sqrt(D) isotropically, so
 different subspaces are compared at the same distance from theta_forg.
@@ -69,14 +72,14 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
             return float(torch.stack([tasks.loss(model, t, 0, split, n=n_eval) for t in TASKS]).mean())
         return f
 
-    f_sel, f_held = objective("select"), objective("heldout")
+    f_sel, f_tune, f_held = objective("select"), objective("tune"), objective("heldout")
 
     def grad_of(split: str) -> torch.Tensor:
         with swapped_params(model, theta):
             loss = torch.stack([tasks.loss(model, t, 0, split, n=n_eval) for t in TASKS]).mean()
             return flat_grad(loss, model).detach().double()
 
-    g_sel, g_held = grad_of("select"), grad_of("heldout")
+    g_sel, g_tune, g_held = grad_of("select"), grad_of("tune"), grad_of("heldout")
 
     # subspaces (r_sub-dimensional) at theta_forg
     with swapped_params(model, theta):
@@ -92,15 +95,15 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         "random": random_basis(d, r_sub, seed + 1234),
     }
 
-    def search(basis, rho, n, s):
+    def search(basis, rho, n, s, f_rep=f_held):
         r = d if basis is None else basis.shape[0]
-        res = best_of_n(theta, f_sel, f_held, rho / math.sqrt(r), n, s, layout.numels, basis)
+        res = best_of_n(theta, f_sel, f_rep, rho / math.sqrt(r), n, s, layout.numels, basis)
         return res
 
-    def pred(basis, rho, n):
-        """Linear-regime prediction (selection, held-out) of the best-of-n gain."""
+    def pred(basis, rho, n, g_rep=g_held):
+        """Linear-regime prediction (selection, reporting split) of the best-of-n gain."""
         r = d if basis is None else basis.shape[0]
-        ps, ph = (g_sel, g_held) if basis is None else (basis @ g_sel, basis @ g_held)
+        ps, ph = (g_sel, g_rep) if basis is None else (basis @ g_sel, basis @ g_rep)
         sig, em = rho / math.sqrt(r), expected_max_normal(n)
         return sig * float(ps.norm()) * em, sig * float(ps @ ph) / float(ps.norm()) * em
 
@@ -112,14 +115,14 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
         rows = []
         for rho in rhos[name]:
-            res = search(basis, rho, n_sweep, seed)
-            ps, ph = pred(basis, rho, n_sweep)
+            res = search(basis, rho, n_sweep, seed, f_rep=f_tune)  # tuning split only
+            ps, ph = pred(basis, rho, n_sweep, g_rep=g_tune)
             rows.append({"rho": rho, "sigma": res.sigma, "gain_select": res.gain_select,
-                         "gain_heldout": res.gain_heldout, "pred_select": ps, "pred_heldout": ph,
+                         "gain_tune": res.gain_heldout, "pred_select": ps, "pred_tune": ph,
                          "median_candidate_change": float(np.median(np.array(res.select) - res.base_select))})
         sweep[name] = rows
     timings = {"sweep": time.perf_counter() - t0}
-    best = {name: max(rows, key=lambda r: r["gain_heldout"])["rho"] for name, rows in sweep.items()}
+    best = {name: max(rows, key=lambda r: r["gain_tune"])["rho"] for name, rows in sweep.items()}
     best_rho = best["trajectory_prefix"]
 
     # (2) gain vs N, each space at its own best rho: best of the first n candidates, mean over reps
@@ -147,6 +150,7 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         res = [search(basis, best_rho, n_sweep, seed + 200 + k) for k in range(reps)]
         held = [r.gain_heldout for r in res]
         compare[name] = {"gain_heldout_mean": float(np.mean(held)), "gain_heldout": held,
+                         "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
                          "pred_heldout": pred(basis, best_rho, n_sweep)[1],
                          "capture_of_grad": 1.0 if basis is None else float((basis @ g_sel).pow(2).sum() / g_sel.pow(2).sum())}
     timings["compare"] = time.perf_counter() - t0
@@ -173,13 +177,16 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     for name, basis in [("small_aligned_r2", small), ("large_containing_r40", large)]:
         held = [search(basis, best_rho, n_sweep, seed + 400 + k).gain_heldout for k in range(reps)]
         dens[name] = {"gain_heldout_mean": float(np.mean(held)), "gain_heldout": held,
+                      "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
                       "density": float((basis @ g_sel).norm() / math.sqrt(basis.shape[0])),
                       "mass": float((basis @ g_sel).norm())}
     set_flat_params(model, theta)
 
     metrics = {
         "dim": d, "theta_mt_cached": info["cached"], "accuracy_theta_forg": tasks.accuracy(model, n=cfg.eval_n),
-        "base_loss_select": f_sel(theta), "base_loss_heldout": f_held(theta),
+        "base_loss_select": f_sel(theta), "base_loss_tune": f_tune(theta), "base_loss_heldout": f_held(theta),
+        "splits": {"candidate_selection": "select", "sigma_tuning": "tune", "reported": "heldout"},
+        "recover_lr": info["recover_lr"], "eta_lambda": info["eta_lambda"],
         "grad_norm_select": float(g_sel.norm()), "grad_cos_select_heldout": float(g_sel @ g_held / g_sel.norm() / g_held.norm()),
         "best_rho": best_rho, "best_rho_per_space": best, "sigma_window": sweep, "gain_vs_n": gain_vs_n, "subspaces": compare,
         "ambient_dimension": ambient, "linear_toy": toy, "density_vs_mass": dens,

@@ -1,23 +1,42 @@
 """``updatescope reproduce recovery`` -- paper B's recovery-after-forgetting analyses on the
-synthetic transformer: capture of Delta_GD by every subspace (with nulls), drift of the
-local task plane, effective rank of task gradients vs noise, and the Krylov basis.
+synthetic transformer, in a stable regime, over several replicates.
 
-Figures (PNG, beside the record, drawn by ``report.figures.recovery_figures``):
-recovery_capture.png, recovery_drift.png, recovery_rank.png, recovery_training.png.
+Per replicate (fresh forgetting/recovery batches from the shared theta_mt, see
+``locallinear.lab``):
+- stability: lambda_max of the mix loss at theta_forg and theta_rec (HVP power iteration),
+  eta * lambda_max, whether the eval mix loss fell at every check, each task's lowest
+  accuracy during recovery; every step norm;
+- capture of Delta_GD by the trajectory prefix, and of the displacement *remaining* after
+  k steps, with nulls: a random walk with the real step norms, the prefix of an
+  independent recovery from the same theta_forg, and a static plane of the same width;
+- static planes (local at theta_forg, pre-interference at theta_mt) from gradients of
+  ``plane_n`` sequences each; the 4-dim task plane's drift, divided by its same-point
+  resample floor;
+- effective rank of ``rank_n`` per-example gradients per task against shuffled labels and
+  Gaussian rows of the same shape (and the same row norms);
+- Krylov at a matched horizon: deterministic full-batch GD from theta_forg at the same eta,
+  capture of theta_k - theta_0 by K_k(H, g_0) and the overlap of span(u_1..u_k) with K_k,
+  then the same for the real minibatch-SGD steps.
+Every number is kept per replicate and summarised as mean and standard error.
+Figures: recovery_capture.png, recovery_drift.png, recovery_rank.png, recovery_training.png,
+recovery_krylov.png.
 """
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from torch import nn
 
 from updatescope.experiments import Result, config_record
 from updatescope.experiments.configs import RecoveryConfig
 from updatescope.locallinear import (
     TASKS,
-    ParamLayout,
+    PhaseConfig,
     capture_fraction,
     effective_rank,
     flat_grad,
@@ -28,169 +47,210 @@ from updatescope.locallinear import (
     orthonormal_basis,
     prefix_capture_curve,
     random_walk_prefix_null,
+    record_phase,
     rest_capture_curve,
-    restrict,
     subspace_overlap,
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import synthetic_recovery
+from updatescope.locallinear.lab import independent_recovery, lambda_max, mix_loss_fn, synthetic_recovery
 from updatescope.report import figures
 
 NAME = "recovery"
 
 
-def _plane_losses(tasks, split, index0, m, n):
-    """Closures for per-task gradients on m small batches of n sequences per task."""
-    return [
-        (lambda mod, t=t, j=j: tasks.loss(mod, t, index0 + j, split, n=n))
-        for t in TASKS for j in range(m)
-    ]
-
-
-def _task_plane(model, tasks, theta, index0):
-    """span of the 4 per-task gradients (32 sequences each) at theta: (4, D)."""
+def _grads(model, tasks, theta, index0: int, m: int, n: int, split: str = "select") -> torch.Tensor:
+    """Per-task gradients at theta: m batches of n sequences per task -> (4 m, D), task-major."""
     with swapped_params(model, theta):
-        g = gradient_stack(model, _plane_losses(tasks, "select", index0, 1, 32))
-    return top_directions(g, len(TASKS))
+        return gradient_stack(model, [(lambda mod, t=t, j=j: tasks.loss(mod, t, index0 + j, split, n=n))
+                                      for t in TASKS for j in range(m)])
 
 
-def run(config: RecoveryConfig, out_dir: Path) -> Result:
-    """Run the protocol and every analysis."""
-    t0 = time.perf_counter()
-    cfg, seed = config.lab, config.seed
-    ks = list(config.ks)
-    m_batches, small_n = config.batches_per_task, config.batch  # gradient stack: 4 tasks x m batches
-    krylov_k = config.krylov_k
-    drift_every = cfg.snapshot_every
+def _example_grads(model: nn.Module, tasks, task: str, index: int, n: int, shuffle: bool) -> torch.Tensor:
+    """n per-example gradients (one sequence each) of one task at the model's parameters -> (n, D)."""
+    seq = tasks.batch(task, index, "select", n)
+    y = seq[:, tasks.seq_len + 2:]
+    if shuffle:  # answers permuted across examples: same inputs, same label marginals
+        y = y[torch.randperm(n, generator=torch.Generator().manual_seed(index + 17))]
 
-    model, tasks, run_, info = synthetic_recovery(cfg)
-    delta = run_.delta_gd.double()
-    d = delta.numel()
-    timings = {"train": time.perf_counter() - t0}
-
-    # ---- capture curves ---------------------------------------------------------------
-    kmax = cfg.dense_steps
-    curves: dict[str, list[float]] = {}
-    curves["trajectory_prefix"] = prefix_capture_curve(run_.updates, delta).tolist()
-    curves["trajectory_prefix_rest"] = rest_capture_curve(run_.updates, run_.theta_rec - run_.theta_forg).tolist()
-    with swapped_params(model, run_.theta_forg):
-        g_forg = gradient_stack(model, _plane_losses(tasks, "select", 0, m_batches, small_n))
-        g_shuf = gradient_stack(
-            model,
-            [(lambda mod, t=t, j=j: tasks.loss(mod, t, j, "select", shuffle_labels=True, n=small_n))
-             for t in TASKS for j in range(m_batches)],
-        )
-    with swapped_params(model, run_.theta_mt):
-        g_mt = gradient_stack(model, _plane_losses(tasks, "select", 0, m_batches, small_n))
-    local_plane = top_directions(g_forg, g_forg.shape[0])
-    pre_plane = top_directions(g_mt, g_mt.shape[0])
-    curves["local_task_plane"] = prefix_capture_curve(local_plane, delta).tolist()
-    curves["pre_interference_plane"] = prefix_capture_curve(pre_plane, delta).tolist()
-    timings["planes"] = time.perf_counter() - t0
-
-    # Krylov basis of the mix loss at theta_forg on one fixed batch (32 per task)
-    hess_loss = lambda mod: torch.stack([tasks.loss(mod, t, 7, "select", n=32) for t in TASKS]).mean()
-    with swapped_params(model, run_.theta_forg):
-        g0 = flat_grad(hess_loss(model), model).detach()
-        kry = krylov_basis(make_hvp(hess_loss, model), g0, krylov_k)
-    curves["krylov"] = prefix_capture_curve(kry, delta).tolist()
-    timings["krylov"] = time.perf_counter() - t0
-
-    gen = torch.Generator().manual_seed(seed + 99)
-    curves["random"] = prefix_capture_curve(torch.randn(kmax, d, generator=gen), delta).tolist()
-    walk = random_walk_prefix_null(run_.step_norms, list(range(1, kmax + 1)), d, seed=seed + 7)
-    curves["random_walk_prefix_null"] = [walk[k]["total"] for k in range(1, kmax + 1)]
-    curves["random_walk_prefix_rest_null"] = [walk[k]["rest"] for k in range(1, kmax + 1)]
-
-    def at(name: str, k: int) -> float | None:
-        c = curves[name]
-        return c[k - 1] if k <= len(c) else None
-
-    capture_table = {name: {str(k): at(name, k) for k in ks} for name in curves}
-
-    # per layer: each parameter group's share of ||Delta||^2 and the capture of its part of
-    # Delta by the same group's part of the first 10 updates (a per-layer prefix basis)
-    layout = ParamLayout.of(model)
-    k10 = min(10, kmax)
-    per_layer = {}
-    for group, sls in layout.groups(_layer_of).items():
-        part = restrict(delta, sls)
-        per_layer[group] = {
-            "dim": int(part.numel()),
-            "share_of_delta_sq": float(part.pow(2).sum() / delta.pow(2).sum()),
-            f"prefix{k10}_capture": capture_fraction(orthonormal_basis(restrict(run_.updates[:k10], sls)), part),
-        }
-
-    # ---- drift of the local task plane --------------------------------------------------
-    ref = _task_plane(model, tasks, run_.theta_forg, 100)
-    floor = subspace_overlap(ref, _task_plane(model, tasks, run_.theta_forg, 200))
-    states = dict(run_.snapshots)
-    for t in (1, 2, 5):  # early points from the dense updates: the first steps are the largest
-        if t <= kmax:
-            states[t] = run_.theta_forg + run_.updates[:t].sum(0)
-    drift = {}
-    for step in sorted(states):
-        if step % drift_every == 0 or step in (1, 2, 5):
-            drift[step] = subspace_overlap(ref, _task_plane(model, tasks, states[step], 100))
-    timings["drift"] = time.perf_counter() - t0
-
-    # ---- effective rank vs noise ---------------------------------------------------------
-    rank = {
-        "task_gradients": effective_rank(g_forg).as_dict(),
-        "gaussian_same_norms": effective_rank(gaussian_like(g_forg, seed)).as_dict(),
-        "shuffled_labels": effective_rank(g_shuf).as_dict(),
-        "task_gradients_theta_mt": effective_rank(g_mt).as_dict(),
-        # rows scaled to unit norm: the rank of the *directions*, free of norm differences
-        # between tasks (a Gaussian stack of unit rows has entropy rank ~ n)
-        "task_gradients_unit_rows": effective_rank(_unit(g_forg)).as_dict(),
-        "shuffled_labels_unit_rows": effective_rank(_unit(g_shuf)).as_dict(),
-        "gaussian_unit_rows": effective_rank(_unit(gaussian_like(g_forg, seed))).as_dict(),
-        "per_task": {
-            t: {
-                "task": effective_rank(g_forg[i * m_batches : (i + 1) * m_batches]).as_dict(),
-                "shuffled_labels": effective_rank(g_shuf[i * m_batches : (i + 1) * m_batches]).as_dict(),
-                "gaussian_same_norms": effective_rank(
-                    gaussian_like(g_forg[i * m_batches : (i + 1) * m_batches], seed + i)).as_dict(),
-            }
-            for i, t in enumerate(TASKS)
-        },
-    }
-
-    acc = {r["phase"]: r["metrics"] for r in run_.history if "metrics" in r}  # last per phase
-    metrics = {
-        "dim": d,
-        "delta_norm": float(delta.norm()),
-        "forget_steps": run_.forget_steps,
-        "theta_mt_cached": info["cached"],
-        "accuracy": {"theta_mt": info["accuracy"], **{f"end_{k}": v for k, v in acc.items()}},
-        "capture_at_k": capture_table,
-        "capture_curves": curves,
-        "per_layer": per_layer,
-        "local_plane_dim4_capture": at("local_task_plane", 4),
-        "drift_overlap": {str(k): v for k, v in drift.items()},
-        "drift_same_point_resample_overlap": floor,
-        "drift_random_expected": len(TASKS) / d,
-        "rank": rank,
-        "krylov_dim": int(kry.shape[0]),
-        "timings_s": timings,
-        "history": [
-            {k: r[k] for k in ("phase", "step", "loss", "metrics") if k in r}
-            for r in run_.history if "metrics" in r
-        ],
-    }
-    record = config_record(config, hessian_batch_per_task=32,
-                           drift_plane="span of 4 per-task gradients (32 seq each)")
-    return Result(NAME, record, metrics, time.perf_counter() - t0, figures={
-        name: (lambda path: figures.recovery_figure(metrics, path)) for name in figures.RECOVERY_FIGURES})
+    def loss(i):
+        return lambda mod: nn.functional.cross_entropy(tasks.answer_logits(mod, seq[i:i + 1])[0], y[i])
+    return gradient_stack(model, [loss(i) for i in range(n)])
 
 
 def _unit(g: torch.Tensor) -> torch.Tensor:
     return g / g.norm(dim=1, keepdim=True).clamp_min(1e-30)
 
 
-def _layer_of(name: str) -> str:
-    """Parameter name -> layer group: 'block<i>', 'embeddings' or 'head'."""
-    if name.startswith("blocks."):
-        return "block" + name.split(".")[1]
-    return "embeddings" if name.startswith(("tok", "pos")) else "head"
+def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
+    cfg = config.lab
+    t0 = time.perf_counter()
+    model, tasks, run_, info = synthetic_recovery(cfg, replicate=r)
+    delta = run_.delta_gd.double()
+    d = delta.numel()
+    kmax = cfg.dense_steps
+    upd = run_.updates
+    out: dict[str, Any] = {"replicate": r, "dim": d, "forget_steps": run_.forget_steps,
+                           "theta_mt_cached": info["cached"], "delta_norm": float(delta.norm())}
+    timings = {"train": time.perf_counter() - t0}
+
+    # ---- stability ----------------------------------------------------------------------
+    lam_rec = lambda_max(model, tasks, run_.theta_rec, cfg.hessian_n, cfg.power_iters, seed=r)
+    rec_rows = [x for x in run_.history if x["phase"] == "recover" and "metrics" in x]
+    forg = info["metrics_forg"]
+    losses = [forg["mix_loss"]] + [x["metrics"]["mix_loss"] for x in rec_rows]
+    rises = np.diff(losses)
+    out["stability"] = {
+        "recover_lr": info["recover_lr"], "lambda_max_forg": info["lambda_max_forg"], "lambda_max_rec": lam_rec,
+        "eta_lambda_forg": info["eta_lambda"], "eta_lambda_rec": info["recover_lr"] * lam_rec,
+        "eval_steps": [0] + [x["step"] for x in rec_rows], "eval_mix_loss": losses,
+        "monotone": bool((rises <= 0).all()), "max_rise": float(max(0.0, rises.max())),
+        "accuracy_mt": {t: info["metrics_mt"][t] for t in TASKS}, "accuracy_forg": {t: forg[t] for t in TASKS},
+        "accuracy_rec": {t: rec_rows[-1]["metrics"][t] for t in TASKS},
+        "min_accuracy_during_recovery": {t: min(x["metrics"][t] for x in rec_rows) for t in TASKS},
+        # a collapse: a task falls more than 0.1 below where recovery started
+        "collapsed": [t for t in TASKS if min([forg[t]] + [x["metrics"][t] for x in rec_rows]) < forg[t] - 0.1],
+    }
+    out["step_norms"] = run_.step_norms.tolist()
+    out["history"] = [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x}
+                      for x in run_.history if "metrics" in x]
+
+    # ---- capture and its nulls -----------------------------------------------------------
+    curves: dict[str, list[float]] = {}
+    curves["prefix"] = prefix_capture_curve(upd, delta).tolist()
+    curves["prefix_rest"] = rest_capture_curve(upd, delta).tolist()
+    walk = random_walk_prefix_null(run_.step_norms, list(range(1, kmax + 1)), d, seed=1000 + r)
+    curves["walk"] = [walk[k]["total"] for k in range(1, kmax + 1)]
+    curves["walk_rest"] = [walk[k]["rest"] for k in range(1, kmax + 1)]
+    indep = independent_recovery(model, tasks, cfg, run_.theta_forg, info["recover_lr"], stream=50 + r, steps=kmax)
+    curves["independent"] = prefix_capture_curve(indep.updates, delta).tolist()
+    curves["independent_rest"] = rest_capture_curve(indep.updates, delta, steps=upd).tolist()
+    m, n = config.batches_per_task, config.plane_n
+    g_forg = _grads(model, tasks, run_.theta_forg, 10 + 1000 * r, m, n)
+    g_mt = _grads(model, tasks, run_.theta_mt, 10 + 1000 * r, m, n)
+    local = top_directions(g_forg, g_forg.shape[0])
+    pre = top_directions(g_mt, g_mt.shape[0])
+    curves["local_plane"] = prefix_capture_curve(local, delta).tolist()
+    curves["pre_interference_plane"] = prefix_capture_curve(pre, delta).tolist()
+    w = min(kmax, local.shape[0])
+    curves["static_rest"] = rest_capture_curve(local[:w], delta, steps=upd[:w]).tolist()
+    timings["capture"] = time.perf_counter() - t0
+
+    # ---- the 4-dim task plane: capture, floor, drift --------------------------------------
+    def plane(theta, index0):
+        return top_directions(_grads(model, tasks, theta, index0, 1, n), len(TASKS))
+
+    ref = plane(run_.theta_forg, 100 + 1000 * r)
+    floor = subspace_overlap(ref, plane(run_.theta_forg, 200 + 1000 * r))
+    out["task_plane"] = {"capture_forg": capture_fraction(ref, delta),
+                         "capture_mt": capture_fraction(plane(run_.theta_mt, 100 + 1000 * r), delta),
+                         "resample_floor": floor, "random_overlap": len(TASKS) / d}
+    states = {0: run_.theta_forg}
+    for t in config.drift_steps:
+        if t <= kmax:
+            states[t] = run_.theta_forg + upd[:t].sum(0)
+        elif t in run_.snapshots:
+            states[t] = run_.snapshots[t]
+    drift = {t: subspace_overlap(ref, plane(states[t], 100 + 1000 * r)) for t in sorted(states) if t > 0}
+    out["drift"] = {"steps": list(drift), "overlap": list(drift.values()),
+                    "normalised": [v / floor for v in drift.values()]}
+    timings["drift"] = time.perf_counter() - t0
+
+    # ---- effective rank of per-example gradients ------------------------------------------
+    rank: dict[str, dict] = {}
+    with swapped_params(model, run_.theta_forg):
+        for i, t in enumerate(TASKS):
+            g = _example_grads(model, tasks, t, 7000 + 1000 * r, config.rank_n, shuffle=False)
+            row = {"task": effective_rank(g).as_dict(), "task_unit": effective_rank(_unit(g)).as_dict()}
+            gauss = gaussian_like(g, 31 * r + i)
+            row["gaussian"] = effective_rank(gauss).as_dict()
+            row["gaussian_unit"] = effective_rank(_unit(gauss)).as_dict()
+            del g, gauss
+            g = _example_grads(model, tasks, t, 7000 + 1000 * r, config.rank_n, shuffle=True)
+            row["shuffled"] = effective_rank(g).as_dict()
+            row["shuffled_unit"] = effective_rank(_unit(g)).as_dict()
+            del g
+            rank[t] = row
+    out["rank"] = rank
+    timings["rank"] = time.perf_counter() - t0
+
+    # ---- Krylov at a matched horizon --------------------------------------------------------
+    kk = config.krylov_k
+    full = mix_loss_fn(tasks, 900 + r, cfg.hessian_n)  # the batch lambda_max was measured on
+    with swapped_params(model, run_.theta_forg):
+        g0 = flat_grad(full(model), model).detach()
+        kry = krylov_basis(make_hvp(full, model), g0, kk)
+        gd = record_phase(model, lambda mod, i: full(mod), PhaseConfig(steps=kk, lr=info["recover_lr"], optimizer="sgd"),
+                          dense_steps=kk, snapshot_every=kk, phase="full-batch GD")
+    out["krylov"] = {"dim": int(kry.shape[0]), **_krylov_curves(kry, gd.updates, "gd"),
+                     **_krylov_curves(kry, upd[:kk], "sgd")}
+    with swapped_params(model, run_.theta_forg), torch.no_grad():
+        l0 = float(full(model))
+    with swapped_params(model, gd.end), torch.no_grad():
+        out["krylov"]["gd_loss"] = [l0, float(full(model))]
+    timings["krylov"] = time.perf_counter() - t0
+
+    out["curves"] = curves
+    out["timings_s"] = timings
+    return out
+
+
+def _krylov_curves(kry: torch.Tensor, steps: torch.Tensor, tag: str) -> dict[str, list[float]]:
+    """capture of theta_k - theta_0 by K_k and overlap(span(u_1..u_k), K_k), k = 1..len(steps)."""
+    cap, ov = [], []
+    disp = torch.zeros(steps.shape[1], dtype=torch.float64)
+    for k in range(1, min(steps.shape[0], kry.shape[0]) + 1):
+        disp += steps[k - 1].double()
+        cap.append(capture_fraction(kry[:k], disp))
+        ov.append(subspace_overlap(orthonormal_basis(steps[:k]), kry[:k]))
+    return {f"{tag}_capture": cap, f"{tag}_overlap": ov}
+
+
+def _mean_se(values: list) -> dict[str, Any]:
+    """Mean and standard error over replicates (ddof 1; None with one replicate)."""
+    a = np.asarray(values, dtype=float)
+    mean = a.mean(0)
+    se = a.std(0, ddof=1) / math.sqrt(a.shape[0]) if a.shape[0] > 1 else None
+    tolist = lambda x: x.tolist() if isinstance(x, np.ndarray) else (None if x is None else float(x))
+    return {"mean": tolist(mean), "se": tolist(se), "n": int(a.shape[0])}
+
+
+def summarise(reps: list[dict]) -> dict[str, Any]:
+    """Mean +- SE over replicates of every number the docs use."""
+    s: dict[str, Any] = {}
+    for key in reps[0]["curves"]:
+        s[f"curve.{key}"] = _mean_se([x["curves"][key] for x in reps])
+    for key in ("recover_lr", "lambda_max_forg", "lambda_max_rec", "eta_lambda_forg", "eta_lambda_rec", "max_rise"):
+        s[f"stability.{key}"] = _mean_se([x["stability"][key] for x in reps])
+    s["stability.monotone_all"] = all(x["stability"]["monotone"] for x in reps)
+    s["stability.collapsed_any"] = sorted({t for x in reps for t in x["stability"]["collapsed"]})
+    for part in ("accuracy_forg", "accuracy_rec", "min_accuracy_during_recovery"):
+        for t in TASKS:
+            s[f"{part}.{t}"] = _mean_se([x["stability"][part][t] for x in reps])
+    for key in ("capture_forg", "capture_mt", "resample_floor"):
+        s[f"task_plane.{key}"] = _mean_se([x["task_plane"][key] for x in reps])
+    s["drift.steps"] = reps[0]["drift"]["steps"]
+    s["drift.overlap"] = _mean_se([x["drift"]["overlap"] for x in reps])
+    s["drift.normalised"] = _mean_se([x["drift"]["normalised"] for x in reps])
+    for t in TASKS:
+        for kind in reps[0]["rank"][t]:
+            for stat in ("entropy_rank", "stable_rank"):
+                s[f"rank.{t}.{kind}.{stat}"] = _mean_se([x["rank"][t][kind][stat] for x in reps])
+    for key in ("gd_capture", "gd_overlap", "sgd_capture", "sgd_overlap"):
+        s[f"krylov.{key}"] = _mean_se([x["krylov"][key] for x in reps])
+    s["delta_norm"] = _mean_se([x["delta_norm"] for x in reps])
+    s["forget_steps"] = _mean_se([x["forget_steps"] for x in reps])
+    return s
+
+
+def run(config: RecoveryConfig, out_dir: Path) -> Result:
+    """Run every replicate and summarise."""
+    t0 = time.perf_counter()
+    reps = [_replicate(config, r) for r in range(config.seeds)]
+    metrics = {"dim": reps[0]["dim"], "seeds": config.seeds, "rank_n": config.rank_n, "plane_n": config.plane_n,
+               "summary": summarise(reps), "replicates": reps, "seconds_per_replicate":
+               [x["timings_s"]["krylov"] for x in reps]}
+    record = config_record(config, replicates="shared theta_mt; fresh forgetting, recovery and measurement "
+                                               "batches per replicate")
+    return Result(NAME, record, metrics, time.perf_counter() - t0, figures={
+        name: (lambda path: figures.recovery_figure(metrics, path)) for name in figures.RECOVERY_FIGURES})

@@ -12,7 +12,7 @@ from updatescope.locallinear.capture import (
     rest_capture_curve,
 )
 from updatescope.locallinear.drift import drift_curve, principal_angles, subspace_overlap
-from updatescope.locallinear.krylov import hvp, krylov_basis, make_hvp
+from updatescope.locallinear.krylov import hvp, krylov_basis, make_hvp, top_eigenvalue
 from updatescope.locallinear.params import (
     ParamLayout,
     flat_grad,
@@ -40,7 +40,9 @@ from updatescope.locallinear.synthetic import TASKS, DigitTasks, ModelConfig, Ti
 from updatescope.locallinear.trajectory import (
     PhaseConfig,
     RecoveryConfig,
+    PhaseRecord,
     RecoveryRun,
+    record_phase,
     run_recovery,
     train_phase,
 )
@@ -52,8 +54,8 @@ __all__ = [
     "capture_fraction", "prefix_capture_curve", "random_subspace_null", "random_walk_prefix_null", "rest_capture_curve",
     "principal_angles", "subspace_overlap", "drift_curve",
     "RankStats", "effective_rank", "singular_values", "gaussian_like",
-    "hvp", "make_hvp", "krylov_basis",
+    "hvp", "make_hvp", "krylov_basis", "top_eigenvalue",
     "SearchResult", "best_of_n", "candidate_direction", "candidate_seed", "expected_max_normal",
     "TASKS", "ModelConfig", "TinyTransformer", "DigitTasks",
-    "PhaseConfig", "RecoveryConfig", "RecoveryRun", "train_phase", "run_recovery",
+    "PhaseConfig", "RecoveryConfig", "RecoveryRun", "PhaseRecord", "train_phase", "record_phase", "run_recovery",
 ]

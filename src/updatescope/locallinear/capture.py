@@ -81,21 +81,26 @@ def random_subspace_null(dim: int, r: int, delta: Tensor, seeds: Sequence[int]) 
     return {"mean": float(vals.mean()), "se": se, "expected": r / dim, "n_draws": len(seeds)}
 
 
-def rest_capture_curve(vectors: Tensor, delta: Tensor) -> Tensor:
-    """Capture, by span(vectors[:j]), of what remains of ``delta`` after those j steps.
+def rest_capture_curve(vectors: Tensor, delta: Tensor, steps: Tensor | None = None) -> Tensor:
+    """Capture, by span(vectors[:j]), of what remains of ``delta`` after j steps.
 
-    rest_j = delta - sum(vectors[:j]); returns capture(span(vectors[:j]), rest_j) for
-    j = 1..k, (k,) float64.  This is the honest version of the prefix score: the prefix is
-    not credited for the displacement it *is*, only for predicting the rest.
+    rest_j = delta - sum(steps[:j]) with ``steps`` = ``vectors`` by default; returns
+    capture(span(vectors[:j]), rest_j) for j = 1..k, (k,) float64.  This is the honest
+    version of the prefix score: the prefix is not credited for the displacement it *is*,
+    only for predicting the rest.  Passing other ``vectors`` (an independent run's prefix,
+    a static plane's directions) with the real ``steps`` gives the matching nulls.
     """
     k = vectors.shape[0]
+    steps = vectors if steps is None else steps
+    if steps.shape[0] < k:
+        raise InputError(f"steps has {steps.shape[0]} rows, fewer than the {k} vectors")
     d = delta.to(torch.float64)
     q = torch.empty(k, d.shape[0], dtype=torch.float64)
     out = torch.zeros(k, dtype=torch.float64)
     rest, r = d.clone(), 0
     for j in range(k):
         v = vectors[j].to(torch.float64)
-        rest -= v
+        rest -= steps[j].to(torch.float64)
         u = _gs_step(q[:r], v)
         if u is not None:
             q[r] = u

@@ -22,7 +22,7 @@ from updatescope.locallinear.params import flat_grad
 from updatescope.locallinear.subspaces import _gs_step
 from updatescope.errors import InputError
 
-__all__ = ["hvp", "make_hvp", "krylov_basis"]
+__all__ = ["hvp", "make_hvp", "krylov_basis", "top_eigenvalue"]
 
 
 def hvp(loss_fn: Callable[[nn.Module], Tensor], model: nn.Module, v: Tensor) -> Tensor:
@@ -65,3 +65,35 @@ def krylov_basis(matvec: Callable[[Tensor], Tensor], g: Tensor, k: int, rtol: fl
         q[r] = u
         r += 1
     return q[:r].clone()
+
+
+def top_eigenvalue(
+    matvec: Callable[[Tensor], Tensor], dim: int, iters: int = 30, seed: int = 0, rtol: float = 1e-3,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[float, Tensor]:
+    """Largest-magnitude eigenvalue of a symmetric operator by power iteration.  -> (lambda, v (D,)).
+
+    ``matvec`` maps (D,) -> (D,) (e.g. :func:`make_hvp`).  The start vector is Gaussian from
+    a local generator seeded by ``seed``; the Rayleigh quotient v^T H v of the unit iterate
+    is returned once it changes by less than ``rtol`` (relative) or after ``iters`` steps.
+    It converges to the eigenvalue of largest |lambda| (a lower bound on it while not
+    converged), which is what the GD stability bound eta * lambda_max < 2 needs near a
+    minimum, where the top of the spectrum is positive.
+    """
+    if iters < 1 or dim < 1:
+        raise InputError(f"need iters >= 1 and dim >= 1, got iters={iters}, dim={dim}")
+    v = torch.randn(dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    v /= v.norm()
+    lam = float("nan")
+    for _ in range(iters):
+        hv = matvec(v.to(dtype)).double()
+        new = float(v @ hv)
+        norm = float(hv.norm())
+        if norm == 0.0:
+            return 0.0, v
+        v = hv / norm
+        if lam == lam and abs(new - lam) <= rtol * abs(new):
+            lam = new
+            break
+        lam = new
+    return lam, v

@@ -10,8 +10,16 @@ Defaults and why:
   3e-4, 16 sequences per task per step (sort is the slowest task to learn);
 - forgetting: Adam lr 1e-3 on the focus task ("copy") until the mean exact match of the
   other three tasks falls below half its theta_mt value (checked every 10 steps);
-- recovery: plain SGD (no momentum), lr 0.1, on the mix, so Delta_GD is a gradient-descent
-  displacement as in the Krylov argument.
+- recovery: plain SGD (no momentum) on the mix, so Delta_GD is a gradient-descent
+  displacement as in the Krylov argument.  The step size is chosen in the stable regime:
+  by default eta = ``eta_lambda`` / lambda_max, with lambda_max the top Hessian eigenvalue
+  of the mix loss at theta_forg (HVP power iteration on ``hessian_n`` sequences per task),
+  so eta * lambda_max = 1 < 2.  (lr 0.1, the earlier default, is ~ 10x past that bound
+  here: the loss first rose and tasks collapsed before recovering.)  A positive
+  ``recover_lr`` fixes eta instead; eta * lambda_max is recorded either way.
+
+Replicates ("seeds" of the experiments) share theta_mt and draw fresh forgetting and
+recovery batch streams: ``replicate`` r shifts every batch index by r * 10^5.
 """
 from __future__ import annotations
 
@@ -26,18 +34,22 @@ import torch
 from torch import Tensor, nn
 
 from updatescope.paths import cache_dir
-from updatescope.locallinear.params import flat_params, set_flat_params
+from updatescope.locallinear.krylov import make_hvp, top_eigenvalue
+from updatescope.locallinear.params import flat_params, set_flat_params, swapped_params
 from updatescope.locallinear.synthetic import TASKS, DigitTasks, ModelConfig, TinyTransformer
 from updatescope.locallinear.trajectory import (
     PhaseConfig,
-    RecoveryConfig,
+    PhaseRecord,
     RecoveryRun,
-    run_recovery,
+    record_phase,
     train_phase,
 )
 from updatescope.errors import InputError
 
-__all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthetic_recovery"]
+__all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthetic_recovery", "mix_loss_fn",
+           "lambda_max", "independent_recovery", "STREAM"]
+
+STREAM = 100_000  # batch-index shift between replicates
 
 
 @dataclass(frozen=True)
@@ -52,7 +64,11 @@ class LabConfig:
     forget_lr: float = 1e-3
     forget_fraction: float = 0.5
     recover_steps: int = 200
-    recover_lr: float = 0.1
+    recover_lr: float = 0.0  # > 0: fixed SGD step; 0: eta_lambda / lambda_max(theta_forg)
+    eta_lambda: float = 1.0  # target eta * lambda_max when recover_lr = 0 (GD is stable below 2)
+    hessian_n: int = 64  # sequences per task for lambda_max
+    power_iters: int = 20
+    recover_eval_every: int = 5
     dense_steps: int = 30
     snapshot_every: int = 10
     eval_n: int = 256  # sequences per task for exact-match accuracy
@@ -60,6 +76,16 @@ class LabConfig:
     def __post_init__(self) -> None:
         if self.focus not in TASKS:
             raise InputError(f"focus {self.focus!r} is not one of {TASKS}")
+        if self.recover_lr < 0:
+            raise InputError(f"recover_lr must be >= 0 (0 = automatic), got {self.recover_lr}")
+        if not 0 < self.eta_lambda < 2:
+            raise InputError(f"eta_lambda must lie in (0, 2) for stable gradient descent, got {self.eta_lambda}")
+        for name in ("hessian_n", "power_iters", "recover_eval_every", "recover_steps", "dense_steps",
+                     "snapshot_every", "eval_n", "batch_size"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.dense_steps > self.recover_steps:
+            raise InputError(f"dense_steps={self.dense_steps} exceeds recover_steps={self.recover_steps}")
 
 
 def task_losses(tasks: DigitTasks) -> dict:
@@ -67,8 +93,29 @@ def task_losses(tasks: DigitTasks) -> dict:
     return {t: (lambda m, i, t=t: tasks.loss(m, t, i)) for t in TASKS}
 
 
-def accuracy_fn(tasks: DigitTasks, n: int):
-    return lambda m: tasks.accuracy(m, n=n)
+def accuracy_fn(tasks: DigitTasks, n: int, with_loss: bool = False):
+    """model -> per-task exact match; with ``with_loss`` also "mix_loss" on a fixed eval batch."""
+    if not with_loss:
+        return lambda m: tasks.accuracy(m, n=n)
+
+    def metrics(m):
+        out = tasks.accuracy(m, n=n)
+        with torch.no_grad():
+            out["mix_loss"] = float(torch.stack([tasks.loss(m, t, 0, "eval", n=n) for t in TASKS]).mean())
+        return out
+    return metrics
+
+
+def mix_loss_fn(tasks: DigitTasks, index: int, n: int, split: str = "select"):
+    """A closure model -> mix loss on one fixed batch of ``n`` sequences per task."""
+    return lambda m: torch.stack([tasks.loss(m, t, index, split, n=n) for t in TASKS]).mean()
+
+
+def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters: int, seed: int = 0) -> float:
+    """Top Hessian eigenvalue of the mix loss (n sequences per task) at theta (power iteration)."""
+    with swapped_params(model, theta):
+        lam, _ = top_eigenvalue(make_hvp(mix_loss_fn(tasks, 900 + seed, n), model), theta.numel(), iters, seed)
+    return lam
 
 
 def _key(cfg: LabConfig) -> str:
@@ -116,23 +163,61 @@ def multitask_model(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransfo
     return model, tasks, {"cached": False, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist}
 
 
+def _recover_phase(cfg: LabConfig, lr: float, steps: int) -> PhaseConfig:
+    return PhaseConfig(steps=steps, lr=lr, optimizer="sgd", eval_every=cfg.recover_eval_every)
+
+
 @_own_rng
-def synthetic_recovery(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransformer, DigitTasks, RecoveryRun, dict]:
-    """theta_mt (cached) -> forget on ``cfg.focus`` -> recover with SGD; the full record."""
+def synthetic_recovery(
+    cfg: LabConfig, use_cache: bool = True, replicate: int = 0,
+) -> tuple[TinyTransformer, DigitTasks, RecoveryRun, dict]:
+    """theta_mt (cached) -> forget on ``cfg.focus`` -> recover with SGD at a stable step.
+
+    Returns (model, tasks, run, info); info adds "lambda_max_forg", "recover_lr",
+    "eta_lambda" (eta * lambda_max at theta_forg) and "replicate" to multitask_model's.
+    """
     model, tasks, info = multitask_model(cfg, use_cache)
-    rcfg = RecoveryConfig(
-        multitask=PhaseConfig(steps=0, lr=cfg.mt_lr),  # already trained
-        forget=PhaseConfig(steps=cfg.forget_cap, lr=cfg.forget_lr, eval_every=10),
-        recover=PhaseConfig(steps=cfg.recover_steps, lr=cfg.recover_lr, optimizer="sgd",
-                            eval_every=max(1, cfg.recover_steps // 20)),
-        forget_fraction=cfg.forget_fraction, dense_steps=cfg.dense_steps, snapshot_every=cfg.snapshot_every,
-    )
-    torch.manual_seed(cfg.seed + 1)
-    run = run_recovery(model, task_losses(tasks), cfg.focus, rcfg, metrics=accuracy_fn(tasks, cfg.eval_n))
-    run.history = info["history"] + run.history
+    theta_mt = flat_params(model).float()
+    losses = task_losses(tasks)
+    mets = accuracy_fn(tasks, cfg.eval_n, with_loss=True)
+    base = mets(model)
+    others = [t for t in TASKS if t != cfg.focus]
+    ref = sum(base[t] for t in others) / len(others)
+    stop = lambda m: sum(m[t] for t in others) / len(others) < cfg.forget_fraction * ref
+    torch.manual_seed(cfg.seed + 1 + replicate)
+    forget = PhaseConfig(steps=cfg.forget_cap, lr=cfg.forget_lr, eval_every=10)
+    history = info["history"] + train_phase(
+        model, lambda m, i: losses[cfg.focus](m, i), forget, phase="forget",
+        index_offset=1_000_000 + replicate * STREAM, metrics=mets, stop=stop)
+    forget_steps = sum(1 for r in history if r["phase"] == "forget")
+    theta_forg = flat_params(model).float()
+    lam = lambda_max(model, tasks, theta_forg, cfg.hessian_n, cfg.power_iters, seed=replicate)
+    lr = cfg.recover_lr if cfg.recover_lr > 0 else cfg.eta_lambda / lam
+    mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
+    rec = record_phase(model, mix, _recover_phase(cfg, lr, cfg.recover_steps), dense_steps=cfg.dense_steps,
+                       snapshot_every=cfg.snapshot_every, index_offset=2_000_000 + replicate * STREAM,
+                       metrics=mets)
+    run = RecoveryRun(theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=flat_params(model).float(),
+                      updates=rec.updates, snapshots=rec.snapshots, step_norms=rec.step_norms,
+                      history=history + rec.history, forget_steps=forget_steps)
+    forg = [r["metrics"] for r in history if r["phase"] == "forget" and "metrics" in r]
+    info = {**info, "lambda_max_forg": lam, "recover_lr": lr, "eta_lambda": lr * lam, "replicate": replicate,
+            "metrics_mt": base, "metrics_forg": forg[-1] if forg else base}
     return model, tasks, run, info
+
+
+@_own_rng
+def independent_recovery(model: nn.Module, tasks: DigitTasks, cfg: LabConfig, theta_forg: Tensor, lr: float,
+                         stream: int, steps: int) -> PhaseRecord:
+    """A second recovery from the same theta_forg on other batches (``stream``): a null for
+    the prefix basis.  Leaves the model's parameters as they were."""
+    losses = task_losses(tasks)
+    mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
+    with swapped_params(model, theta_forg):
+        return record_phase(model, mix, PhaseConfig(steps=steps, lr=lr, optimizer="sgd"), dense_steps=steps,
+                            snapshot_every=steps, phase="independent", index_offset=3_000_000 + stream * STREAM)
 
 
 def quick(cfg: LabConfig) -> LabConfig:
     """Smaller settings for ``--quick`` runs."""
-    return replace(cfg, mt_steps=800, recover_steps=150, eval_n=128)
+    return replace(cfg, mt_steps=800, recover_steps=150, eval_n=128, power_iters=8)

@@ -127,12 +127,12 @@ class DigitTasks:
 
     Every batch is a pure function of ``(seed, split, task, index)``, so losses built on it
     are reproducible closures ``(model, index) -> scalar`` -- the form the recovery
-    protocol (:mod:`.trajectory`) takes for any model.  Splits ``"train"``, ``"select"``
-    and ``"heldout"`` use disjoint seed streams (the input space, 10^L, is large enough
+    protocol (:mod:`.trajectory`) takes for any model.  Splits ``"train"``, ``"select"``,
+    ``"tune"``, ``"heldout"`` and ``"eval"`` use disjoint seed streams (the input space, 10^L, is large enough
     that overlaps are rare; they are not excluded).
     """
 
-    _SPLITS = {"train": 0, "select": 1, "heldout": 2, "eval": 3}
+    _SPLITS = {"train": 0, "select": 1, "heldout": 2, "eval": 3, "tune": 4}
 
     def __init__(self, seq_len: int = 5, batch_size: int = 16, seed: int = 0) -> None:
         self.seq_len = seq_len

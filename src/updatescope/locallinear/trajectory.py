@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from updatescope.locallinear.params import flat_params
 from updatescope.errors import InputError
 
-__all__ = ["PhaseConfig", "RecoveryConfig", "RecoveryRun", "train_phase", "run_recovery"]
+__all__ = ["PhaseConfig", "RecoveryConfig", "RecoveryRun", "PhaseRecord", "train_phase", "record_phase", "run_recovery"]
 
 LossFn = Callable[[nn.Module, int], Tensor]
 Metrics = Callable[[nn.Module], Mapping[str, float]]
@@ -148,17 +148,76 @@ def train_phase(
     return log
 
 
+@dataclass
+class PhaseRecord:
+    """One recorded phase: the first updates, snapshots, every step norm, the log."""
+
+    updates: Tensor  # (dense_steps, D) float32: theta_{t+1} - theta_t
+    snapshots: dict[int, Tensor]  # step -> theta (D,); step 0 is the start
+    step_norms: Tensor  # (steps,) float64
+    history: list[dict]
+
+    @property
+    def end(self) -> Tensor:
+        """The last parameters (D,)."""
+        return self.snapshots[max(self.snapshots)]
+
+
+def record_phase(
+    model: nn.Module,
+    loss_fn: LossFn,
+    cfg: PhaseConfig,
+    *,
+    dense_steps: int,
+    snapshot_every: int,
+    phase: str = "recover",
+    index_offset: int = 2_000_000,
+    metrics: Metrics | None = None,
+) -> PhaseRecord:
+    """Run one phase from the model's current parameters and record its trajectory.
+
+    Keeps every update of the first ``dense_steps`` steps, a snapshot every
+    ``snapshot_every`` steps (and the last one), and the norm of every step.  Use it for a
+    second, independent recovery from the same start (another ``index_offset``) or for
+    full-batch GD (a ``loss_fn`` that ignores the index).
+    """
+    if dense_steps > cfg.steps or snapshot_every < 1:
+        raise InputError(f"need dense_steps <= steps and snapshot_every >= 1, got dense_steps={dense_steps}, "
+                         f"steps={cfg.steps}, snapshot_every={snapshot_every}")
+    start = flat_params(model).float()
+    dense = torch.empty(dense_steps, start.numel(), dtype=torch.float32)
+    snapshots = {0: start.clone()}
+    norms = torch.zeros(cfg.steps, dtype=torch.float64)
+    prev = [start]
+
+    def record(t: int, m: nn.Module) -> None:
+        now = flat_params(m).float()
+        step = now - prev[0]
+        norms[t - 1] = float(step.norm())
+        if t <= dense_steps:
+            dense[t - 1] = step
+        if t % snapshot_every == 0 or t == cfg.steps:
+            snapshots[t] = now
+        prev[0] = now
+
+    log = train_phase(model, loss_fn, cfg, phase=phase, index_offset=index_offset, metrics=metrics, on_step=record)
+    return PhaseRecord(updates=dense, snapshots=snapshots, step_norms=norms, history=log)
+
+
 def run_recovery(
     model: nn.Module,
     task_losses: Mapping[str, LossFn],
     focus: str,
     cfg: RecoveryConfig,
     metrics: Metrics | None = None,
+    stream: int = 0,
 ) -> RecoveryRun:
     """Run the three phases on ``model`` (in place) and record the recovery trajectory.
 
     ``task_losses`` maps task name -> loss closure; ``metrics(model)`` returns per-task
-    scores (higher is better, e.g. exact-match accuracy) keyed by the same names.
+    scores (higher is better, e.g. exact-match accuracy) keyed by the same names (extra
+    keys are logged and ignored by the stopping rule).  ``stream`` shifts the batch
+    indices of phases 2-3 (an independent replicate from the same theta_mt).
     """
     if focus not in task_losses:
         raise InputError(f"focus task {focus!r} is not among the tasks {sorted(task_losses)}")
@@ -178,31 +237,18 @@ def run_recovery(
         stop = lambda m: sum(m[n] for n in others) / len(others) < cfg.forget_fraction * ref
     forget_log = train_phase(
         model, lambda m, i: task_losses[focus](m, i), cfg.forget, phase="forget",
-        index_offset=1_000_000, metrics=metrics, stop=stop,
+        index_offset=1_000_000 + stream, metrics=metrics, stop=stop,
     )
     history += forget_log
     theta_forg = flat_params(model).float()
 
-    dense = torch.empty(cfg.dense_steps, theta_forg.numel(), dtype=torch.float32)
-    snapshots = {0: theta_forg.clone()}
-    norms = torch.zeros(cfg.recover.steps, dtype=torch.float64)
-    prev = [theta_forg]
-
-    def record(t: int, m: nn.Module) -> None:
-        now = flat_params(m).float()
-        step = now - prev[0]
-        norms[t - 1] = float(step.norm())
-        if t <= cfg.dense_steps:
-            dense[t - 1] = step
-        if t % cfg.snapshot_every == 0:
-            snapshots[t] = now
-        prev[0] = now
-
-    history += train_phase(
-        model, mix, cfg.recover, phase="recover", index_offset=2_000_000, metrics=metrics,
-        on_step=record,
+    rec = record_phase(
+        model, mix, cfg.recover, dense_steps=cfg.dense_steps, snapshot_every=cfg.snapshot_every,
+        phase="recover", index_offset=2_000_000 + stream, metrics=metrics,
     )
+    history += rec.history
     return RecoveryRun(
         theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=flat_params(model).float(),
-        updates=dense, snapshots=snapshots, step_norms=norms, history=history, forget_steps=len(forget_log),
+        updates=rec.updates, snapshots=rec.snapshots, step_norms=rec.step_norms, history=history,
+        forget_steps=len(forget_log),
     )

@@ -169,55 +169,85 @@ def plot_smiles(pairs: Mapping[str, Sequence[float]], truth: Sequence[float], te
 
 
 def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
-    """One figure of a recovery record (capture curves, drift, effective rank or training history). The figure drawn is chosen by the file name: recovery_capture.png, recovery_drift.png, recovery_rank.png, recovery_training.png."""
+    """One figure of a recovery record, chosen by the file name (see RECOVERY_FIGURES):
+    capture curves with nulls, drift over the resample floor, effective ranks against
+    baselines, accuracy along the protocol, Krylov capture at a matched horizon.  Curves
+    are means over replicates with ±1 SE bands."""
     plt = pyplot()
     which = Path(path).name
+    s = m["summary"]
+
+    def band(ax, x, key, style, label, color=None):
+        mean = np.asarray(s[key]["mean"], dtype=float)
+        line = ax.plot(x[: len(mean)], mean, style, ms=3, label=label, color=color)[0]
+        if s[key]["se"] is not None:
+            se = np.asarray(s[key]["se"], dtype=float)
+            ax.fill_between(x[: len(mean)], mean - se, mean + se, alpha=0.2, color=line.get_color())
+
     if which == "recovery_capture.png":
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        for name, style in [("trajectory_prefix", "-o"), ("trajectory_prefix_rest", "--o"), ("krylov", "-s"),
-                            ("local_task_plane", "-^"), ("pre_interference_plane", "-v"), ("random", ":"),
-                            ("random_walk_prefix_null", "-."), ("random_walk_prefix_rest_null", ":")]:
-            c = m["capture_curves"][name]
-            ax.plot(range(1, len(c) + 1), c, style, ms=3, label=name.replace("_", " "))
-        ax.set_xlabel("subspace dimension k")
-        ax.set_ylabel("capture ||P_U Δ||² / ||Δ||²")
-        ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=7)
-        ax.set_title("Capture of Δ_GD = θ_rec − θ_forg")
+        fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0))
+        k = np.arange(1, len(s["curve.prefix"]["mean"]) + 1)
+        for ax, suffix, title in [(axes[0], "", "capture of Δ_GD by a k-dim basis"),
+                                  (axes[1], "_rest", "capture of the displacement left after k steps")]:
+            band(ax, k, f"curve.prefix{suffix}", "-o", "trajectory prefix")
+            band(ax, k, f"curve.walk{suffix}", "--", "null: random walk, real step norms")
+            band(ax, k, f"curve.independent{suffix}", "-s", "null: independent run's prefix")
+            key = "curve.local_plane" if not suffix else "curve.static_rest"
+            band(ax, k, key, "-^", "static local plane, same width")
+            if not suffix:
+                band(ax, k, "curve.pre_interference_plane", "-v", "pre-interference plane")
+            ax.set_xlabel("k (steps / dimensions)")
+            ax.set_title(title, fontsize=9)
+            ax.set_ylim(-0.02, 1.02)
+        axes[0].set_ylabel("||P_U x||² / ||x||²")
+        axes[0].legend(fontsize=7)
     elif which == "recovery_drift.png":
-        fig, ax = plt.subplots(figsize=(5.2, 3.6))
-        steps = [int(k) for k in m["drift_overlap"]]
-        ax.plot(steps, list(m["drift_overlap"].values()), "-o", ms=3, label="overlap with plane at θ_forg")
-        ax.axhline(m["drift_same_point_resample_overlap"], color="gray", ls="--", label="same point, new batches")
-        ax.axhline(m["drift_random_expected"], color="k", ls=":", label="random (r/D)")
+        fig, ax = plt.subplots(figsize=(5.4, 3.6))
+        steps = np.asarray(s["drift.steps"], dtype=float)
+        band(ax, steps, "drift.overlap", "-o", "overlap with the plane at θ_forg")
+        band(ax, steps, "drift.normalised", "-s", "÷ same-point resample floor")
+        ax.axhline(s["task_plane.resample_floor"]["mean"], color="gray", ls="--", label="resample floor")
+        ax.set_xscale("log")
         ax.set_xlabel("recovery step")
-        ax.set_ylabel("principal-angle overlap (mean cos²)")
-        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel("mean cos² of principal angles")
         ax.legend(fontsize=7)
     elif which == "recovery_rank.png":
-        fig, ax = plt.subplots(figsize=(6.4, 3.8))
-        names = ["task_gradients", "shuffled_labels", "gaussian_same_norms", "task_gradients_unit_rows",
-                 "shuffled_labels_unit_rows", "gaussian_unit_rows"]
-        x = range(len(names))
-        ax.bar([i - 0.2 for i in x], [m["rank"][n]["entropy_rank"] for n in names], 0.4, label="entropy rank")
-        ax.bar([i + 0.2 for i in x], [m["rank"][n]["stable_rank"] for n in names], 0.4, label="stable rank")
-        ax.set_xticks(list(x), [n.replace("_", "\n") for n in names], fontsize=7)
-        ax.set_ylabel(f"effective rank (n = {m['rank']['task_gradients']['n']})")
-        ax.legend(fontsize=7)
+        fig, ax = plt.subplots(figsize=(7.0, 3.8))
+        tasks = list(m["replicates"][0]["rank"])
+        kinds = ["task", "shuffled", "gaussian", "task_unit", "shuffled_unit", "gaussian_unit"]
+        width = 0.8 / len(kinds)
+        for j, kind in enumerate(kinds):
+            vals = [s[f"rank.{t}.{kind}.entropy_rank"]["mean"] for t in tasks]
+            ax.bar(np.arange(len(tasks)) + (j - len(kinds) / 2 + 0.5) * width, vals, width, label=kind)
+        ax.set_xticks(range(len(tasks)), tasks)
+        ax.set_yscale("log")
+        ax.set_ylabel(f"entropy rank of {m['rank_n']} per-example gradients")
+        ax.legend(fontsize=7, ncol=2)
     elif which == "recovery_training.png":
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        hist = m["replicates"][0]["history"]
         x0 = 0
         for phase in ("multitask", "forget", "recover"):
-            rows = [r for r in m["history"] if r["phase"] == phase]
+            rows = [r for r in hist if r["phase"] == phase]
             if not rows:
                 continue
-            for i, t in enumerate(rows[0]["metrics"]):
+            for i, t in enumerate(k for k in rows[0]["metrics"] if k != "mix_loss"):
                 ax.plot([x0 + r["step"] for r in rows], [r["metrics"][t] for r in rows], color=f"C{i}",
                         label=t if phase == "forget" else None)
             x0 += rows[-1]["step"]
             ax.axvline(x0, color="gray", lw=0.5)
-        ax.set_xlabel("step (multitask | forget | recover)")
+        ax.set_xlabel("step (forget | recover), replicate 0")
         ax.set_ylabel("exact-match accuracy")
+        ax.legend(fontsize=7)
+    elif which == "recovery_krylov.png":
+        fig, ax = plt.subplots(figsize=(5.6, 3.8))
+        k = np.arange(1, len(s["krylov.gd_capture"]["mean"]) + 1)
+        band(ax, k, "krylov.gd_capture", "-o", "full-batch GD: capture of θ_k−θ_0 by K_k")
+        band(ax, k, "krylov.gd_overlap", "--o", "full-batch GD: overlap span(u_1..u_k), K_k")
+        band(ax, k, "krylov.sgd_capture", "-s", "minibatch SGD: capture by K_k")
+        band(ax, k, "krylov.sgd_overlap", "--s", "minibatch SGD: overlap with K_k")
+        ax.set_xlabel("k")
+        ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=7)
     else:
         raise InputError(f"recovery_figure: unknown figure {which}")
@@ -233,14 +263,14 @@ def search_figure(m: Mapping[str, Any], path: Path) -> Path:
         fig, ax = plt.subplots(figsize=(5.6, 3.8))
         for i, (name, rows) in enumerate(m["sigma_window"].items()):
             rho = [r["rho"] for r in rows]
-            ax.plot(rho, [r["gain_heldout"] for r in rows], "-o", color=f"C{i}", ms=3, label=f"{name}: held-out gain")
-            ax.plot(rho, [r["pred_heldout"] for r in rows], ":", color=f"C{i}", label=f"{name}: linear prediction")
+            ax.plot(rho, [r["gain_tune"] for r in rows], "-o", color=f"C{i}", ms=3, label=f"{name}: tuning-split gain")
+            ax.plot(rho, [r["pred_tune"] for r in rows], ":", color=f"C{i}", label=f"{name}: linear prediction")
         ax.axhline(0, color="k", lw=0.5)
         ax.set_xscale("log")
         ax.set_xlabel("step norm ρ = E||σz||")
         ax.set_ylabel("loss decrease of best of N")
-        lo = min(min(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
-        hi = max(max(r["gain_heldout"] for r in rows) for rows in m["sigma_window"].values())
+        lo = min(min(r["gain_tune"] for r in rows) for rows in m["sigma_window"].values())
+        hi = max(max(r["gain_tune"] for r in rows) for rows in m["sigma_window"].values())
         ax.set_ylim(max(lo, -2 * abs(hi) - 1e-3), 1.5 * hi + 1e-3)
         ax.legend(fontsize=7)
     elif which == "search_gain_vs_n.png":
@@ -259,5 +289,6 @@ def search_figure(m: Mapping[str, Any], path: Path) -> Path:
     return _save(fig, Path(path))
 
 
-RECOVERY_FIGURES = ('recovery_capture.png', 'recovery_drift.png', 'recovery_rank.png', 'recovery_training.png')
+RECOVERY_FIGURES = ('recovery_capture.png', 'recovery_drift.png', 'recovery_rank.png', 'recovery_training.png',
+                    'recovery_krylov.png')
 SEARCH_FIGURES = ('search_sigma_window.png', 'search_gain_vs_n.png')

@@ -1,0 +1,210 @@
+"""Markdown tables for docs/locallinear.md from the recovery and random-search records.
+
+    python docs/locallinear_table.py --write   # regenerate every generated block
+    python docs/locallinear_table.py --check   # exit 1 if a block differs from its record
+
+Blocks look like
+
+    <!-- generated: recovery recovery_quick -->
+    ...
+    <!-- end generated -->
+
+the first word names the table kind (:data:`KINDS`), the second the record
+``docs/results/NAME.json``.  Every number is mean ± SE over the record's replicates; the
+verdicts are computed here from those numbers by the rules written next to them, so
+they change when the numbers do (tests/test_locallinear_docs.py runs ``--check``).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DOC = HERE / "locallinear.md"
+BLOCK = re.compile(r"(<!-- generated: (\w[\w-]*) (\w+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+
+
+def _at(ms: dict, i: int | None) -> tuple[float | None, float | None]:
+    mean, se = ms["mean"], ms["se"]
+    if i is not None:
+        if i >= len(mean):
+            return None, None
+        mean, se = mean[i], (None if se is None else se[i])
+    return mean, se
+
+
+def pct(ms: dict, i: int | None = None, digits: int = 1) -> str:
+    mean, se = _at(ms, i)
+    if mean is None:
+        return "n/a"
+    return f"{100 * mean:.{digits}f}%" + ("" if se is None else f" ± {100 * se:.{digits}f}")
+
+
+def num(ms: dict, i: int | None = None, fmt: str = "{:.3g}") -> str:
+    mean, se = _at(ms, i)
+    if mean is None:
+        return "n/a"
+    return fmt.format(mean) + ("" if se is None else " ± " + fmt.format(se))
+
+
+def _beyond(ms: dict, i: int, nulls: list[dict]) -> bool:
+    """Rule: the mean minus 2 SE exceeds every null's mean plus 2 SE."""
+    mean, se = _at(ms, i)
+    if mean is None:
+        return False
+    lo = mean - 2 * (se or 0.0)
+    return all(m is None or lo > m + 2 * (s or 0.0) for m, s in (_at(n, i) for n in nulls))
+
+
+def recovery_table(m: dict) -> list[str]:
+    s = m["summary"]
+    k10, k20 = 9, 19
+    n = s["curve.prefix"]["n"]
+    tasks = list(m["replicates"][0]["rank"])
+    rows = [
+        f"Replicates: {n} (mean ± SE). D = {m['dim']:,}. Per-task gradients of {m['plane_n']} sequences; "
+        f"effective rank from {m['rank_n']} per-example gradients per task.",
+        "",
+        "| claim | paper | ours | nulls / references | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    mono, coll = s["stability.monotone_all"], s["stability.collapsed_any"]
+    rows.append(
+        f"| stable recovery (SGD, η = 1/λ_max at θ_forg) | – | η = {num(s['stability.recover_lr'])}; "
+        f"η·λ_max {num(s['stability.eta_lambda_forg'], fmt='{:.2f}')} at θ_forg, "
+        f"{num(s['stability.eta_lambda_rec'], fmt='{:.2f}')} at θ_rec; largest rise of the eval loss "
+        f"{num(s['stability.max_rise'], fmt='{:.2g}')} | bound η·λ_max < 2 | "
+        f"{'monotone in every replicate' if mono else 'eval loss rose in some replicate'}; "
+        f"{'no task collapsed' if not coll else 'collapsed: ' + ', '.join(coll)} |")
+    acc = "; ".join(f"{t} {num(s[f'accuracy_forg.{t}'], fmt='{:.2f}')} → {num(s[f'accuracy_rec.{t}'], fmt='{:.2f}')}"
+                    for t in tasks)
+    rows.append(f"| exact match θ_forg → θ_rec | – | {acc} | – | – |")
+    for label, i, paper in [("k = 10", k10, "≈ 77%"), ("k = 20", k20, "≈ 90%")]:
+        nulls = [s["curve.walk"], s["curve.independent"], s["curve.local_plane"]]
+        v = "beyond every null" if _beyond(s["curve.prefix"], i, nulls) else "not beyond the nulls"
+        rows.append(
+            f"| trajectory prefix captures Δ_GD, {label} | {paper} | {pct(s['curve.prefix'], i)} | "
+            f"random walk {pct(s['curve.walk'], i)}; independent run {pct(s['curve.independent'], i)}; "
+            f"static plane, same width {pct(s['curve.local_plane'], i)} | {v} |")
+    for label, i in [("k = 10", k10), ("k = 20", k20)]:
+        nulls = [s["curve.walk_rest"], s["curve.independent_rest"], s["curve.static_rest"]]
+        v = "structure beyond step norms" if _beyond(s["curve.prefix_rest"], i, nulls) else "not beyond the nulls"
+        rows.append(
+            f"| prefix captures the displacement left after k steps, {label} | not reported | "
+            f"{pct(s['curve.prefix_rest'], i)} | random walk {pct(s['curve.walk_rest'], i, 2)}; independent run "
+            f"{pct(s['curve.independent_rest'], i)}; static plane {pct(s['curve.static_rest'], i)} | {v} |")
+    floor = s["task_plane.resample_floor"]
+    rows.append(
+        f"| static planes capture little (4-dim task plane) | local ≈ 15%, pre-interference < 2% (LoRA) | "
+        f"local {pct(s['task_plane.capture_forg'], None, 2)}; pre-interference {pct(s['task_plane.capture_mt'], None, 2)} | "
+        f"random 4/D = {4 / m['dim']:.1e} | "
+        f"{'little, local > pre-interference' if s['task_plane.capture_forg']['mean'] > s['task_plane.capture_mt']['mean'] else 'little'} |")
+    steps = s["drift.steps"]
+    pick = [steps.index(t) for t in (10, 100) if t in steps]
+    ov = ", ".join(f"step {steps[i]}: {num(s['drift.overlap'], i, '{:.3f}')} (÷ floor {num(s['drift.normalised'], i, '{:.2f}')})"
+                   for i in pick)
+    last = s["drift.normalised"]["mean"][pick[-1]] if pick else None
+    rows.append(
+        f"| the task plane drifts | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
+        f"floor {num(floor, None, '{:.3f}')} | "
+        f"{'drift beyond resampling' if last is not None and last < 0.5 else 'little drift beyond resampling'} |")
+    for t in tasks:
+        e = lambda kind: num(s[f"rank.{t}.{kind}.entropy_rank"], fmt="{:.1f}")
+        st = lambda kind: num(s[f"rank.{t}.{kind}.stable_rank"], fmt="{:.2f}")
+        low = s[f"rank.{t}.task.stable_rank"]["mean"] <= 8
+        below_shuf = s[f"rank.{t}.task_unit.stable_rank"]["mean"] < s[f"rank.{t}.shuffled_unit.stable_rank"]["mean"]
+        rows.append(
+            f"| effective rank, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
+            f"{e('shuffled')} / {st('shuffled')}; Gaussian, same norms {e('gaussian')} / {st('gaussian')}; unit rows: "
+            f"task {st('task_unit')}, shuffled {st('shuffled_unit')}, Gaussian {st('gaussian_unit')} (stable) | "
+            f"{'stable rank ≤ 8' if low else 'stable rank > 8'}; directions "
+            f"{'lower-rank than' if below_shuf else 'not lower-rank than'} shuffled labels |")
+    kk = len(s["krylov.gd_capture"]["mean"])
+    ks = [k for k in (1, 5, 10, 20, 30) if k <= kk]
+    gd = ", ".join(f"{k}: {pct(s['krylov.gd_capture'], k - 1)}" for k in ks)
+    gdo = ", ".join(f"{k}: {num(s['krylov.gd_overlap'], k - 1, '{:.2f}')}" for k in ks)
+    sgd = ", ".join(f"{k}: {pct(s['krylov.sgd_capture'], k - 1)}" for k in ks)
+    sgdo = ", ".join(f"{k}: {num(s['krylov.sgd_overlap'], k - 1, '{:.2f}')}" for k in ks)
+    gd_last = s["krylov.gd_capture"]["mean"][-1]
+    rows.append(
+        f"| Krylov: θ_k − θ_0 ∈ K_k(H, g_0), full-batch GD | theorem (quadratic) | capture at k = {gd}; "
+        f"overlap of span(u_1..u_k) with K_k: {gdo} | random k-dim ≈ k/D | "
+        f"{'holds at this horizon (≥ 90%)' if gd_last >= 0.9 else 'holds only partly at k = ' + str(kk)} |")
+    rows.append(
+        f"| Krylov, minibatch SGD (same η, K_k from the full batch) | – | capture at k = {sgd}; overlap: {sgdo} | "
+        f"GD row above | {'breaks with minibatch noise' if s['krylov.sgd_capture']['mean'][-1] < gd_last - 0.1 else 'close to GD'} |")
+    return rows
+
+
+def search_table(m: dict) -> list[str]:
+    rows = [
+        f"Splits: candidates chosen on `select`, σ chosen on `tune`, every gain below measured on `heldout` "
+        f"with fresh candidate seeds. Recovery step of the lab η = {m['recover_lr']:.3g} (η·λ_max = "
+        f"{m['eta_lambda']:.2f}).",
+        "",
+        "| claim | paper | ours (test split) | baselines / theory | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for name, sweep in m["sigma_window"].items():
+        best = m["best_rho_per_space"][name]
+        curve = ", ".join(f"{r['rho']:g} → {r['gain_tune']:.3g}" for r in sweep)
+        rows.append(f"| σ window, {name.replace('_', ' ')} (tuning-split gain by step norm ρ) | σ ≈ 1e-4 on "
+                    f"Qwen2.5-0.5B | {curve} | linear prediction in the record | window; ρ chosen = {best:g} |")
+    comp = m["subspaces"]
+    cell = "; ".join(f"{k.replace('_', ' ')} {v['gain_heldout_mean']:.3g}"
+                     + ("" if v.get("gain_heldout_se") is None else f" ± {v['gain_heldout_se']:.2g}")
+                     for k, v in comp.items())
+    pre = comp["trajectory_prefix"]
+    others = [v for k, v in comp.items() if k != "trajectory_prefix"]
+    lo = pre["gain_heldout_mean"] - 2 * (pre.get("gain_heldout_se") or 0)
+    beats = all(lo > v["gain_heldout_mean"] + 2 * (v.get("gain_heldout_se") or 0) for v in others)
+    rows.append(f"| search in the trajectory prefix beats static planes and isotropic (equal ρ = {m['best_rho']:g}, "
+                f"N = {m['config_n_sweep']}) | yes | {cell} | – | "
+                f"{'reproduced' if beats else 'not reproduced: prefix not above every other space by 2 SE'} |")
+    for name, c in m["gain_vs_n"].items():
+        pts = ", ".join(f"N = {n}: {g:.3g} (pred. {p:.3g})" for n, g, p in zip(c["n"], c["gain_heldout"], c["pred_heldout"])
+                        if n in (2, 8, 32, 128) or n == c["n"][-1])
+        rows.append(f"| gain vs N, {name.replace('_', ' ')} at ρ = {c['rho']:g} | ∝ √(log N) | {pts} | "
+                    f"σ‖Pg‖E[max_N] | see figure |")
+    dens = m["density_vs_mass"]
+    a, b = dens["small_aligned_r2"], dens["large_containing_r40"]
+    rows.append(f"| density beats mass (r = 2 vs r = 40 containing it, equal ρ) | small aligned wins | "
+                f"{a['gain_heldout_mean']:.3g} vs {b['gain_heldout_mean']:.3g} | density {a['density']:.3g} vs "
+                f"{b['density']:.3g}, mass equal | {'reproduced' if a['gain_heldout_mean'] > b['gain_heldout_mean'] else 'not reproduced'} |")
+    amb = ", ".join(f"{r['dim']:,}: {r['normalised_gain_select']:.2f}" for r in m["ambient_dimension"])
+    rows.append(f"| gain independent of D (isotropic, fixed N, gain/(σ‖g_S‖)) | yes | {amb} | "
+                f"E[max_N] = {m['ambient_dimension'][0]['expected_max']:.2f} | one draw per group |")
+    return rows
+
+
+KINDS = {"recovery": recovery_table, "search": search_table}
+
+
+def render(text: str) -> str:
+    def sub(mt: re.Match) -> str:
+        kind, name = mt.group(2), mt.group(3)
+        rec = json.loads((HERE / "results" / f"{name}.json").read_text())
+        metrics = dict(rec["metrics"])
+        if kind == "search":
+            metrics["config_n_sweep"] = rec["config"]["n_sweep"]
+        return mt.group(1) + "\n".join(KINDS[kind](metrics)) + "\n" + mt.group(5)
+    return BLOCK.sub(sub, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = DOC.read_text()
+    new = render(text)
+    if "--write" in argv:
+        DOC.write_text(new)
+        return 0
+    if "--check" in argv:
+        return 0 if new == text else 1
+    print(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
