@@ -115,6 +115,7 @@ class NetworkSketch:
         self._diag = torch.zeros(2, L + 1, N_BLOCKS, dtype=torch.float64, device=self.device)
         self._counts = torch.zeros(2, dtype=torch.int64)
         self._batches = 0
+        self.meta: dict[str, str] = {}  # free-form strings saved with the signature (model, data)
 
     @property
     def count(self) -> int:
@@ -257,9 +258,14 @@ def network_alignment(source: NetworkSketch, target: NetworkSketch) -> NetworkAl
     with standard errors in ``se`` (keys: the scalar fields and ``profile[name]``).
 
     Plug-in of the unbiased block terms (see module) into ``decompose``; same config required.
-    se² = sketch part (delete-one-feature-block jackknife, (G−1)/G Σ_g (θ_−g − θ̄)²) + sampling
-    part (|θ_A − θ_B|/2 from the two stream halves: var(whole) ≈ var(half)/2 = E(θ_A − θ_B)²/4).
+    The standard errors follow the head sketch's rule (``sketch.align``): se² = sketch part
+    (delete-one-feature-block jackknife, (G−1)/G Σ_g (θ_−g − θ̄)², G−1 dof) + source and target
+    sampling parts from the four half-by-half estimates θ_hk (one dof each), times the
+    Student-t multiplier t₀.₉₇₅(ν)/z₀.₉₇₅ on the Welch–Satterthwaite ν, so value ± 2·se is a
+    ≈95% interval.  ``se_parts``: "sketch", "sampling" (unscaled) and "dof".
     """
+    from updatescope.sketch.align import _Z975, _t975
+
     if not isinstance(source, NetworkSketch) or not isinstance(target, NetworkSketch):
         raise InputError("network_alignment() takes two NetworkSketch objects")
     source.config.check_compatible(target.config)
@@ -270,15 +276,27 @@ def network_alignment(source: NetworkSketch, target: NetworkSketch) -> NetworkAl
     point = _estimate(*whole, names)
     g = N_BLOCKS
     loo = torch.stack([_values(_estimate(*whole, names, drop=b)) for b in range(g)])
-    se_sketch = ((g - 1) / g * ((loo - loo.mean(0)) ** 2).sum(0)).sqrt()
-    halves = []
+    var_sketch = (g - 1) / g * ((loo - loo.mean(0)) ** 2).sum(0)
+    th = {}
     for h in (0, 1):
-        parts = [(sk._sums[h].cpu(), sk._diag[h].cpu(), int(sk._counts[h])) for sk in (source, target)]
-        if min(p[2] for p in parts) >= 2:
-            halves.append(_values(_estimate(*parts, names)))
-    se_sampling = (halves[0] - halves[1]).abs() / 2 if len(halves) == 2 else torch.full_like(se_sketch, float("nan"))
-    total = (se_sketch ** 2 + torch.nan_to_num(se_sampling, nan=0.0) ** 2).sqrt()
+        for k in (0, 1):
+            ps = (source._sums[h].cpu(), source._diag[h].cpu(), int(source._counts[h]))
+            pt = (target._sums[k].cpu(), target._diag[k].cpu(), int(target._counts[k]))
+            if min(ps[2], pt[2]) >= 2:
+                th[h, k] = _values(_estimate(ps, pt, names))
+    if len(th) == 4:  # θ_hk ≈ θ + f_h + g_k: var(f_0 − f_1) = 4 var_full(f), likewise for g
+        d_s = ((th[0, 0] - th[1, 0]) + (th[0, 1] - th[1, 1])) / 2
+        d_t = ((th[0, 0] - th[0, 1]) + (th[1, 0] - th[1, 1])) / 2
+        var_s, var_t = d_s.square() / 4, d_t.square() / 4
+    else:
+        var_s = var_t = torch.full_like(var_sketch, float("nan"))
+    var_total = var_sketch + torch.nan_to_num(var_s, nan=0.0) + torch.nan_to_num(var_t, nan=0.0)
+    den = var_sketch.square() / max(g - 1, 1) + torch.nan_to_num(var_s.square() + var_t.square(), nan=0.0)
+    nu = torch.where(den > 0, var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
+                     torch.full_like(den, float("inf")))
+    total = var_total.sqrt() * _t975(nu) / _Z975
     keys = list(_SE_FIELDS) + [f"profile[{n}]" for n in names]
     return replace(point, se=dict(zip(keys, total.tolist())),
-                   se_parts={"sketch": dict(zip(keys, se_sketch.tolist())),
-                             "sampling": dict(zip(keys, se_sampling.tolist()))})
+                   se_parts={"sketch": dict(zip(keys, var_sketch.sqrt().tolist())),
+                             "sampling": dict(zip(keys, (var_s + var_t).sqrt().tolist())),
+                             "dof": dict(zip(keys, nu.tolist()))})
