@@ -1,16 +1,32 @@
 """Markdown tables for docs/results.md from a `updatescope reproduce` JSON record.
 
-    python docs/results_table.py docs/results/source_selection_full.json
+    python docs/results_table.py docs/results/source_selection_full.json   # print one record
+    python docs/results_table.py --write     # regenerate every generated block of docs/results.md
+    python docs/results_table.py --check     # exit 1 if a block differs from its record
+    python docs/results_table.py --reanalyse OUT.json RUN.json...   # issue-15 evidence from older runs
 
-Prints the method table (top-1 with its bootstrap CI over targets, chance, oracle-normalised
-transfer, regret, per-target and pooled Spearman) and, when present, the transfer matrix
-(target rows, source columns, in millinats) and the sketch-vs-exact agreement.
+Printing a record gives the method table (top-1 with its bootstrap CI over targets, chance,
+oracle-normalised transfer, regret, per-target and pooled Spearman) and, when present, the
+transfer matrix (target rows, source columns, in millinats) and the sketch-vs-exact agreement.
+
+Generated blocks in docs/results.md look like
+
+    <!-- generated: evidence source_selection_quick -->
+    ...
+    <!-- end generated -->
+
+where the first word names the table kind (:data:`KINDS`) and the second the record
+``docs/results/NAME.json``; ``--write`` replaces what lies between the markers, ``--check``
+(run by tests/test_results_docs.py) compares it.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
 
 
 def _ci(block: dict, fmt: str = "{:.2f}") -> str:
@@ -57,7 +73,169 @@ def transfer_table(metrics: dict) -> list[str]:
     return rows
 
 
+# ------------------------------------------------- issue-15 evidence tables (generated blocks)
+#: methods in the evidence table, in this order (others present in the record follow)
+ORDER = ("fisher", "exact_fisher", "activation", "exact_activation", "error", "exact_error", "cka", "rsa", "svcca",
+         "grad_cos", "family", "easiness", "size", "word_prob", "random")
+LABEL = {"fisher": "FisherSketch A_F", "exact_fisher": "exact A_F", "activation": "activation-only Scov(M_a), sketch",
+         "exact_activation": "exact Scov(M_a)", "error": "error-only Scov(Γ_e), sketch", "exact_error": "exact Scov(Γ_e)",
+         "cka": "linear CKA", "rsa": "RSA", "svcca": "SVCCA", "grad_cos": "mean-gradient cosine",
+         "family": "*trivial:* same family / collection", "easiness": "*trivial:* easiness (−base loss on source)",
+         "size": "*trivial:* source size (tokens)", "word_prob": "*trivial:* base prob. of source's words",
+         "random": "random"}
+
+
+def _mci(block: dict | None, fmt: str = "{:.2f}") -> str:
+    if not block or block.get("mean") is None:
+        return "n/a"
+    return f"{fmt.format(block['mean'])} {_ci(block, fmt)}".strip()
+
+
+def evidence_table(metrics: dict) -> list[str]:
+    """Noise ceiling first, then every method: overall and within-family metrics."""
+    rows = ["| method | top-1 (95% CI) | oracle-norm. (CI) | mean regret | per-target Spearman (CI) "
+            "| within-family top-1 (chance) | within-family Spearman (CI) |", "|---|---|---|---|---|---|---|"]
+    noise = metrics.get("truth_noise", {})
+    ceil = noise.get("ceiling")
+    if ceil:
+        rows.append(f"| **noise ceiling** (1 of {noise['n_seeds']} seeds predicts the others' mean) "
+                    f"| {_mci(ceil['top1'], '{:.3f}')} | {_mci(ceil['oracle_normalised_transfer'])} "
+                    f"| {_num(ceil['regret']['mean'], '{:.4f}')} | {_mci(ceil['spearman'])} "
+                    f"| {_mci(ceil.get('within_top1'), '{:.3f}')} | {_mci(ceil.get('within_spearman'))} |")
+    methods = metrics["methods"]
+    names = [n for n in ORDER if n in methods] + [n for n in methods if n not in ORDER]
+    for name in names:
+        m = methods[name]
+        if "error" in m:
+            rows.append(f"| {LABEL.get(name, name)} | error: {m['error']} | | | | | |")
+            continue
+        w = m.get("within_family", {})
+        wt = w.get("top1")
+        wt_s = "n/a" if not wt or wt.get("mean") is None else \
+            f"{wt['mean']:.3f} ({w['chance_top1']['mean']:.3f})"
+        rows.append(f"| {LABEL.get(name, name)} | {_mci(m['top1'], '{:.3f}')} | {_mci(m['oracle_normalised_transfer'])} "
+                    f"| {_num(m['regret']['mean'], '{:.4f}')} | {_mci(m['spearman'])} | {wt_s} "
+                    f"| {_mci(w.get('spearman'))} |")
+    for name, why in metrics.get("cannot_run", {}).items():
+        rows.append(f"| {LABEL.get(name, name)} | cannot run: {why} | | | | | |")
+    return rows
+
+
+def paired_table(metrics: dict) -> list[str]:
+    """Paired bootstrap over targets of the per-target difference (first − second)."""
+    cols = ("spearman", "top1", "oracle_normalised_transfer", "regret", "within_spearman")
+    rows = ["| difference (per target, paired) | Δ Spearman (CI) | Δ top-1 (CI) | Δ oracle-norm. (CI) "
+            "| Δ regret (CI; < 0 favours the first) | Δ within-family Spearman (CI) |", "|---|---|---|---|---|---|"]
+    for pair, block in metrics.get("paired", {}).items():
+        a, b = pair.split(" - ")
+        cells = []
+        for c in cols:
+            d = block.get(c)
+            fmt = "{:+.4f}" if c == "regret" else "{:+.2f}"
+            cells.append("n/a" if not d or d.get("mean") is None else
+                         f"{fmt.format(d['mean'])} {'' if not d['ci'] else '[' + fmt.format(d['ci'][0]) + ', ' + fmt.format(d['ci'][1]) + ']'} (n {d['n']})")
+        rows.append(f"| {LABEL.get(a, a)} − {LABEL.get(b, b)} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def noise_lines(rec: dict) -> list[str]:
+    m = rec["metrics"]
+    n = m.get("truth_noise", {})
+    if not n.get("ceiling"):
+        return ["Ground truth from one fine-tuning seed: its noise is not measured."]
+    gt = m["ground_truth"]
+    tr = [v for t, row in gt["transfer"].items() for s, v in row.items() if s != t]
+    return [f"Record `{rec['name']}`: {rec.get('seconds', 0):.0f} s, git {rec.get('env', {}).get('git_commit', '?')[:10]}"
+            f"{' (dirty tree)' if rec.get('env', {}).get('git_dirty') else ''}. "
+            f"Ground truth: mean of {n['n_seeds']} fine-tuning seeds; cross transfers {min(tr):+.4f} to {max(tr):+.4f}; "
+            f"median gap best − second-best source {n['median_best_gap']:.4f} against a median SE per value of "
+            f"{n['median_se']:.4f}; the best source is the same in every seed for {n['best_same_in_every_seed']} "
+            f"of {n['n_targets']} targets."]
+
+
+KINDS = {"evidence": evidence_table, "paired": paired_table}
+BEGIN = re.compile(r"^<!-- generated: (\w+) ([\w.-]+) -->$")
+END = "<!-- end generated -->"
+
+
+def render(kind: str, record: str, results_dir: Path) -> list[str]:
+    rec = json.loads((results_dir / f"{record}.json").read_text())
+    if kind == "noise":
+        return noise_lines(rec)
+    return KINDS[kind](rec["metrics"])
+
+
+def regenerate(text: str, results_dir: Path) -> str:
+    """``text`` with every generated block re-rendered from its record."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = BEGIN.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        while i < len(lines) and lines[i] != END:
+            i += 1
+        if i == len(lines):
+            raise SystemExit(f"unterminated generated block {m.group(1)} {m.group(2)}")
+        out.extend(render(m.group(1), m.group(2), results_dir))
+        out.append(END)
+        i += 1
+    return "\n".join(out)
+
+
+def reanalyse(out: str, paths: list[str]) -> int:
+    """Re-score recorded source-selection runs (same data, different fine-tuning seeds) with
+    the issue-15 evidence: ground truth = mean over the runs' transfer tables with its SE and
+    noise ceiling, the sketch scores of the first run (the only score tables these older
+    records kept), the family indicator, easiness (−base loss on the source's *eval* split,
+    the only base loss recorded), random, within-family metrics and paired differences.
+    Writes a record like ``updatescope reproduce`` does."""
+    import time
+
+    from updatescope.experiments import scoring
+    from updatescope.records import make_record, write_json_atomic
+    from updatescope.select.baselines import random_scores
+    from updatescope.select.metrics import mean_and_se
+
+    t0 = time.perf_counter()
+    recs = [json.loads(Path(p).read_text()) for p in paths]
+    fams = recs[0]["config"]["families"]
+    names = list(fams)
+    if any(list(r["config"]["families"]) != names for r in recs):
+        raise SystemExit("reanalyse: the records cover different domains")
+    tables = [r["metrics"]["ground_truth"]["transfer"] for r in recs]
+    mean, se = mean_and_se(tables)
+    gt = {"transfer": mean, "transfer_se": se, "transfer_by_seed": tables,
+          "seeds": [r["config"]["seed"] for r in recs], "base_loss": recs[0]["metrics"]["ground_truth"]["base_loss"]}
+    scores = {k: recs[0]["metrics"]["sketch_alignment"][k] for k in ("fisher", "activation", "error")}
+    scores.update(scoring.trivial_scores(names, groups=fams,
+                                         per_source={"easiness": {n: -v for n, v in gt["base_loss"].items()}}))
+    scores["random"] = {t: random_scores([s for s in names if s != t], 0, salt=t) for t in names}
+    by = scoring.evaluate_methods(scores, mean, seed=0, groups=fams)
+    metrics = {"ground_truth": gt, "methods": by, "summary": scoring.headline(by), "cannot_run": {},
+               "paired": scoring.paired_comparisons(by), "truth_noise": scoring.truth_noise(gt, groups=fams),
+               "scores": scores}
+    config = {"records": [Path(p).name for p in paths], "families": fams}
+    write_json_atomic(make_record("source-selection-reanalysis", config, metrics, time.perf_counter() - t0), out)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--reanalyse":
+        return reanalyse(argv[1], argv[2:])
+    if argv and argv[0] in ("--write", "--check"):
+        doc = Path(argv[1]) if len(argv) > 1 else HERE / "results.md"
+        old = doc.read_text()
+        new = regenerate(old, HERE / "results")
+        if argv[0] == "--write":
+            doc.write_text(new)
+            return 0
+        if new != old:
+            print(f"{doc}: generated blocks differ from docs/results/*.json; run docs/results_table.py --write",
+                  file=sys.stderr)
+            return 1
+        return 0
     if len(argv) != 1:
         print("usage: python docs/results_table.py RESULT.json", file=sys.stderr)
         return 2
@@ -65,6 +243,9 @@ def main(argv: list[str]) -> int:
     m = rec["metrics"]
     print(f"<!-- {rec['name']}: {rec.get('seconds')} s, git {rec.get('env', {}).get('git_commit', '?')} -->")
     print("\n".join(correlation_table(m) if "correlation" in m else method_table(m)))
+    if "truth_noise" in m:
+        print()
+        print("\n".join(noise_lines(rec) + [""] + evidence_table(m) + [""] + paired_table(m)))
     if "ground_truth" in m and "transfer" in m["ground_truth"]:
         print()
         print("\n".join(transfer_table(m)))

@@ -47,6 +47,9 @@ def test_smiles_tiny_run(tiny, gt):
         assert -1 <= c["pooled"]["rho"] <= 1 and 0 < c["pooled"]["p"] <= 1
         assert 1 / 201 <= c["pooled"]["p_perm"] <= 1
     assert (tiny / "out" / "smiles.png").is_file()
+    # the ceiling is measured on per-seed perplexity-reduction tables
+    assert m["truth_noise"]["n_seeds"] == 3 and "family" in m["scores"] and "easiness" in m["summary"]
+    assert smiles.collection_of("smiles_nci_tpsa_low") == "nci" and smiles.collection_of("smiles_wehi_x_y") == "wehi"
 
 
 def _tables(mat, names):

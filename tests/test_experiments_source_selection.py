@@ -21,7 +21,7 @@ def tiny(monkeypatch, tmp_path):
         return [" ".join(words[(i * 7 + j + salt) % 4] for j in range(20)) for i in range(4)]
 
     monkeypatch.setattr(source_selection, "load_texts", texts)
-    monkeypatch.setattr(source_selection, "family_of", lambda n: "fam_" + n[-1])
+    monkeypatch.setattr(source_selection, "family_of", lambda n: "fam_" + ("x" if n[-1] in "abc" else "y"))
     return tmp_path
 
 
@@ -34,7 +34,7 @@ def test_source_selection_tiny_run(tiny, gt):
            "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
     res = reproduce("source-selection", tiny / "out", cfg)
     m = res["metrics"]
-    assert m["n_domains"] == 4 and m["n_families"] == 4
+    assert m["n_domains"] == 4 and m["n_families"] == 2
     assert set(m["tokens_captured"]) == ({"sketch", "train", "eval"} if gt == "head" else {"sketch"})
     assert all(v == 40 for split in m["tokens_captured"].values() for v in split.values())
     if gt == "lora":
@@ -50,3 +50,23 @@ def test_source_selection_tiny_run(tiny, gt):
     # sketch vs exact is reported for the joint alignment
     assert m["sketch_vs_exact"]["fisher"]["pairs"] == 6
     assert (tiny / "out" / "source_selection.png").is_file()
+
+    # ground truth: the mean of 3 fine-tuning seeds, with its SE and the per-seed tables
+    gt = m["ground_truth"]
+    assert len(gt["transfer_by_seed"]) == 3 and len(set(gt["seeds"])) == 3
+    for t, row in tr.items():
+        for s_, v in row.items():
+            vals = [tab[t][s_] for tab in gt["transfer_by_seed"]]
+            assert v == pytest.approx(sum(vals) / 3)
+            assert gt["transfer_se"][t][s_] >= 0.0
+    noise = m["truth_noise"]
+    assert noise["n_seeds"] == 3 and 0.0 <= noise["ceiling"]["top1"]["mean"] <= 1.0
+    # trivial baselines are scored like every method, and their tables are recorded
+    fam = m["scores"]["family"]
+    assert fam["dom_a"]["dom_b"] == 1.0 and fam["dom_a"]["dom_d"] == 0.0 and fam["dom_d"]["dom_c"] == 0.0
+    for method in ("family", "easiness", "size", "exact_fisher", "cka"):
+        assert method in m["scores"] and "top1" in m["summary"][method]
+    # within-family: a, b, c have 2 same-family candidates each (chance 1/2); d has none
+    wf = m["methods"]["fisher"]["within_family"]
+    assert wf["top1"]["n"] == 3 and wf["chance_top1"]["mean"] == pytest.approx(0.5)
+    assert m["paired"]["fisher - family"]["spearman"]["n"] == 4

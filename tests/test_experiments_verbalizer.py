@@ -43,6 +43,14 @@ def test_verbalizer_tiny_run(tiny, gt):
     tr = m["ground_truth"]["transfer"]
     assert len(tr) == 6 and all(len(r) == 6 and all(math.isfinite(v) for v in r.values()) for r in tr.values())
     assert (tiny / "out" / "verbalizer.png").is_file()
+    # trivial baselines: same words up to case is the family; word mass is a probability
+    fam = m["scores"]["family"]
+    assert fam["Yes/No"]["yes/no"] == 1.0 and fam["Yes/No"]["True/False"] == 0.0
+    wp = m["scores"]["word_prob"]["Yes/No"]
+    assert all(0.0 < v < 1.0 for v in wp.values()) and len(set(wp.values())) > 1
+    # the source size is identical for every set: exactly chance, like activation-only
+    assert m["summary"]["size"]["top1"] == pytest.approx(m["summary"]["size"]["chance_top1"])
+    assert len(m["ground_truth"]["transfer_by_seed"]) == 3 and m["truth_noise"]["ceiling"] is not None
 
 
 def test_transfer_matrix_self_training_helps():

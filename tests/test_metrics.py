@@ -164,3 +164,79 @@ def test_bad_tables_raise():
         top1_accuracy({"A": {"A": 1.0}}, {"A": {"A": 1.0}})                   # only itself
     with pytest.raises(InputError):
         top1_accuracy(np.zeros((2, 3)), np.zeros((3, 3)))
+
+
+# ------------------------------------------- within-family, paired, noise ceiling
+from updatescope.select.metrics import mean_and_se, noise_ceiling, paired_difference, within_group  # noqa: E402
+
+
+def test_within_group_ranks_only_same_family_sources():
+    # targets A, B in family f; C, D, E in family g.  For C the same-family candidates are
+    # D (0.2) and E (0.1); the scores prefer E -> within-family miss, although overall the
+    # scores pick the global best... no: the global best for C is A (0.9), outside g.
+    groups = {"A": "f", "B": "f", "C": "g", "D": "g", "E": "g"}
+    transfer = {"C": {"A": 0.9, "B": 0.8, "D": 0.2, "E": 0.1},
+                "D": {"A": 0.0, "B": 0.0, "C": 0.3, "E": 0.2},
+                "A": {"B": 0.5, "C": 0.1, "D": 0.1, "E": 0.1}}
+    scores = {"C": {"A": 1.0, "B": 0.9, "D": 0.0, "E": 0.5},
+              "D": {"A": 0.0, "B": 0.0, "C": 0.6, "E": 0.5},
+              "A": {"B": 0.0, "C": 1.0, "D": 1.0, "E": 1.0}}
+    w = within_group(scores, transfer, groups)
+    # A has one same-family candidate (B): excluded from top-1; C miss, D hit
+    assert w["top1"].per_target == {"C": 0.0, "D": 1.0}
+    assert w["chance_top1"].per_target == {"C": 0.5, "D": 0.5}
+    # Spearman needs >= 3 candidates: nobody qualifies here
+    assert w["spearman"].per_target == {}
+    assert top1_accuracy(scores, transfer).per_target["C"] == 1.0   # overall it is a hit
+
+
+def test_paired_difference_known_shift_and_null():
+    rng = np.random.default_rng(0)
+    base = {f"t{i}": float(v) for i, v in enumerate(rng.normal(size=40))}
+    shifted = {t: v + 0.5 for t, v in base.items()}
+    d = paired_difference(shifted, base, seed=1)
+    # every per-target difference is exactly 0.5, so the bootstrap cannot move it
+    assert d["mean"] == pytest.approx(0.5) and d["ci"] == pytest.approx([0.5, 0.5]) and d["n"] == 40
+    assert d["frac_boot_le_0"] == 0.0
+    # a noisy shift of 0.5 with unit noise over 40 targets: SE 0.16, so the CI excludes 0
+    # and (fixed seed) covers the true 0.5
+    noisy = {t: v + 0.5 + float(rng.normal()) for t, v in base.items()}
+    d = paired_difference(noisy, base, seed=1)
+    assert 0.0 < d["ci"][0] < 0.5 < d["ci"][1]
+    # null: pure noise around the same values -> the CI covers 0 (fixed seed; |mean| ~ 0.1 < 2 SE)
+    null = {t: v + float(rng.normal()) for t, v in base.items()}
+    d = paired_difference(null, base, seed=1)
+    assert d["ci"][0] < 0.0 < d["ci"][1]
+    # only common, finite targets are paired
+    assert paired_difference({"a": 1.0, "b": math.nan}, {"a": 0.0, "c": 5.0})["n"] == 1
+
+
+def test_mean_and_se_by_hand():
+    tabs = [{"A": {"B": 1.0}}, {"A": {"B": 2.0}}, {"A": {"B": 6.0}}]
+    mean, se = mean_and_se(tabs)
+    # mean 3; sd (ddof 1) = sqrt(((-2)^2 + (-1)^2 + 3^2) / 2) = sqrt(7); se = sqrt(7/3)
+    assert mean == {"A": {"B": 3.0}} and se["A"]["B"] == pytest.approx(math.sqrt(7 / 3))
+    assert math.isnan(mean_and_se(tabs[:1])[1]["A"]["B"])
+
+
+def _seed_tables(signal_sd: float, noise_sd: float, n_seeds: int = 3, n: int = 12, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    names = [f"d{i}" for i in range(n)]
+    truth = rng.normal(scale=signal_sd, size=(n, n))
+    return [{t: {s: float(truth[i, j] + noise_sd * rng.normal()) for j, s in enumerate(names) if j != i}
+             for i, t in enumerate(names)} for _ in range(n_seeds)]
+
+
+def test_noise_ceiling_is_perfect_without_noise_and_chance_with_only_noise():
+    exact = noise_ceiling(_seed_tables(1.0, 0.0))
+    assert exact["top1"]["mean"] == 1.0 and exact["spearman"]["mean"] == pytest.approx(1.0)
+    assert exact["oracle_normalised_transfer"]["mean"] == pytest.approx(1.0) and exact["regret"]["mean"] == 0.0
+    # no signal: 12 targets x 11 candidates x 3 seeds; top-1 chance 1/11; Spearman ~ 0 with
+    # SE ~ 0.3 / sqrt(12 * 3) = 0.05 -> allow 4 SE
+    pure = noise_ceiling(_seed_tables(0.0, 1.0))
+    assert abs(pure["spearman"]["mean"]) < 0.2 and pure["top1"]["mean"] < 0.35
+    # in between: strictly below perfect, clearly above chance
+    mid = noise_ceiling(_seed_tables(1.0, 0.5), groups={f"d{i}": str(i % 2) for i in range(12)})
+    assert 0.3 < mid["spearman"]["mean"] < 0.99 and "within_spearman" in mid and mid["n_seeds"] == 3
+    with pytest.raises(InputError):
+        noise_ceiling(_seed_tables(1.0, 0.0, n_seeds=1))

@@ -4,7 +4,10 @@ selection runner reports.
 ``score_methods`` scores each (target, source) pair with FisherSketch (joint,
 activation-only, error-only, coupling), the exact Gram identity, mean-gradient cosine, the
 ``select.baselines.BASELINES`` registry and random.  A method that cannot run is reported
-with its reason, never silently dropped.
+with its reason, never silently dropped.  ``trivial_scores`` adds the baselines a user has
+without any similarity computation (family label, easiness, size); ``evaluate_methods``,
+``paired_comparisons`` and ``truth_noise`` put every method beside them and beside the
+noise ceiling of the ground truth.
 """
 from __future__ import annotations
 
@@ -20,11 +23,16 @@ from torch import Tensor
 from updatescope.errors import InputError
 from updatescope.experiments.heads import errors_of, sketch_stream
 
-__all__ = ["SKETCH_KINDS", "mean_gradients", "score_methods", "evaluate_methods", "sketch_vs_exact", "headline",
-           "method_metrics"]
+__all__ = ["SKETCH_KINDS", "PAIRED", "mean_gradients", "score_methods", "trivial_scores", "evaluate_methods",
+           "paired_comparisons", "truth_noise", "sketch_vs_exact", "headline", "method_metrics"]
 
 
 SKETCH_KINDS = ("fisher", "activation", "error", "coupling")
+#: (method, baseline) pairs whose per-target difference every selection runner bootstraps
+PAIRED = (("fisher", "cka"), ("fisher", "family"), ("fisher", "activation"), ("fisher", "easiness"),
+          ("exact_fisher", "family"), ("fisher", "exact_fisher"))
+#: per-target metrics compared in pairs (regret: lower is better, so a negative difference favours the first)
+PAIRED_METRICS = ("spearman", "top1", "oracle_normalised_transfer", "regret", "within_spearman", "within_top1")
 
 
 def _table(names: Sequence[str], mat: Tensor) -> dict[str, dict[str, float]]:
@@ -145,19 +153,108 @@ def score_methods(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str
             "exact_alignment": exact_tab, "exact_n": used}
 
 
+def trivial_scores(names: Sequence[str], *, groups: Mapping[str, str] | None = None,
+                   per_source: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """The baselines a user has without any model-side computation, as score tables.
+
+    ``groups``: name -> family / collection; method "family" scores 1 for a same-group
+    source, 0 otherwise (ties broken at random by the metrics).  ``per_source``: method ->
+    {source: value}, a target-independent score (e.g. "easiness" = −base loss on the
+    source, "size" = source tokens, "word_prob" = the base model's mass on the source's
+    words); every target ranks the sources the same way.
+    -> {method: {target: {source: score}}}, self pairs left out.
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    if groups is not None:
+        out["family"] = {t: {s: float(groups[s] == groups[t]) for s in names if s != t} for t in names}
+    for method, vals in (per_source or {}).items():
+        out[method] = {t: {s: float(vals[s]) for s in names if s != t} for t in names}
+    return out
+
+
 def evaluate_methods(scores: Mapping[str, Any], transfer: Mapping[str, Mapping[str, float]],
-                     seed: int = 0) -> dict[str, Any]:
-    """summarise() for every method against the transfer table (self pairs dropped)."""
-    from updatescope.select.metrics import summarise
+                     seed: int = 0, groups: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """summarise() for every method against the transfer table (self pairs dropped); with
+    ``groups`` also "within_family": top-1, its chance and Spearman among same-group sources."""
+    from updatescope.select.metrics import metric_report, summarise, within_group
 
     tr = {t: {s: v for s, v in row.items() if s != t} for t, row in transfer.items()}
     out = {}
     for method, table in scores.items():
         try:
             out[method] = summarise(table, tr, seed=seed, n_boot=2000)
+            if groups is not None:
+                w = within_group(table, tr, groups)
+                out[method]["within_family"] = {k: metric_report(v, seed=seed) for k, v in w.items()}
         except InputError as exc:
             out[method] = {"error": str(exc).splitlines()[0]}
     return out
+
+
+def _per_target(m: Mapping[str, Any], metric: str) -> dict[str, float] | None:
+    if "error" in m:
+        return None
+    if metric.startswith("within_"):
+        block = m.get("within_family", {}).get(metric[len("within_"):])
+    else:
+        block = m.get(metric)
+    if block is None:
+        return None
+    out = dict(block["per_target"])
+    if metric.endswith("spearman"):
+        # constant scores carry no ranking: their expected Spearman under random tie-breaking
+        # is 0, so a paired comparison counts them as 0 instead of dropping the target
+        out.update({t: 0.0 for t, why in block.get("excluded", {}).items() if why == "constant scores"})
+    return out
+
+
+def paired_comparisons(by_method: Mapping[str, Any], pairs: Sequence[tuple[str, str]] = PAIRED,
+                       metrics: Sequence[str] = PAIRED_METRICS, seed: int = 0) -> dict[str, Any]:
+    """Per pair "a - b" and metric: the paired bootstrap of the per-target difference
+    (:func:`select.metrics.paired_difference`).  Pairs with a missing method are skipped."""
+    from updatescope.select.metrics import paired_difference
+
+    out: dict[str, Any] = {}
+    for a, b in pairs:
+        if a not in by_method or b not in by_method:
+            continue
+        row = {}
+        for metric in metrics:
+            pa, pb = _per_target(by_method[a], metric), _per_target(by_method[b], metric)
+            if pa is not None and pb is not None:
+                row[metric] = paired_difference(pa, pb, seed=seed)
+        out[f"{a} - {b}"] = row
+    return out
+
+
+def truth_noise(gt: Mapping[str, Any], groups: Mapping[str, str] | None = None, seed: int = 0,
+                tables: Sequence[Mapping[str, Mapping[str, float]]] | None = None) -> dict[str, Any]:
+    """How noisy the ground truth is: the noise ceiling (:func:`select.metrics.noise_ceiling`)
+    and, per target, the gap between the best and second-best source against the median SE.
+
+    ``tables``: per-seed truth tables (default ``gt["transfer_by_seed"]``).  With one seed,
+    {"n_seeds": 1, "ceiling": None}: the noise is not measured."""
+    from updatescope.select.metrics import noise_ceiling
+
+    tables = list(tables if tables is not None else gt.get("transfer_by_seed", []))
+    if len(tables) < 2:
+        return {"n_seeds": len(tables), "ceiling": None}
+    drop = lambda tab: {t: {s: v for s, v in row.items() if s != t} for t, row in tab.items()}  # noqa: E731
+    tables = [drop(t) for t in tables]
+    mean = drop(gt["transfer"])
+    se = drop(gt["transfer_se"])
+    gaps, ses, same_best = {}, [], {}
+    for t, row in mean.items():
+        vals = sorted(row.values(), reverse=True)
+        gaps[t] = vals[0] - vals[1] if len(vals) > 1 else math.nan
+        ses.extend(v for v in se[t].values() if math.isfinite(v))
+        bests = [max(tab[t], key=tab[t].get) for tab in tables]
+        same_best[t] = len(set(bests)) == 1
+    return {"n_seeds": len(tables),
+            "ceiling": noise_ceiling(tables, groups=groups, seed=seed),
+            "best_gap": gaps, "median_best_gap": float(np.median(list(gaps.values()))),
+            "median_se": float(np.median(ses)) if ses else None,
+            "best_same_in_every_seed": sum(same_best.values()), "n_targets": len(same_best)}
 
 
 def sketch_vs_exact(sketch: Mapping[str, Any], exact: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,15 +295,25 @@ def headline(metrics: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "spearman": m["spearman"]["mean"], "pooled_spearman": m["pooled_spearman"]["rho"],
             "pooled_spearman_p": m["pooled_spearman"]["p"],
         }
+        if "within_family" in m:
+            w = m["within_family"]
+            out[method].update(within_top1=w["top1"]["mean"], within_chance=w["chance_top1"]["mean"],
+                               within_spearman=w["spearman"]["mean"])
     return out
 
 
-def method_metrics(sc: Mapping[str, Any], by_method: Mapping[str, Any], summary: Any) -> dict[str, Any]:
-    """The metrics every selection runner reports from a ``score_methods`` result ``sc``."""
+def method_metrics(sc: Mapping[str, Any], by_method: Mapping[str, Any], summary: Any,
+                   paired: Mapping[str, Any] | None = None, noise: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The metrics every selection runner reports from a ``score_methods`` result ``sc``:
+    every method's score table (sketch, exact, baselines, trivial) is kept so any number can
+    be recomputed from the record."""
     return {
         "summary": summary,
         "cannot_run": sc["cannot_run"],
         "methods": by_method,
+        "paired": dict(paired or {}),
+        "truth_noise": dict(noise or {}),
+        "scores": sc["scores"],
         "sketch_vs_exact": sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
         "sketch_alignment": sc["sketch_alignment"],
         "exact_n": sc["exact_n"],

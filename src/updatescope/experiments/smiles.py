@@ -61,6 +61,13 @@ def load_texts(name: str, split: str, max_chars: int) -> list[str]:
     return load_domain(name, split, max_chars=max_chars)
 
 
+def collection_of(name: str) -> str:
+    """The source collection a SMILES domain was cut from ("nci", "wehi", ...): the
+    "family" trivial baseline scores a source 1 when it shares the target's collection."""
+    parts = name.split("_")
+    return parts[1] if len(parts) > 2 else name
+
+
 def ppl_reduction(base_loss: Mapping[str, float], loss: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """{target: {source: 1 − exp(−(L_T − L_T|S))}} (relative perplexity reduction; > 0 = helped)."""
     return {t: {s: 1.0 - math.exp(-(base_loss[t] - v)) for s, v in row.items()} for t, row in loss.items()}
@@ -141,8 +148,13 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, log, loader=load_texts, data=data)
     del model
     truth = ppl_reduction(gt["base_loss"], gt["loss"])
-    sc, by_method, head = source_selection.score_and_evaluate(w0, b0, data["sketch"], truth, fp=fp, cfg=cfg,
-                                                              log=log)
+    groups = {d: collection_of(d) for d in domains}
+    sc, by_method, head = source_selection.score_and_evaluate(
+        w0, b0, data["sketch"], truth, fp=fp, cfg=cfg, log=log, groups=groups,
+        per_source=source_selection.trivial_values(w0, b0, data["sketch"], gt))
+    noise = scoring.truth_noise(gt, groups=groups, seed=cfg.seed,
+                                tables=[ppl_reduction(gt["base_loss"], lo) for lo in gt["loss_by_seed"]])
+    paired = scoring.paired_comparisons(by_method, seed=cfg.seed)
     tests = {m: correlation_tests(domains, table, truth, n_perm=cfg.n_perm, seed=cfg.seed)
              for m, table in sc["scores"].items()}
     console.print_correlation_table(tests, sc["cannot_run"])
@@ -157,7 +169,8 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": {**gt, "ppl_reduction": truth},
         "correlation": tests,
-        **scoring.method_metrics(sc, by_method, head),
+        "collections": groups,
+        **scoring.method_metrics(sc, by_method, head, paired, noise),
     }
     return Result(NAME, config_record(cfg, domains=domains), metrics, time.perf_counter() - t0, figures={
         "smiles.png": lambda path: figures.plot_smiles(pairs, y, tests, path, title)})

@@ -18,8 +18,15 @@ under the fine-tuned one (nats, > 0 = the source helped):
   trained by Adam on cached head inputs with the backbone frozen (:func:`groundtruth.head.transfer_matrix`) —
   the setting paper A's head Fisher describes literally.
 
+Every ground truth is repeated for ``gt_seeds`` fine-tuning seeds (:mod:`groundtruth.seeds`):
+transfer = the mean, with its SE and the per-seed tables, from which the noise ceiling is
+measured (:func:`scoring.truth_noise`).
+
 Every target is scored against every other domain as a candidate source (leave the target
-out), by every method in :func:`scoring.score_methods`; metrics from ``select.metrics.summarise``.
+out), by every method in :func:`scoring.score_methods` and the trivial baselines (same
+family, easiness = −base loss on the source, source size); metrics from
+``select.metrics.summarise``, within-family metrics and paired bootstrap differences
+(:func:`scoring.paired_comparisons`).
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ from updatescope.experiments import Result, config_record, heads, scoring
 from updatescope.experiments.configs import SelectionConfig
 from updatescope.experiments.groundtruth import head as head_gt
 from updatescope.experiments.groundtruth import lora as lora_gt
+from updatescope.experiments.groundtruth import seeds as gt_seeds
 from updatescope.report import console, figures
 
 NAME = "source-selection"
@@ -95,25 +103,52 @@ def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[
     if cfg.ground_truth == "lora":
         lc = cfg.lora
         blocks = capture_blocks(model, tok, fp, domains, splits, lc.n_last, log, loader, lc.seq_len)
-        return lora_gt.transfer_matrix(model, blocks["train"], blocks["eval"], n_last=lc.n_last, r=lc.r,
-                                       alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch,
-                                       seed=cfg.seed, targets=list(lc.targets), log=log)
-    if data is None or "train" not in data:
-        data = capture_domains(model, tok, fp, domains, splits, log, loader)
-    ft = cfg.finetune
-    return head_gt.transfer_matrix(w0, b0, data["train"], data["eval"], steps=ft.steps, lr=ft.lr,
-                                   batch=ft.batch or 10**9, seed=cfg.seed, extra_rows=ft.extra_rows,
-                                   max_cached_logits=cfg.max_cached_logits, log=log)
+
+        def one(seed: int) -> dict[str, Any]:
+            return lora_gt.transfer_matrix(model, blocks["train"], blocks["eval"], n_last=lc.n_last, r=lc.r,
+                                           alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch,
+                                           seed=seed, targets=list(lc.targets), log=log)
+    else:
+        if data is None or "train" not in data:
+            data = capture_domains(model, tok, fp, domains, splits, log, loader)
+        ft = cfg.finetune
+        train, evals = data["train"], data["eval"]
+
+        def one(seed: int) -> dict[str, Any]:
+            out = head_gt.transfer_matrix(w0, b0, train, evals, steps=ft.steps, lr=ft.lr,
+                                          batch=ft.batch or 10**9, seed=seed, extra_rows=ft.extra_rows,
+                                          max_cached_logits=cfg.max_cached_logits, log=log)
+            return {**out, "tokens": {"train": {n: int(d["labels"].numel()) for n, d in train.items()},
+                                      "eval": {n: int(d["labels"].numel()) for n, d in evals.items()}}}
+    return gt_seeds.over_seeds(one, cfg.seed, cfg.gt_seeds, log)
+
+
+def base_loss_on(w0: Any, b0: Any, tasks: dict[str, Any]) -> dict[str, float]:
+    """The base model's mean cross-entropy (nats) on each task's stream: the "easiness"
+    baseline scores a source by minus this (the model already predicts it well)."""
+    return {n: head_gt.mean_loss(w0, b0, t["acts"], t["labels"]) for n, t in tasks.items()}
 
 
 def score_and_evaluate(w0: Any, b0: Any, tasks: dict[str, Any], truth: dict[str, Any], *, fp: str, cfg: Any,
-                       log: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Every method's scores on the sketch streams, its selection metrics against ``truth``
-    and the headline table (printed).  -> (scores record, metrics by method, headline)."""
+                       log: Any, groups: dict[str, str] | None = None,
+                       per_source: dict[str, dict[str, float]] | None = None,
+                       ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Every method's scores on the sketch streams plus the trivial baselines
+    (:func:`scoring.trivial_scores`), its selection metrics against ``truth`` (within
+    ``groups`` too) and the headline table (printed).  -> (scores record, metrics by method,
+    headline)."""
     sc = scoring.score_methods(w0, b0, tasks, fp=fp, sketch_dim=cfg.sketch_dim, seed=cfg.seed,
                                exact_n=cfg.exact_n, baseline_n=cfg.baseline_n, log=log)
-    by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed)
+    sc["scores"].update(scoring.trivial_scores(list(tasks), groups=groups, per_source=per_source))
+    by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed, groups=groups)
     return sc, by_method, scoring.headline(by_method)
+
+
+def trivial_values(w0: Any, b0: Any, tasks: dict[str, Any], gt: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Target-independent trivial baselines: "easiness" (−base loss on the source's sketch
+    stream) and "size" (the source's fine-tuning tokens)."""
+    return {"easiness": {n: -v for n, v in base_loss_on(w0, b0, tasks).items()},
+            "size": {n: float(v) for n, v in gt["tokens"]["train"].items()}}
 
 
 def run(cfg: SelectionConfig, out_dir: Path) -> Result:
@@ -129,8 +164,11 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
     data = capture_domains(model, tok, fp, domains, wanted, log)
     gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, log, data=data)
     del model
-    sc, by_method, head = score_and_evaluate(w0, b0, data["sketch"], gt["transfer"], fp=fp, cfg=cfg, log=log)
+    sc, by_method, head = score_and_evaluate(w0, b0, data["sketch"], gt["transfer"], fp=fp, cfg=cfg, log=log,
+                                             groups=families, per_source=trivial_values(w0, b0, data["sketch"], gt))
     console.print_method_table(head, sc["cannot_run"])
+    noise = scoring.truth_noise(gt, groups=families, seed=cfg.seed)
+    paired = scoring.paired_comparisons(by_method, seed=cfg.seed)
 
     # does the best source share the target's family? (how much structure the truth has)
     same_family_best = {}
@@ -144,7 +182,7 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": gt,
         "best_source_same_family": same_family_best,
-        **scoring.method_metrics(sc, by_method, head),
+        **scoring.method_metrics(sc, by_method, head, paired, noise),
     }
     return Result(NAME, config_record(cfg, families=families), metrics, time.perf_counter() - t0, figures={
         "source_selection.png": lambda path: figures.plot_selection(head, gt["transfer"], sc["scores"]["fisher"],

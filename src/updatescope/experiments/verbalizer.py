@@ -46,6 +46,7 @@ from updatescope.experiments import Result, config_record, heads, scoring, sourc
 from updatescope.experiments.configs import LoRAConfig, VerbalizerConfig
 from updatescope.experiments.groundtruth import head as head_gt
 from updatescope.experiments.groundtruth import lora as lora_gt
+from updatescope.experiments.groundtruth import seeds as gt_seeds
 from updatescope.report import console, figures
 
 NAME = "verbalizer"
@@ -75,6 +76,15 @@ def _word_id(tokenizer: Any, word: str) -> int:
     if len(ids) != 1:
         raise InputError(f"verbalizer word {word!r} is {len(ids)} tokens for this tokenizer; need exactly one")
     return int(ids[0])
+
+
+@torch.no_grad()
+def word_mass(w0: Any, b0: Any, acts: torch.Tensor, word_ids: dict[str, dict[str, int]]) -> dict[str, float]:
+    """Per set, the base model's mean probability of either of the set's two words at the
+    answer position: the "word_prob" trivial baseline (a source whose words the model
+    already predicts loses least when fine-tuning pulls mass onto them).  acts (n, d)."""
+    p = torch.softmax(heads.logits_of(w0, b0, acts).double(), dim=-1)
+    return {n: float((p[:, ids["positive"]] + p[:, ids["negative"]]).mean()) for n, ids in word_ids.items()}
 
 
 def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], tasks: dict[str, torch.Tensor],
@@ -149,14 +159,27 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
     train = {n: {"acts": base_acts[split["train"]], "labels": y[split["train"]]} for n, y in tasks.items()}
     evals = {n: {"acts": base_acts[split["eval"]], "labels": y[split["eval"]]} for n, y in tasks.items()}
     if cfg.ground_truth == "lora":
-        gt = lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg.lora, seed, log)
+        def one(s: int) -> dict[str, Any]:
+            return lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg.lora, s, log)
     else:
         ft = cfg.finetune
-        gt = head_gt.transfer_matrix(w0, b0, train, evals, steps=ft.steps, lr=ft.lr, batch=ft.batch or 10**9,
-                                     seed=seed, extra_rows=ft.extra_rows, log=log)
+
+        def one(s: int) -> dict[str, Any]:
+            return head_gt.transfer_matrix(w0, b0, train, evals, steps=ft.steps, lr=ft.lr,
+                                           batch=ft.batch or 10**9, seed=s, extra_rows=ft.extra_rows, log=log)
+    gt = gt_seeds.over_seeds(one, seed, cfg.gt_seeds, log)
+    groups = {n: n.lower() for n in names}  # "same words up to case" is the verbalizer's family label
+    per_source = {
+        "easiness": {n: -v for n, v in source_selection.base_loss_on(w0, b0, train).items()},
+        "size": {n: float(n_train) for n in names},  # identical by construction: a chance-level control
+        "word_prob": word_mass(w0, b0, base_acts[split["train"]], word_ids),
+    }
     sc, metrics_by_method, head = source_selection.score_and_evaluate(w0, b0, train, gt["transfer"], fp=fp,
-                                                                      cfg=cfg, log=log)
+                                                                      cfg=cfg, log=log, groups=groups,
+                                                                      per_source=per_source)
     console.print_method_table(head, sc["cannot_run"])
+    noise = scoring.truth_noise(gt, groups=groups, seed=seed)
+    paired = scoring.paired_comparisons(metrics_by_method, seed=seed)
 
     # how constant is each method across sources (the activation-dark signature)
     spread = {}
@@ -173,12 +196,8 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
                                 "max_abs_activation": act_scale},
         "ground_truth": gt,
         "score_spread": spread,
-        "summary": head,
-        "cannot_run": sc["cannot_run"],
-        "methods": metrics_by_method,
-        "sketch_vs_exact": scoring.sketch_vs_exact(sc["sketch_alignment"], sc["exact_alignment"]),
-        "sketch_alignment": sc["sketch_alignment"],
-        "method_seconds": sc["seconds"],
+        "word_groups": groups,
+        **scoring.method_metrics(sc, metrics_by_method, head, paired, noise),
     }
     return Result(NAME, config_record(cfg, verbalizers=[f"{p}/{n}" for p, n in sets]), metrics,
                   time.perf_counter() - t0, figures={

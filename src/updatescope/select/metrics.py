@@ -34,6 +34,11 @@ __all__ = [
     "pooled_spearman",
     "bootstrap_ci",
     "summarise",
+    "metric_report",
+    "within_group",
+    "paired_difference",
+    "mean_and_se",
+    "noise_ceiling",
 ]
 
 
@@ -261,3 +266,123 @@ def summarise(scores: Any, transfer: Any, *, targets: Sequence[str] | None = Non
         "pooled_spearman": {k: (_num(v) if isinstance(v, float) else v)
                             for k, v in pooled_spearman(scores, transfer, **kw).items()},
     }
+
+
+# ------------------------------------------------------- beside-the-method evidence
+def metric_report(m: TargetMetric, *, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
+    """JSON-ready {mean, sd, max, ci, n, per_target[, excluded]} of one TargetMetric."""
+    return _report(m, n_boot, seed, alpha)
+
+
+def _restrict(transfer: Mapping[str, Mapping[str, float]], groups: Mapping[str, str],
+              min_candidates: int) -> dict[str, dict[str, float]]:
+    """transfer restricted to each target's same-group candidates (targets with fewer than
+    ``min_candidates`` of them dropped)."""
+    out = {}
+    for t, row in transfer.items():
+        sub = {s: v for s, v in row.items() if s != t and groups.get(s) == groups.get(t)}
+        if len(sub) >= min_candidates:
+            out[t] = sub
+    return out
+
+
+def within_group(scores: Mapping[str, Mapping[str, float]], transfer: Mapping[str, Mapping[str, float]],
+                 groups: Mapping[str, str], *, tie_tol: float = 1e-12) -> dict[str, TargetMetric]:
+    """Top-1 (and its chance level) and Spearman among the candidates sharing the target's
+    group (family, collection) only.
+
+    This is the question a family label cannot answer: once the user knows the family, does
+    the method still order the sources inside it?  Targets with fewer than 2 same-group
+    candidates are left out of top-1, fewer than 3 out of Spearman (see :func:`spearman`).
+    -> {"top1", "chance_top1", "spearman"} (TargetMetrics; empty when no target qualifies).
+    """
+    sub = _restrict(transfer, groups, 2)
+    if not sub:
+        return {k: TargetMetric(f"within_{k}", {}) for k in ("top1", "chance_top1", "spearman")}
+    return {"top1": top1_accuracy(scores, sub, tie_tol=tie_tol),
+            "chance_top1": chance_top1(sub, tie_tol=tie_tol),
+            "spearman": spearman(scores, sub)}
+
+
+def paired_difference(a: Mapping[str, float], b: Mapping[str, float], *, n_boot: int = 2000, seed: int = 0,
+                      alpha: float = 0.05) -> dict[str, Any]:
+    """Mean over targets of a[t] − b[t] (two methods' per-target metric) with a paired
+    percentile bootstrap over targets.
+
+    Pairing matters: targets differ far more in difficulty than methods do, so two
+    overlapping marginal CIs say little; resampling the per-target *differences* keeps that
+    shared difficulty out.  Only targets where both values are finite are used.
+    -> {"mean", "ci" ([lo, hi] or None with < 2 targets), "n", "frac_boot_le_0"}.
+    """
+    common = [t for t in a if t in b and np.isfinite(a[t]) and np.isfinite(b[t])]
+    d = np.array([float(a[t]) - float(b[t]) for t in common], dtype=np.float64)
+    if d.size == 0:
+        return {"mean": None, "ci": None, "n": 0, "frac_boot_le_0": None}
+    out: dict[str, Any] = {"mean": float(d.mean()), "ci": None, "n": int(d.size), "frac_boot_le_0": None}
+    if d.size >= 2:
+        idx = np.random.default_rng(seed).integers(0, d.size, size=(n_boot, d.size))
+        means = d[idx].mean(axis=1)
+        lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+        out["ci"] = [float(lo), float(hi)]
+        out["frac_boot_le_0"] = float((means <= 0).mean())
+    return out
+
+
+def mean_and_se(tables: Sequence[Mapping[str, Mapping[str, float]]]) -> tuple[dict[str, dict[str, float]],
+                                                                              dict[str, dict[str, float]]]:
+    """Cell-wise mean and standard error (sd with ddof=1 over √n; NaN for one table) of
+    ``n`` tables of the same shape, e.g. one transfer table per fine-tuning seed."""
+    if not tables:
+        raise InputError("mean_and_se: needs at least one table")
+    n = len(tables)
+    mean: dict[str, dict[str, float]] = {}
+    se: dict[str, dict[str, float]] = {}
+    for t, row in tables[0].items():
+        mean[t], se[t] = {}, {}
+        for s in row:
+            v = np.array([float(tab[t][s]) for tab in tables], dtype=np.float64)
+            mean[t][s] = float(v.mean())
+            se[t][s] = float(v.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    return mean, se
+
+
+def noise_ceiling(tables: Sequence[Mapping[str, Mapping[str, float]]], *, groups: Mapping[str, str] | None = None,
+                  n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
+                  tie_tol: float = 1e-12) -> dict[str, Any]:
+    """What a perfect predictor could reach given the seed-to-seed noise of the truth.
+
+    ``tables``: one transfer table per fine-tuning seed (≥ 2).  For each seed k its table is
+    used as the *predictor* of the mean of the other seeds' tables, and the per-target top-1,
+    oracle-normalised transfer, regret and Spearman are averaged over k (then over targets,
+    bootstrap CI over targets).  A method scored against the n-seed mean cannot be expected
+    to beat this by more than noise.  It is a conservative (low) estimate of the ceiling
+    for the n-seed mean: both the predictor (one seed) and the truth (n − 1 seeds) are
+    noisier than the n-seed mean a method is scored against.
+    With ``groups``, also the within-group top-1 and Spearman (:func:`within_group`).
+    """
+    n = len(tables)
+    if n < 2:
+        raise InputError(f"noise_ceiling needs at least 2 seed tables, got {n}")
+    acc: dict[str, dict[str, list[float]]] = {}
+
+    def add(key: str, m: TargetMetric) -> None:
+        for t, v in m.per_target.items():
+            acc.setdefault(key, {}).setdefault(t, []).append(v)
+
+    for k in range(n):
+        rest, _ = mean_and_se([tab for j, tab in enumerate(tables) if j != k])
+        pred = tables[k]
+        add("top1", top1_accuracy(pred, rest, tie_tol=tie_tol))
+        add("oracle_normalised_transfer", oracle_normalised_transfer(pred, rest, tie_tol=tie_tol))
+        add("regret", regret(pred, rest, tie_tol=tie_tol))
+        add("spearman", spearman(pred, rest))
+        if groups is not None:
+            w = within_group(pred, rest, groups, tie_tol=tie_tol)
+            add("within_top1", w["top1"])
+            add("within_spearman", w["spearman"])
+    out: dict[str, Any] = {"n_seeds": n}
+    for key in ("top1", "oracle_normalised_transfer", "regret", "spearman", "within_top1", "within_spearman"):
+        if key in acc or (key.startswith("within") and groups is not None):
+            m = TargetMetric(key, {t: float(np.mean(v)) for t, v in acc.get(key, {}).items()})
+            out[key] = _report(m, n_boot, seed, alpha)
+    return out
