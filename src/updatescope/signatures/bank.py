@@ -1,0 +1,393 @@
+"""A bank of signatures: rank thousands of corpora against a target by one matrix product.
+
+A bank is a folder of four files, all rows in the same order:
+
+- ``bank.json``   header: format, version, the one ``SketchConfig`` of every entry, and the
+                  committed row count ``n`` (written last, atomically: the commit point);
+- ``rows.jsonl``  one metadata line per entry: name, tokens (sample count), the two half
+                  counts, fingerprint, free-form signature metadata;
+- ``vectors.f32`` (n, m) float32, little-endian: ``Signature.vector()`` of each entry, the
+                  joint mean embedding divided by its unbiased norm, so that
+                  ``vectors @ target.vector()`` is the estimated fisher alignment of every
+                  entry with the target (16 KB a row at m = 4096);
+- ``state.f64``   (n, 6m + 6G) float64: each entry's full state (``sums`` (2, 3, m) then
+                  ``diag`` (2, 3, G)), from which the entry's ``Signature`` is rebuilt
+                  bit for bit.
+
+Appending writes at the end of the three data files and then rewrites the small header, so
+it costs O(new rows); bytes beyond the committed row count (an interrupted append) are cut
+off by the next append and never read.  Every file is memory-mapped, never loaded whole.
+
+``query`` is two stages.  (1) The fisher estimate of every entry, by one (chunked) matrix
+product of the memory-mapped vectors with the target's vector: equal to
+``alignment(entry, target).fisher`` up to float32 rounding (tested).  (2) For the best
+``top`` entries, the full ``alignment`` (activation, error, coupling, standard errors,
+warnings) on the rebuilt signatures through ``rank_sources``: exactly the values ``rank``
+prints.  The activation/error values and standard errors need each entry's per-half,
+per-block state (192 KiB at m = 4096), which is why they are computed for the short list
+only: stage 1 reads 16 KB per entry, stage 2 reads 192 KiB per listed entry.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from updatescope.errors import IncompatibleSignatureError, InputError, SignatureFileError
+from updatescope.records import write_text_atomic
+from updatescope.sketch.config import SketchConfig
+from updatescope.sketch.signature import N_BLOCKS, Signature
+
+__all__ = ["SignatureBank", "DuplicatePair", "create_bank", "open_bank", "build_bank", "fisher_scores",
+           "query", "dedup"]
+
+FORMAT = "updatescope-bank"
+FORMAT_VERSION = 1
+_HEADER, _ROWS, _VECTORS, _STATE = "bank.json", "rows.jsonl", "vectors.f32", "state.f64"
+_NAME_PREFIX = '{"name": '
+_DECODER = json.JSONDecoder()
+_SCAN_ROWS = 8192  # vector rows per matmul step of the scan: 32 MiB at m = 4096
+
+
+class _Rows(Sequence[dict]):
+    """The metadata table, parsed one row at a time on first access: opening a bank of 100k
+    entries then costs one read and a split, and a query parses only the rows it lists."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._items: list[Any] = list(lines)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        item = self._items[i]
+        if isinstance(item, str):
+            item = self._items[i] = json.loads(item)
+        return item
+
+    def extend(self, rows: Iterable[dict]) -> None:
+        self._items.extend(rows)
+
+    def name(self, i: int) -> str:
+        """Row i's name without parsing the row: lines start with the name (``_row_line``)."""
+        item = self._items[i]
+        if isinstance(item, str) and item.startswith(_NAME_PREFIX):
+            return _DECODER.raw_decode(item, len(_NAME_PREFIX))[0]
+        return self[i]["name"]
+
+
+class SignatureBank:
+    """An open bank (see the module docstring).  ``len(bank)`` entries of one ``config``."""
+
+    def __init__(self, path: Path, config: SketchConfig, rows: "_Rows", rows_bytes: int = 0) -> None:
+        self.path, self.config, self.rows = path, config, rows
+        self._rows_bytes = rows_bytes  # committed size of rows.jsonl
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def names(self) -> list[str]:
+        return [self.rows.name(i) for i in range(len(self.rows))]
+
+    @property
+    def _width(self) -> int:
+        return 6 * self.config.sketch_dim + 6 * N_BLOCKS
+
+    def vectors(self) -> np.ndarray:
+        """(n, m) float32, memory-mapped read-only."""
+        return _memmap(self.path / _VECTORS, np.float32, (len(self), self.config.sketch_dim))
+
+    def signature(self, i: int) -> Signature:
+        """Entry i rebuilt as the Signature it was appended from (same state, config, metadata)."""
+        if not 0 <= i < len(self):
+            raise InputError(f"bank entry {i} out of range (the bank has {len(self)})")
+        m = self.config.sketch_dim
+        row = np.array(_memmap(self.path / _STATE, np.float64, (len(self), self._width))[i])
+        state = torch.from_numpy(row)
+        r = self.rows[i]
+        return Signature(self.config, state[: 6 * m].view(2, 3, m).clone(), state[6 * m :].view(2, 3, N_BLOCKS).clone(),
+                         torch.tensor(r["counts"], dtype=torch.int64), dict(r.get("meta", {})))
+
+    def append(self, sigs: Sequence[Signature], names: Sequence[str] | None = None) -> "SignatureBank":
+        """Add signatures (same config as the bank, else IncompatibleSignatureError naming the
+        field); names must be new.  Writes only the new rows and the header.  Returns self."""
+        sigs = list(sigs)
+        names = [_default_name(s, len(self) + k) for k, s in enumerate(sigs)] if names is None else list(names)
+        if len(names) != len(sigs):
+            raise InputError(f"{len(sigs)} signatures but {len(names)} names")
+        taken = set(self.names)
+        for s, name in zip(sigs, names):
+            if not isinstance(s, Signature):
+                raise InputError(f"a bank holds Signature objects, got {type(s).__name__}")
+            self.config.check_compatible(s.config)  # IncompatibleSignatureError naming the field
+            if name in taken:
+                raise InputError(f"the bank already has an entry named {name!r}")
+            taken.add(name)
+        if not sigs:
+            return self
+        m, n = self.config.sketch_dim, len(self)
+        vec = np.stack([s.vector().numpy() for s in sigs]).astype("<f4")
+        state = np.stack([torch.cat((s.sums.reshape(-1), s.diag.reshape(-1))).numpy() for s in sigs]).astype("<f8")
+        rows = [{"name": name, "tokens": s.count, "counts": [int(c) for c in s.counts.tolist()],
+                 "fingerprint": s.config.fingerprint, "meta": dict(s.meta)} for s, name in zip(sigs, names)]
+        _append_bytes(self.path / _VECTORS, n * m * 4, vec.tobytes())
+        _append_bytes(self.path / _STATE, n * self._width * 8, state.tobytes())
+        text = "".join(_row_line(r) for r in rows).encode("utf-8")
+        _append_bytes(self.path / _ROWS, self._rows_bytes, text)
+        self.rows.extend(rows)
+        self._rows_bytes += len(text)
+        _write_header(self.path, self.config, len(self.rows), self._rows_bytes)
+        return self
+
+
+def _default_name(sig: Signature, index: int) -> str:
+    return sig.meta.get("name") or f"entry{index}"
+
+
+def _row_line(row: Mapping[str, Any]) -> str:
+    """One JSON line, the name first (read back without parsing the row), the rest sorted."""
+    rest = json.dumps({k: v for k, v in row.items() if k != "name"}, sort_keys=True, ensure_ascii=True)
+    return _NAME_PREFIX + json.dumps(row["name"], ensure_ascii=True) + (", " + rest[1:] if rest != "{}" else "}") + "\n"
+
+
+def _append_bytes(path: Path, committed: int, data: bytes) -> None:
+    """Cut the file to its committed size (drops an interrupted append), then append."""
+    with open(path, "r+b" if path.exists() else "w+b") as fh:
+        fh.truncate(committed)
+        fh.seek(committed)
+        fh.write(data)
+
+
+def _write_header(path: Path, config: SketchConfig, n: int, rows_bytes: int) -> None:
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": config.to_dict(), "n": n,
+              "rows_bytes": rows_bytes}
+    write_text_atomic(json.dumps(header, sort_keys=True, indent=1) + "\n", path / _HEADER)
+
+
+def _memmap(path: Path, dtype: Any, shape: tuple[int, int]) -> np.ndarray:
+    if shape[0] == 0:
+        return np.zeros(shape, dtype=dtype)
+    need = shape[0] * shape[1] * np.dtype(dtype).itemsize
+    if not path.exists() or path.stat().st_size < need:
+        raise SignatureFileError(f"bank file {path.name} is shorter than its {shape[0]} rows (damaged bank): {path.parent}")
+    return np.memmap(path, dtype=np.dtype(dtype).newbyteorder("<"), mode="r", shape=shape)
+
+
+def create_bank(path: str | os.PathLike, config: SketchConfig) -> SignatureBank:
+    """A new empty bank folder at ``path`` (must not exist; its parent must)."""
+    path = Path(path)
+    if path.exists():
+        raise InputError(f"bank folder already exists: {path} (open it to append)")
+    if not path.parent.is_dir():
+        raise InputError(f"output folder does not exist: {path.parent}")
+    path.mkdir()
+    for name in (_ROWS, _VECTORS, _STATE):
+        (path / name).touch()
+    _write_header(path, config, 0, 0)
+    return SignatureBank(path, config, _Rows([]), 0)
+
+
+def open_bank(path: str | os.PathLike) -> SignatureBank:
+    """Open a bank folder; SignatureFileError (one line) when it is not a valid bank."""
+    path = Path(path)
+    if not (path / _HEADER).is_file():
+        raise SignatureFileError(f"not a signature bank (no {_HEADER}): {path}")
+    try:
+        header = json.loads((path / _HEADER).read_text(encoding="utf-8"))
+        if header.get("format") != FORMAT:
+            raise ValueError(f"format {str(header.get('format'))[:40]!r}")
+        if int(header["format_version"]) > FORMAT_VERSION:
+            raise ValueError(f"format version {header['format_version']} is newer than this updatescope supports")
+        config = SketchConfig.from_dict(header["config"])
+        n, rows_bytes = int(header["n"]), int(header["rows_bytes"])
+        with open(path / _ROWS, "rb") as fh:
+            text = fh.read(rows_bytes)
+        rows = _Rows(text.decode("utf-8").splitlines())
+        if len(text) != rows_bytes or len(rows) != n:
+            raise ValueError(f"rows.jsonl holds {len(rows)} of the {n} committed rows")
+    except (OSError, ValueError, KeyError, TypeError, StopIteration, InputError) as exc:
+        raise SignatureFileError(f"not a readable signature bank ({str(exc)[:200] or type(exc).__name__}): {path}") from None
+    bank = SignatureBank(path, config, rows, rows_bytes)
+    bank.vectors()  # checks the data files cover every committed row
+    _memmap(path / _STATE, np.float64, (n, bank._width))
+    return bank
+
+
+def _signature_files(inputs: Iterable[str | os.PathLike]) -> list[Path]:
+    files: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(p.glob("*.safetensors"))
+            if not found:
+                raise InputError(f"no *.safetensors signature files in folder {p}")
+            files.extend(found)
+        elif p.exists():
+            files.append(p)
+        else:
+            raise InputError(f"signature file or folder not found: {p}")
+    if not files:
+        raise InputError("no signature files given")
+    return files
+
+
+def build_bank(inputs: Iterable[str | os.PathLike], out: str | os.PathLike, *, append: bool = False) -> SignatureBank:
+    """Bank of the signature files (or folders of ``*.safetensors``) in ``inputs``.
+
+    Every file is loaded and checked against the first one's config before anything is
+    written.  Names: the signature's ``name`` metadata, else the file stem; a clash falls
+    back to the path.  ``append=True`` adds to an existing bank.
+    """
+    from updatescope.signatures.io import load_signature
+
+    files = _signature_files(inputs)
+    sigs, names = [], []
+    bank = open_bank(out) if append else None
+    taken = set(bank.names) if bank else set()
+    first = bank.config if bank else None
+    for f in files:
+        sig = load_signature(f)
+        if first is None:
+            first = sig.config
+        try:
+            first.check_compatible(sig.config)
+        except IncompatibleSignatureError as exc:
+            raise InputError(f"{f}: {exc}") from None
+        name = sig.meta.get("name") or f.name.split(".")[0]
+        if name in taken:
+            name = str(f)
+        if name in taken:
+            raise InputError(f"signature file given twice: {f}")
+        taken.add(name)
+        sigs.append(sig)
+        names.append(name)
+    if bank is None:
+        assert first is not None
+        bank = create_bank(out, first)
+    return bank.append(sigs, names)
+
+
+def fisher_scores(bank: SignatureBank, target: Signature) -> np.ndarray:
+    """Estimated fisher alignment of every entry with ``target``: ``vectors @ target.vector()``.
+
+    -> (n,) float64 (NaN where an entry's or the target's norm estimate is not positive).
+    One matmul per ``_SCAN_ROWS`` rows of the memory-mapped matrix: memory O(rows·m).
+    """
+    _check_target(bank, target)
+    v = target.vector().to(torch.float32)
+    mm = bank.vectors()
+    out = np.empty(len(bank), dtype=np.float64)
+    for i in range(0, len(bank), _SCAN_ROWS):
+        block = _rows(mm, i)
+        out[i : i + block.shape[0]] = (block @ v).double().numpy()
+    return out
+
+
+def _rows(mm: np.ndarray, start: int) -> torch.Tensor:
+    """Rows [start, start + _SCAN_ROWS) of a read-only memory map as a tensor, without a copy
+    (only read: torch's warning about non-writable arrays does not apply)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(np.ascontiguousarray(mm[start : start + _SCAN_ROWS]))
+
+
+def _check_target(bank: SignatureBank, target: Signature) -> None:
+    if not isinstance(target, Signature):
+        raise InputError(f"the target must be a Signature, got {type(target).__name__}")
+    try:
+        bank.config.check_compatible(target.config)
+    except IncompatibleSignatureError as exc:
+        raise InputError(f"the target does not fit this bank: {exc}") from None
+
+
+def _order(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest scores, best first, NaN last.  (n,) -> (k,)"""
+    key = np.where(np.isfinite(scores), -scores, np.inf)
+    k = min(k, len(key))
+    part = np.argpartition(key, k - 1)[:k] if k < len(key) else np.arange(len(key))
+    return part[np.argsort(key[part], kind="stable")]
+
+
+def query(bank: SignatureBank, target: Signature, top: int | None = 10, *, target_name: str = "target") -> Any:
+    """Ranking (``select.rank.Ranking``) of the ``top`` best entries for ``target`` (None: all).
+
+    Stage 1 ranks every entry by ``fisher_scores``; stage 2 computes the full ``alignment``
+    of the short list with ``rank_sources`` (the regime diagnosis is over that list).  An
+    entry holding the target's own state is skipped, as in ``rank``.
+    """
+    from updatescope.select.rank import rank_sources
+
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+        raise InputError(f"top must be a positive integer, got {top!r}")
+    if len(bank) == 0:
+        raise InputError(f"the bank is empty: {bank.path}")
+    scores = fisher_scores(bank, target)
+    k = len(bank) if top is None else top
+    idx = _order(scores, min(len(bank), k + 1))  # one spare: the target itself may be in the bank
+    ranking = rank_sources(target, {bank.rows[i]["name"]: bank.signature(int(i)) for i in idx},
+                           target_name=target_name)
+    if len(ranking.rows) > k:
+        from dataclasses import replace
+
+        ranking = replace(ranking, rows=ranking.rows[:k])
+    return ranking
+
+
+@dataclass(frozen=True)
+class DuplicatePair:
+    """Two entries whose fisher and activation alignments are both within 2·se (or ``tol``) of 1."""
+
+    first: str
+    second: str
+    fisher: float
+    fisher_se: float
+    activation: float
+    activation_se: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
+
+
+def dedup(bank: SignatureBank, *, screen: float = 0.8, tol: float = 0.02) -> list[DuplicatePair]:
+    """Near-duplicate corpora in a bank, most similar first.
+
+    Screening: pairs whose vector product (the fisher estimate) is at least ``screen``, by
+    one (chunked) Gram product of the vectors, O(n²·m) time, O(rows·n) memory.  Each
+    screened pair is then confirmed with the full ``alignment``: a duplicate when fisher
+    and activation are both ≥ 1 − max(2·se, tol) (i.e. consistent with 1 within the
+    ≈95% interval; values above 1 mean "as aligned as two halves of one corpus").
+    """
+    from updatescope.sketch.align import alignment
+
+    if not 0 < screen <= 1:
+        raise InputError(f"screen must be in (0, 1], got {screen}")
+    mm = bank.vectors()
+    n = len(bank)
+    pairs: list[tuple[int, int]] = []
+    for i in range(0, n, _SCAN_ROWS):
+        a = _rows(mm, i)
+        for j in range(i, n, _SCAN_ROWS):
+            b = a if j == i else _rows(mm, j)
+            hit = torch.nonzero(torch.nan_to_num(a @ b.T, nan=-1.0) >= screen).tolist()
+            pairs.extend((i + r, j + c) for r, c in hit if i + r < j + c)
+    out = []
+    for p, q in pairs:
+        al = alignment(bank.signature(p), bank.signature(q))
+        ok = all(math.isfinite(v) and v >= 1 - max(2 * se if math.isfinite(se) else math.inf, tol)
+                 for v, se in ((al.fisher, al.fisher_se), (al.activation, al.activation_se)))
+        if ok:
+            out.append(DuplicatePair(bank.rows[p]["name"], bank.rows[q]["name"], al.fisher, al.fisher_se,
+                                     al.activation, al.activation_se))
+    out.sort(key=lambda d: -d.fisher)
+    return out
