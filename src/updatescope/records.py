@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["env_info", "make_record", "write_json_atomic", "to_json", "json_default", "portable_command",
-           "portable_config", "write_text_atomic"]
+           "portable_config", "write_text_atomic", "write_bytes_atomic"]
 
 
 def env_info() -> dict[str, Any]:
@@ -129,20 +129,25 @@ def to_json(obj: Any, *, strict: bool = False, indent: int | None = 2) -> str:
     return json.dumps(obj, indent=indent, default=json_default)
 
 
-def write_text_atomic(text: str, path: str | os.PathLike) -> Path:
-    """Write ``text`` through a uniquely named temporary file in the same folder, then rename:
+def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
+    """Write ``data`` through a uniquely named temporary file in the same folder, then rename:
     no half-written file is left behind (a full disk, an interrupt) and concurrent writers
     never share a temporary name."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_text_atomic(text: str, path: str | os.PathLike) -> Path:
+    """UTF-8 ``text`` written atomically (:func:`write_bytes_atomic`)."""
+    return write_bytes_atomic(text.encode("utf-8"), path)
 
 
 def write_json_atomic(obj: Any, path: str | os.PathLike) -> Path:

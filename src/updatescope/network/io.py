@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -31,6 +30,7 @@ import torch
 from updatescope._version import __version__
 from updatescope.errors import InputError, SignatureFileError, UpdatescopeError
 from updatescope.network.sketch import NetworkConfig, NetworkSketch
+from updatescope.records import write_bytes_atomic
 from updatescope.signatures.io import MAX_COUNT, _checksum, _serialize
 from updatescope.sketch.signature import N_BLOCKS
 
@@ -79,16 +79,7 @@ def save_network_signature(sketch: NetworkSketch, path: str | os.PathLike, **met
                   config=config_json, layers=json.dumps(list(sketch.config.names)),
                   sha256=_checksum(config_json, tensors))
     data = _serialize(tensors, fields)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return write_bytes_atomic(data, path)
 
 
 def _open(path: Path) -> tuple[dict[str, str], dict[str, torch.Tensor]]:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import torch
 
 from updatescope._version import __version__
 from updatescope.errors import InputError, SignatureFileError, UpdatescopeError
+from updatescope.records import write_bytes_atomic
 from updatescope.sketch.config import SketchConfig
 from updatescope.sketch.signature import N_BLOCKS, Signature
 
@@ -77,16 +77,7 @@ def save_signature(sig: Signature, path: str | os.PathLike) -> Path:
     if path.parent and not path.parent.exists():
         raise InputError(f"output folder does not exist: {path.parent}")
     data = _serialize(tensors, meta)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return write_bytes_atomic(data, path)
 
 
 def load_signature(path: str | os.PathLike) -> Signature:
