@@ -1,4 +1,4 @@
-"""Signature bank: query time and memory for 10k and 100k synthetic signatures (issue 21, item 5).
+"""Signature bank: query time and memory for 10k and 100k synthetic signatures.
 
 Goal: 100k entries ranked in under 1 s on 2 cores, memory-mapped, not loaded whole.
 

@@ -1,5 +1,5 @@
 """Sharded sketching on one machine: tokens/s vs number of ranks, and the all-reduce cost vs
-sketch_dim (issue 19).
+sketch_dim.
 
 1. ``ranks``: ``updatescope sketch`` on a small random Llama (saved to a temporary folder,
    no download) over a random-word corpus, run as one process and under
@@ -157,7 +157,7 @@ def main() -> None:
         metrics["same_bytes"] = len({files[n] for n in args.ranks}) == 1
     metrics["allreduce"] = _allreduce(args.dims, max(args.reps, 5))
     print(json.dumps(metrics["allreduce"], indent=1))
-    config = {**portable_config(args), "command": portable_command(__file__), "threads_per_rank": 1,
+    config = {**portable_config(args), "command": portable_command("benchmarks/scaling.py"), "threads_per_rank": 1,
               "load_average": os.getloadavg()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(make_record("scaling", config, metrics, time.perf_counter() - t0), args.out)

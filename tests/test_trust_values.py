@@ -1,4 +1,4 @@
-"""What a value says (issue 14): trust flags, regimes, standard-error coverage, self-comparison,
+"""What a value says: trust flags, regimes, standard-error coverage, self-comparison,
 deterministic checksummed files, overflow, and random corruptions of a signature file."""
 import hashlib
 import json
