@@ -23,27 +23,109 @@ def _print_json(obj: Any) -> None:
     print(to_json(obj, strict=True))
 
 
+def _check_writable_folder(folder: Path) -> None:
+    """UpdatescopeError unless ``folder`` is an existing folder this process can create files in
+    (probed with a real temporary file, so read-only mounts are caught as well)."""
+    import tempfile
+
+    if folder.exists() and not folder.is_dir():
+        raise UpdatescopeError(f"output folder {folder} is a file, not a folder")
+    if not folder.is_dir():
+        raise UpdatescopeError(f"output folder does not exist: {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UpdatescopeError(f"output folder is not writable: {folder}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".updatescope-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UpdatescopeError(f"output folder is not writable ({exc.strerror or type(exc).__name__}): "
+                               f"{folder}") from None
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (resolved path, or device and inode: symlinks, hard links)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _check_out_file(path: str, *, inputs: Sequence[str] = ()) -> Path:
-    """The output file of a command, checked before any work: not a folder, not one of the
-    inputs, in an existing writable folder."""
+    """The output file of a command, checked before any work: not a folder or a device, not
+    one of the inputs, in an existing writable folder."""
     out = Path(path)
     if out.is_dir():
         raise UpdatescopeError(f"--out is a folder: {out}")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UpdatescopeError(f"output folder does not exist: {parent}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UpdatescopeError(f"output folder is not writable: {parent}")
-    resolved = out.resolve()
+    if out.exists() and not out.is_file():
+        raise UpdatescopeError(f"--out exists and is not a regular file (a device, pipe or socket): {out}")
+    _check_writable_folder(out.parent if str(out.parent) else Path("."))
     for item in inputs:
-        if Path(item).resolve() == resolved:
-            raise UpdatescopeError(f"--out {out} is also an input; refusing to overwrite it")
+        if _same_path(Path(item), out):
+            raise UpdatescopeError(f"--out {out} is also an input ({item}); refusing to overwrite it")
+    return out
+
+
+def _check_out_folder(path: str, *, inputs: Sequence[str] = ()) -> Path:
+    """An output folder (created by the command if missing), checked before any work: not a
+    file, not one of the inputs, and its nearest existing ancestor is a writable folder."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UpdatescopeError(f"--out must be a folder, and {out} is a file")
+    for item in inputs:
+        if _same_path(Path(item), out):
+            raise UpdatescopeError(f"--out {out} is also an input ({item})")
+    base = out
+    while not base.exists() and base != base.parent:
+        base = base.parent  # the first folder that exists is where the new ones are created
+    _check_writable_folder(base if str(base) else Path("."))
     return out
 
 
 def _positive(name: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise UpdatescopeError(f"{name} must be a positive integer, got {value}")
+
+
+def _available_memory(device: Any) -> int | None:
+    """Bytes free on ``device`` now (GPU: the driver's count; CPU: MemAvailable), None if unknown."""
+    if getattr(device, "type", str(device)).startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_sketch_memory(d: int, k: int, m: int, act_map: str, error_map: str, budget: int, device: Any) -> None:
+    """Refuse, with the numbers, a sketch whose random bases and per-batch features cannot fit.
+
+    A lower bound: a dense side holds a (dim, 2m) float32 basis (drawn through an int8 copy);
+    the structured maps hold O(dim + m); each pass also makes (tokens, 2m) float32 features
+    per side and a float32 copy of the (tokens, K) logits."""
+    from updatescope.sketch.config import resolve_map
+
+    need = 0
+    for dim, kind in ((d, act_map), (k, error_map)):
+        need += 5 * dim * 2 * m if resolve_map(kind, dim, m) == "dense" else 16 * (dim + 2 * m)
+    need += budget * (2 * (2 * m) + k) * 4
+    free = _available_memory(device)
+    if free is not None and need > free:
+        raise UpdatescopeError(f"this sketch needs at least {need / 2**30:.1f} GiB on {device} (random bases for "
+                               f"act_dim {d}, out_dim {k}, sketch_dim {m}, maps {act_map}/{error_map}, token budget "
+                               f"{budget}) and {free / 2**30:.1f} GiB is free; lower --sketch-dim or "
+                               "--token-budget, or choose --act-map/--error-map srht")
 
 
 # ------------------------------------------------------------------ commands
@@ -95,6 +177,10 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     try:
         model, tok = load_causal_lm(args.model, dtype=args.dtype)
         model.to(device)
+        from updatescope.capture.hook import find_output_linear
+
+        k, d = find_output_linear(model).weight.shape
+        _check_sketch_memory(int(d), int(k), args.sketch_dim, args.act_map, args.error_map, args.token_budget, device)
         texts, positions = (rows, None) if columns is None else to_examples(rows, columns, tok)
         meta = {"data": desc, "name": args.name or out.name.split(".")[0], "dtype": args.dtype}
         if columns is not None:
@@ -176,8 +262,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from updatescope.demo import run_demo
 
     _positive("--max-tokens", args.max_tokens)
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UpdatescopeError(f"--out must be a folder, and {args.out} is a file")
+    _check_out_folder(args.out)
     run_demo(Path(args.out), synthetic=args.synthetic, max_tokens=args.max_tokens, quiet=args.quiet)
     return 0
 

@@ -17,15 +17,21 @@ the text's tokens (True = count that token as a target). Target index 0 has no c
 is never counted.
 
 Long documents are cut into chunks of ``chunk_len`` tokens (default: the model's context
-length) that overlap by one token, so every target keeps exactly one prediction and only
-the context before a chunk boundary is lost. Chunks with no counted target are skipped.
+length, at most ``DEFAULT_CHUNK_LEN``) that overlap by one token, so every target keeps
+exactly one prediction and only the context before a chunk boundary is lost. Chunks with no
+counted target are skipped.
 
 Batches hold at most ``token_budget`` padded tokens (right padding plus an attention mask,
 so real tokens never attend to padding and keep their positions). Logits (n, K) dominate
 memory: 1,024 tokens x 49,152 logits x 4 bytes = 200 MB, hence the modest default budget.
+The budget only groups chunks into batches; it never changes the chunks, so it cannot
+change what is counted or the activations (a chunk longer than the budget is passed alone,
+exceeding the budget for that pass).  Earlier versions shortened the chunks to the budget,
+which made a small budget cut every document into short windows and changed the sums.
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from typing import Any, NamedTuple
@@ -38,7 +44,11 @@ from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch,
 from updatescope.constants import IGNORE_INDEX, torch_dtype
 from updatescope.errors import InputError
 
-__all__ = ["CaptureBatch", "capture_causal_lm", "count_tokens"]
+__all__ = ["CaptureBatch", "capture_causal_lm", "count_tokens", "DEFAULT_CHUNK_LEN"]
+
+#: Default window for long documents when the model's context is longer: with the default
+#: token budget of 1,024 this is the window every signature so far was sketched with.
+DEFAULT_CHUNK_LEN = 1024
 
 
 class CaptureBatch(NamedTuple):
@@ -82,8 +92,10 @@ def capture_causal_lm(
 
     ``texts``: strings (tokenised with ``tokenizer``) or lists of token ids, consumed lazily.
     ``positions``: per text, target indices or a boolean target mask (module docstring).
-    ``chunk_len``: window length for long documents (default: the model's context length).
-    ``token_budget``: padded tokens per forward pass (memory ~ budget x K x 4 bytes).
+    ``chunk_len``: window length for long documents (default: the model's context length,
+    at most ``DEFAULT_CHUNK_LEN``); it decides the counted contexts.
+    ``token_budget``: padded tokens per forward pass (memory ~ budget x K x 4 bytes); it only
+    batches: any budget gives the same records.
     ``max_tokens``: stop after this many counted records (the last batch is truncated).
     ``dtype``: None runs the model as it is; ``torch.bfloat16``/"bfloat16" runs the forward
     under autocast (outputs are still returned as float32).
@@ -95,11 +107,16 @@ def capture_causal_lm(
     head = find_output_linear(model)
     if isinstance(dtype, str):
         dtype = torch_dtype(dtype)  # type: ignore[assignment]
-    chunk_len = chunk_len or _context_length(model)
+    chunk_len = chunk_len or min(_context_length(model), DEFAULT_CHUNK_LEN)
     if chunk_len < 2:
         raise InputError(f"chunk_len must be at least 2, got {chunk_len}")
-    if token_budget < chunk_len:
-        chunk_len = max(2, min(chunk_len, token_budget))
+    try:
+        budget_ok = not isinstance(token_budget, bool) and operator.index(token_budget) >= 1
+    except TypeError:
+        budget_ok = False
+    if not budget_ok:
+        raise InputError(f"token_budget must be a positive integer, got {token_budget!r}")
+    token_budget = operator.index(token_budget)
     if max_tokens is not None and max_tokens <= 0:
         raise InputError(f"max_tokens must be positive, got {max_tokens}")
     param = next(model.parameters())

@@ -15,9 +15,10 @@ def _print_json(obj: Any) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from updatescope.cli import _check_out_folder
     from updatescope.signatures.bank import build_bank
 
-    out = Path(args.out)
+    out = _check_out_folder(args.out, inputs=args.inputs)
     if args.append and not out.is_dir():
         raise InputError(f"--append needs an existing bank folder: {out}")
     if not args.append and out.exists():

@@ -21,7 +21,7 @@ def _num(x: float) -> float | None:
 
 def cmd_select(args: argparse.Namespace) -> int:
     from updatescope.cli import _check_out_file
-    from updatescope.data.textfiles import read_documents
+    from updatescope.data.textfiles import check_inputs, read_documents
     from updatescope.records import write_text_atomic
     from updatescope.signatures.io import load_signature
 
@@ -34,6 +34,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     out = _check_out_file(args.out, inputs=[*args.data, args.target])
     scores_path = _check_out_file(args.scores or str(out.with_name(out.name.rsplit(".", 1)[0] + ".scores.jsonl")),
                                   inputs=[*args.data, args.target, str(out)])
+    check_inputs(args.data)  # regular, readable, size-capped files; the same file twice is refused
     target = load_signature(args.target)
     docs, origin = [], []
     for path in args.data:  # every file is validated before the model loads

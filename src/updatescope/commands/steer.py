@@ -10,7 +10,6 @@ another model (fingerprint) and prints the unsteered and the steered greedy cont
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -20,26 +19,24 @@ _MAX_PROMPTS = 1000
 
 def _read_prompts(path: str) -> list[str]:
     """Plain text (one prompt per line) or JSONL with a "prompt" or "text" field."""
+    from updatescope.data.textfiles import check_string, parse_json, read_input_bytes
     from updatescope.errors import InputError
 
     p = Path(path)
     try:
-        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except (OSError, UnicodeDecodeError) as err:
+        lines = [ln for ln in read_input_bytes(p).decode("utf-8").splitlines() if ln.strip()]
+    except UnicodeDecodeError as err:
         raise InputError(f"{path}: cannot read prompts ({type(err).__name__})") from None
     if not lines:
         raise InputError(f"{path}: no prompts in the file")
     if p.suffix == ".jsonl":
         out = []
         for no, ln in enumerate(lines, 1):
-            try:
-                row = json.loads(ln)
-            except json.JSONDecodeError:
-                raise InputError(f"{path}:{no}: not valid JSON") from None
+            row = parse_json(ln, f"{path}:{no}")
             text = row.get("prompt", row.get("text")) if isinstance(row, dict) else None
             if not isinstance(text, str) or not text:
                 raise InputError(f"{path}:{no}: needs a non-empty 'prompt' or 'text' string")
-            out.append(text)
+            out.append(check_string(text, f"{path}:{no}"))
         lines = out
     if len(lines) > _MAX_PROMPTS:
         raise InputError(f"{path}: {len(lines)} prompts; at most {_MAX_PROMPTS} per call")
@@ -48,9 +45,11 @@ def _read_prompts(path: str) -> list[str]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from updatescope.cli import _check_out_file
+    from updatescope.data.textfiles import check_inputs
     from updatescope.errors import InputError
     from updatescope.steering.pairs import load_pairs
 
+    check_inputs([args.pairs])  # a regular, readable, size-capped file (a FIFO would hang the reader)
     pairs = load_pairs(args.pairs)
     if args.position not in ("last", "all"):
         raise InputError(f"--position must be last or all, got {args.position!r}")

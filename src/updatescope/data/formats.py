@@ -17,11 +17,12 @@ dataset folders are read with the ``datasets`` library (extra ``hf``), offline o
 from __future__ import annotations
 
 import csv
-import json
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from updatescope.data.textfiles import check_inputs, check_string, parse_json, read_input_bytes
 from updatescope.errors import InputError, MissingExtraError
 
 __all__ = ["Columns", "TABLE_SUFFIXES", "read_table", "read_examples", "to_examples"]
@@ -63,12 +64,19 @@ class Columns:
         return f"{self.layout}:{','.join(self.names) or 'text'} ({counted})"
 
 
+def _text(path: Path) -> str:
+    try:
+        return read_input_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"data file is not UTF-8 text (bad byte at offset {exc.start}): {path}") from None
+
+
 def _rows_json(path: Path) -> list[Any]:
-    raw = path.read_text(encoding="utf-8-sig")
+    raw = _text(path)
     if path.suffix.lower() == ".json":
         try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError:
+            obj = parse_json(raw, str(path))
+        except InputError:
             obj = None  # JSON-lines content in a .json file, as `datasets` also accepts
         if obj is not None:
             if isinstance(obj, dict) and len(obj) == 1 and isinstance(next(iter(obj.values())), list):
@@ -79,16 +87,12 @@ def _rows_json(path: Path) -> list[Any]:
     rows = []
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+            rows.append(parse_json(line, f"{path}:{lineno}"))
     return rows
 
 
 def _rows_csv(path: Path) -> list[Any]:
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        return list(csv.DictReader(fh))
+    return list(csv.DictReader(io.StringIO(_text(path), newline="")))
 
 
 def _rows_datasets(path: Path) -> list[Any]:
@@ -123,21 +127,16 @@ def _rows_datasets(path: Path) -> list[Any]:
 def read_table(path: str | Path, columns: Columns) -> list[dict[str, Any]]:
     """Rows of one table file or dataset folder, each checked to hold ``columns`` with
     the right types (strings; a list of role/content messages for ``messages``)."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise InputError(f"data file not found: {path}")
+    (path,) = check_inputs([path], allow_dir=True)  # regular file or folder, readable, size-capped
     suffix = path.suffix.lower()
     if path.is_dir():
         rows = _rows_datasets(path)
     elif suffix in (".jsonl", ".json"):
-        try:
-            rows = _rows_json(path)
-        except UnicodeDecodeError:
-            raise InputError(f"data file is not UTF-8 text: {path}") from None
+        rows = _rows_json(path)
     elif suffix == ".csv":
         try:
             rows = _rows_csv(path)
-        except (UnicodeDecodeError, csv.Error) as exc:
+        except csv.Error as exc:
             raise InputError(f"cannot read CSV {path}: {exc}") from None
     elif suffix in (".parquet", ".arrow"):
         rows = _rows_datasets(path)
@@ -158,6 +157,8 @@ def read_table(path: str | Path, columns: Columns) -> list[dict[str, Any]]:
                 _check_messages(value, path, i, name)
             elif not isinstance(value, str):
                 raise InputError(f"{path}: row {i} column {name!r} must be a string, got {type(value).__name__}")
+            else:
+                check_string(value, f"{path}: row {i} column {name!r}")
     return rows
 
 
@@ -167,16 +168,16 @@ def _check_messages(value: Any, path: Path, i: int, name: str) -> None:
     for turn in value:
         if not (isinstance(turn, dict) and isinstance(turn.get("role"), str) and isinstance(turn.get("content"), str)):
             raise InputError(f"{path}: row {i} column {name!r}: each message needs string 'role' and 'content'")
+        check_string(turn["role"], f"{path}: row {i} column {name!r}")
+        check_string(turn["content"], f"{path}: row {i} column {name!r}")
     if not any(t["role"] == "assistant" for t in value):
         raise InputError(f"{path}: row {i} column {name!r} has no assistant turn to count")
 
 
 def read_examples(paths: Sequence[str | Path], columns: Columns) -> list[dict[str, Any]]:
     """Rows of all tables, in the order given (validated; nothing is tokenised yet)."""
-    if not paths:
-        raise InputError("no data files given")
     rows: list[dict[str, Any]] = []
-    for p in paths:
+    for p in check_inputs(paths, allow_dir=True):  # all checked, duplicates refused, before any is read
         rows.extend(read_table(p, columns))
     return rows
 

@@ -85,6 +85,12 @@ def load_signature(path: str | os.PathLike) -> Signature:
     from safetensors import safe_open
 
     path = Path(path)
+    try:
+        path.stat()
+    except PermissionError:
+        raise SignatureFileError(f"signature file is not readable (permission denied): {path}") from None
+    except OSError:
+        pass  # not found or a broken path: the checks below name it
     if not path.exists():
         raise SignatureFileError(f"signature file not found: {path}")
     if path.is_dir():
@@ -99,7 +105,12 @@ def load_signature(path: str | os.PathLike) -> Signature:
         with safe_open(str(path), framework="pt") as fh:
             meta = dict(fh.metadata() or {})
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    except PermissionError:
+        raise SignatureFileError(f"signature file is not readable (permission denied): {path}") from None
     except Exception as exc:  # safetensors raises several types for corrupt/truncated files
+        if isinstance(getattr(exc, "__cause__", None) or getattr(exc, "__context__", None), PermissionError) \
+                or "permission denied" in str(exc).lower():
+            raise SignatureFileError(f"signature file is not readable (permission denied): {path}") from None
         raise SignatureFileError(f"not a readable signature file (corrupt, truncated or another format): {path}") from exc
     if meta.get("format") != FORMAT:
         raise SignatureFileError(f"not an updatescope signature (format={str(meta.get('format'))[:40]!r}): {path}")
