@@ -138,6 +138,8 @@ def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())  # the rename must never expose a file whose bytes are not on disk
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -7,15 +7,15 @@ that determines them, so a second run is a file read.  Deleting the folder only 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from updatescope.paths import cache_dir
+from updatescope.records import write_bytes_atomic
 
 __all__ = ["cache_key", "cache_file", "cached"]
 
@@ -36,17 +36,13 @@ def cache_file(kind: str, key: str) -> Path:
 
 def cached(kind: str, key: str, build: Callable[[], Any], *, use_cache: bool = True) -> Any:
     """Load the cached object for (kind, key), or ``build()`` it and store it atomically
-    (a unique temporary file renamed into place: concurrent runs never see half a file)."""
+    (:func:`updatescope.records.write_bytes_atomic`)."""
     path = cache_file(kind, key)
     if use_cache and path.is_file():
         return torch.load(path, weights_only=True)
     obj = build()
     if use_cache:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            torch.save(obj, tmp)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        write_bytes_atomic(buf.getvalue(), path)  # concurrent runs never see half a file
     return obj

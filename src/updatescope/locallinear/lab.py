@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from updatescope.paths import cache_dir
+from updatescope.records import write_bytes_atomic
 from updatescope.locallinear.krylov import make_hvp, top_eigenvalue
 from updatescope.locallinear.params import flat_params, set_flat_params, swapped_params
 from updatescope.locallinear.synthetic import TASKS, DigitTasks, ModelConfig, TinyTransformer
@@ -157,9 +158,9 @@ def multitask_model(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransfo
     hist = train_phase(model, mix, phase, phase="multitask", metrics=accuracy_fn(tasks, cfg.eval_n))
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        torch.save(flat_params(model), tmp)
-        os.replace(tmp, path)
+        buf = io.BytesIO()
+        torch.save(flat_params(model), buf)
+        write_bytes_atomic(buf.getvalue(), path)  # concurrent runs never see half a file
     return model, tasks, {"cached": False, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist}
 
 

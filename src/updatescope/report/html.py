@@ -4,12 +4,12 @@ from __future__ import annotations
 import base64
 import html
 import math
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from updatescope.records import write_text_atomic
 from updatescope.report.figures import decomposition_bars, heatmaps
 
 KEY = [
@@ -105,8 +105,4 @@ def write_report(out_dir: Path, names: Sequence[str], matrices: dict[str, np.nda
     for k, v in KEY:
         parts.append(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>")
     parts.append("</dl></body></html>")
-    path = out_dir / "index.html"
-    tmp = out_dir / ".index.html.tmp"
-    tmp.write_text("\n".join(parts), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic("\n".join(parts), out_dir / "index.html")

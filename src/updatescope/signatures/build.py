@@ -104,27 +104,18 @@ def _run_key(fingerprint: str, config: Any, texts: Sequence[Any], positions: Seq
 
 
 def _save_checkpoint(path: Path, sk: FisherSketch, next_segment: int, key: str) -> None:
-    """State + position, atomically (unique temporary file, fsync, rename)."""
+    """State + position, atomically (:func:`updatescope.records.write_bytes_atomic`)."""
     import json
-    import os
-    import tempfile
 
     from safetensors.torch import save
+
+    from updatescope.records import write_bytes_atomic
 
     meta = {"format": CHECKPOINT_FORMAT, "run_key": key, "next_segment": str(next_segment),
             "config": json.dumps(sk.config.to_dict(), sort_keys=True)}
     data = save({"sums": sk._sums.cpu().contiguous(), "diag": sk._diag.cpu().contiguous(),
                  "counts": sk._counts.cpu().contiguous()}, metadata=meta)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_bytes_atomic(data, path)
 
 
 def _load_checkpoint(path: Path, like: FisherSketch, key: str) -> tuple[FisherSketch, int]:

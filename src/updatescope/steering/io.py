@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from ..records import write_bytes_atomic
 from .vector import SteeringVector
 
 __all__ = ["model_fingerprint", "save_vector", "load_vector", "FORMAT", "FORMAT_VERSION"]
@@ -49,7 +50,7 @@ def model_fingerprint(model: nn.Module) -> str:
 
 def save_vector(vector: SteeringVector, path: str | Path) -> Path:
     """Write ``vector`` to ``path`` (safetensors; one tensor ``vectors`` plus metadata)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save as safetensors_bytes
 
     path = Path(path)
     meta = {
@@ -64,8 +65,8 @@ def save_vector(vector: SteeringVector, path: str | Path) -> Path:
         "provenance": json.dumps(dict(vector.provenance), sort_keys=True),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({"vectors": vector.vectors.detach().cpu().contiguous()}, str(path), metadata=meta)
-    return path
+    data = safetensors_bytes({"vectors": vector.vectors.detach().cpu().contiguous()}, metadata=meta)
+    return write_bytes_atomic(data, path)
 
 
 def load_vector(path: str | Path, model: nn.Module | None = None,
