@@ -87,6 +87,7 @@ def capture_causal_lm(
     progress: bool = True,
     desc: str = "capture",
     compact: bool = True,
+    head: nn.Linear | None = None,
 ) -> Iterator[CaptureBatch]:
     """Yield ``CaptureBatch(acts (n,d), logits (n,K), labels (n,))`` for a stream of texts.
 
@@ -103,8 +104,9 @@ def capture_causal_lm(
     ``compact=False`` yields every position of the batch instead (views of the captured
     tensors, in the model's dtype, no copy of the (n, K) logits), with label -100 at the
     positions that are not counted: the form ``FisherSketch.update_logits`` skips in place.
+    ``head``: the output linear layer, when the caller has already found it (else it is found).
     """
-    head = find_output_linear(model)
+    head = head if head is not None else find_output_linear(model)  # callers that know it pass it
     if isinstance(dtype, str):
         dtype = torch_dtype(dtype)  # type: ignore[assignment]
     chunk_len = chunk_len or min(_context_length(model), DEFAULT_CHUNK_LEN)

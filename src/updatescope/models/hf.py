@@ -88,7 +88,7 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
     return model, tokenizer
 
 
-def head_fingerprint(model: nn.Module, tokenizer: Any = None) -> str:
+def head_fingerprint(model: nn.Module, tokenizer: Any = None, head: nn.Linear | None = None) -> str:
     """Short hex id of the head weight (and bias) plus the tokenizer vocabulary.
 
     Signatures are only comparable under one head and one output vocabulary, so this id is
@@ -97,7 +97,7 @@ def head_fingerprint(model: nn.Module, tokenizer: Any = None) -> str:
     while any real change of the head (fine-tuning, another checkpoint) changes it.
     Classifiers pass ``tokenizer=None``; the vocabulary part is then the output size only.
     """
-    head = find_output_linear(model)
+    head = head if head is not None else find_output_linear(model)
     h = hashlib.sha256()
     h.update(f"head:{tuple(head.weight.shape)}".encode())
     for tensor in (head.weight, head.bias):

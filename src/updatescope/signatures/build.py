@@ -30,7 +30,7 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
 
     head = find_output_linear(model)
     k, d = head.weight.shape
-    fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer)
+    fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, head)
     device = head.weight.device
     sk = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=device, act_map=act_map,
                      error_map=error_map)
@@ -38,7 +38,7 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
         for acts, logits, labels in capture_causal_lm(model, texts, tokenizer, positions=positions,
                                                        chunk_len=chunk_len, token_budget=token_budget,
                                                        max_tokens=max_tokens, dtype=dtype,
-                                                       progress=progress, desc=desc, compact=False):
+                                                       progress=progress, desc=desc, compact=False, head=head):
             sk.update_logits(acts, logits, labels)
     name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
     return sk.signature(model=str(name), tokens=str(sk.count), **(meta or {}))
@@ -171,7 +171,7 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
         raise InputError("no documents to sketch")
     head = find_output_linear(model)
     k, d = head.weight.shape
-    fp = head_fingerprint(model, tokenizer)
+    fp = head_fingerprint(model, tokenizer, head)
     like = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=head.weight.device, act_map=act_map,
                         error_map=error_map)
     rank, world = rank_and_world()
@@ -206,7 +206,7 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
                     for acts, logits, labels in capture_causal_lm(model, [texts[i] for i in seg], tokenizer,
                                                                    positions=pos, token_budget=token_budget,
                                                                    max_tokens=budget, progress=False,
-                                                                   compact=False):
+                                                                   compact=False, head=head):
                         before = part.count
                         part.update_logits(acts, logits, labels)
                         if bar is not None:
