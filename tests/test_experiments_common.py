@@ -32,3 +32,14 @@ def test_write_json_atomic_and_env(tmp_path):
     rec = json.loads(out.read_text())
     assert rec["a"] == 1 and "torch" in rec["env"] and "git_dirty" in rec["env"]
     assert not list(out.parent.glob("*.tmp"))
+
+
+def test_atomic_writes_get_the_usual_file_mode(tmp_path):
+    from updatescope.records import write_text_atomic
+
+    out = tmp_path / "r.txt"
+    write_text_atomic("x", out)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert (out.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777)
+    assert out.read_text() == "x" and not list(tmp_path.glob(".*.tmp"))

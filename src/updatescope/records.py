@@ -129,6 +129,12 @@ def to_json(obj: Any, *, strict: bool = False, indent: int | None = 2) -> str:
     return json.dumps(obj, indent=indent, default=json_default)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; it is put back at once
+    os.umask(mask)
+    return mask
+
+
 def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
     """Write ``data`` through a uniquely named temporary file in the same folder, then rename:
     no half-written file is left behind (a full disk, an interrupt) and concurrent writers
@@ -136,6 +142,8 @@ def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); the result gets the mode a plain open() would give
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
