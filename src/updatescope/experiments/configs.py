@@ -288,7 +288,7 @@ class EstimatorConfig:
 
 
 def _lab(quick: bool, seed: int) -> Any:
-    from updatescope.locallinear.lab import LabConfig, quick as quick_lab
+    from updatescope.locallinear.config import LabConfig, quick as quick_lab  # torch-free
 
     lab = LabConfig(seed=seed)
     return quick_lab(lab) if quick else lab

@@ -3,59 +3,75 @@ Krylov bases and Best-of-N random search (paper B, see docs/locallinear.md).
 
 Vectors live in the flat parameter space R^D; subspaces are orthonormal bases (r, D).
 Nothing stores a D x D matrix.
-"""
-from updatescope.locallinear.capture import (
-    capture_fraction,
-    prefix_capture_curve,
-    random_subspace_null,
-    random_walk_prefix_null,
-    rest_capture_curve,
-)
-from updatescope.locallinear.drift import drift_curve, principal_angles, subspace_overlap
-from updatescope.locallinear.krylov import hvp, krylov_basis, make_hvp, top_eigenvalue
-from updatescope.locallinear.params import (
-    ParamLayout,
-    flat_grad,
-    flat_params,
-    set_flat_params,
-    swapped_params,
-)
-from updatescope.locallinear.rank import RankStats, effective_rank, gaussian_like, singular_values
-from updatescope.locallinear.search import (
-    SearchResult,
-    best_of_n,
-    candidate_direction,
-    candidate_seed,
-    expected_max_normal,
-)
-from updatescope.locallinear.subspaces import (
-    gradient_plane,
-    gradient_stack,
-    orthonormal_basis,
-    random_basis,
-    restrict,
-    top_directions,
-)
-from updatescope.locallinear.synthetic import TASKS, DigitTasks, ModelConfig, TinyTransformer
-from updatescope.locallinear.trajectory import (
-    PhaseConfig,
-    RecoveryConfig,
-    PhaseRecord,
-    RecoveryRun,
-    record_phase,
-    run_recovery,
-    train_phase,
-)
 
-__all__ = [
-    "ParamLayout", "flat_params", "set_flat_params", "flat_grad", "swapped_params",
-    "orthonormal_basis", "top_directions", "random_basis", "gradient_stack", "gradient_plane",
-    "restrict",
-    "capture_fraction", "prefix_capture_curve", "random_subspace_null", "random_walk_prefix_null", "rest_capture_curve",
-    "principal_angles", "subspace_overlap", "drift_curve",
-    "RankStats", "effective_rank", "singular_values", "gaussian_like",
-    "hvp", "make_hvp", "krylov_basis", "top_eigenvalue",
-    "SearchResult", "best_of_n", "candidate_direction", "candidate_seed", "expected_max_normal",
-    "TASKS", "ModelConfig", "TinyTransformer", "DigitTasks",
-    "PhaseConfig", "RecoveryConfig", "RecoveryRun", "PhaseRecord", "train_phase", "record_phase", "run_recovery",
-]
+The namespace is lazy (PEP 562): importing a submodule such as ``locallinear.config``
+(the lab's torch-free settings) does not import torch; a public name imports its module on
+first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> module that defines it
+_LAZY = {
+    "DigitTasks": "updatescope.locallinear.synthetic",
+    "LabConfig": "updatescope.locallinear.config",
+    "ModelConfig": "updatescope.locallinear.synthetic",
+    "ParamLayout": "updatescope.locallinear.params",
+    "PhaseConfig": "updatescope.locallinear.trajectory",
+    "PhaseRecord": "updatescope.locallinear.trajectory",
+    "RankStats": "updatescope.locallinear.rank",
+    "RecoveryConfig": "updatescope.locallinear.trajectory",
+    "RecoveryRun": "updatescope.locallinear.trajectory",
+    "SearchResult": "updatescope.locallinear.search",
+    "TASKS": "updatescope.locallinear.synthetic",
+    "TinyTransformer": "updatescope.locallinear.synthetic",
+    "best_of_n": "updatescope.locallinear.search",
+    "candidate_direction": "updatescope.locallinear.search",
+    "candidate_seed": "updatescope.locallinear.search",
+    "capture_fraction": "updatescope.locallinear.capture",
+    "drift_curve": "updatescope.locallinear.drift",
+    "effective_rank": "updatescope.locallinear.rank",
+    "expected_max_normal": "updatescope.locallinear.search",
+    "flat_grad": "updatescope.locallinear.params",
+    "flat_params": "updatescope.locallinear.params",
+    "gaussian_like": "updatescope.locallinear.rank",
+    "gradient_plane": "updatescope.locallinear.subspaces",
+    "gradient_stack": "updatescope.locallinear.subspaces",
+    "hvp": "updatescope.locallinear.krylov",
+    "krylov_basis": "updatescope.locallinear.krylov",
+    "make_hvp": "updatescope.locallinear.krylov",
+    "orthonormal_basis": "updatescope.locallinear.subspaces",
+    "prefix_capture_curve": "updatescope.locallinear.capture",
+    "principal_angles": "updatescope.locallinear.drift",
+    "random_basis": "updatescope.locallinear.subspaces",
+    "random_subspace_null": "updatescope.locallinear.capture",
+    "random_walk_prefix_null": "updatescope.locallinear.capture",
+    "record_phase": "updatescope.locallinear.trajectory",
+    "rest_capture_curve": "updatescope.locallinear.capture",
+    "restrict": "updatescope.locallinear.subspaces",
+    "run_recovery": "updatescope.locallinear.trajectory",
+    "set_flat_params": "updatescope.locallinear.params",
+    "singular_values": "updatescope.locallinear.rank",
+    "subspace_overlap": "updatescope.locallinear.drift",
+    "swapped_params": "updatescope.locallinear.params",
+    "top_directions": "updatescope.locallinear.subspaces",
+    "top_eigenvalue": "updatescope.locallinear.krylov",
+    "train_phase": "updatescope.locallinear.trajectory",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'updatescope.locallinear' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

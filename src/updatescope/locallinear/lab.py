@@ -37,6 +37,7 @@ from updatescope.paths import cache_dir
 from updatescope.records import write_bytes_atomic
 from updatescope.locallinear.krylov import make_hvp, top_eigenvalue
 from updatescope.locallinear.params import flat_params, set_flat_params, swapped_params
+from updatescope.locallinear.config import LabConfig, quick
 from updatescope.locallinear.synthetic import TASKS, DigitTasks, ModelConfig, TinyTransformer
 from updatescope.locallinear.trajectory import (
     PhaseConfig,
@@ -51,42 +52,6 @@ __all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthe
            "lambda_max", "independent_recovery", "STREAM"]
 
 STREAM = 100_000  # batch-index shift between replicates
-
-
-@dataclass(frozen=True)
-class LabConfig:
-    seed: int = 0
-    model: ModelConfig = ModelConfig()
-    batch_size: int = 16  # sequences per task per step
-    mt_steps: int = 1500
-    mt_lr: float = 3e-3
-    focus: str = "copy"
-    forget_cap: int = 400
-    forget_lr: float = 1e-3
-    forget_fraction: float = 0.5
-    recover_steps: int = 200
-    recover_lr: float = 0.0  # > 0: fixed SGD step; 0: eta_lambda / lambda_max(theta_forg)
-    eta_lambda: float = 1.0  # target eta * lambda_max when recover_lr = 0 (GD is stable below 2)
-    hessian_n: int = 64  # sequences per task for lambda_max
-    power_iters: int = 20
-    recover_eval_every: int = 5
-    dense_steps: int = 30
-    snapshot_every: int = 10
-    eval_n: int = 256  # sequences per task for exact-match accuracy
-
-    def __post_init__(self) -> None:
-        if self.focus not in TASKS:
-            raise InputError(f"focus {self.focus!r} is not one of {TASKS}")
-        if self.recover_lr < 0:
-            raise InputError(f"recover_lr must be >= 0 (0 = automatic), got {self.recover_lr}")
-        if not 0 < self.eta_lambda < 2:
-            raise InputError(f"eta_lambda must lie in (0, 2) for stable gradient descent, got {self.eta_lambda}")
-        for name in ("hessian_n", "power_iters", "recover_eval_every", "recover_steps", "dense_steps",
-                     "snapshot_every", "eval_n", "batch_size"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.dense_steps > self.recover_steps:
-            raise InputError(f"dense_steps={self.dense_steps} exceeds recover_steps={self.recover_steps}")
 
 
 def task_losses(tasks: DigitTasks) -> dict:
@@ -217,8 +182,3 @@ def independent_recovery(model: nn.Module, tasks: DigitTasks, cfg: LabConfig, th
     with swapped_params(model, theta_forg):
         return record_phase(model, mix, PhaseConfig(steps=steps, lr=lr, optimizer="sgd"), dense_steps=steps,
                             snapshot_every=steps, phase="independent", index_offset=3_000_000 + stream * STREAM)
-
-
-def quick(cfg: LabConfig) -> LabConfig:
-    """Smaller settings for ``--quick`` runs."""
-    return replace(cfg, mt_steps=800, recover_steps=150, eval_n=128, power_iters=8)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 from updatescope.errors import InputError
+from updatescope.locallinear.config import _SEP, _TASK0, TASKS, ModelConfig
 
 __all__ = [
     "TASKS",
@@ -39,36 +40,6 @@ __all__ = [
     "TinyTransformer",
     "DigitTasks",
 ]
-
-TASKS: tuple[str, ...] = ("copy", "reverse", "sort", "mod-add")
-_SEP = 10
-_TASK0 = 11
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Shape of :class:`TinyTransformer`.
-
-    ``seq_len`` is the digit length L; the context is ``2L + 1`` tokens.
-    """
-
-    n_layer: int = 4
-    d_model: int = 128
-    n_head: int = 4
-    mlp_mult: int = 4
-    seq_len: int = 5
-    vocab: int = _TASK0 + len(TASKS)
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.n_head:
-            raise InputError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
-        if self.seq_len < 2:
-            raise InputError(f"seq_len must be >= 2, got {self.seq_len}")
-
-    @property
-    def context(self) -> int:
-        return 2 * self.seq_len + 1
-
 
 class _Block(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
