@@ -160,6 +160,13 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     rank, world = rank_and_world()
     out = _check_out_file(args.out, inputs=args.data)
     ckpt = checkpoint_path(out) if (args.checkpoint_every or args.resume) else None
+    if args.layers:
+        if ckpt is not None:
+            raise UpdatescopeError("--layers sketches run without --checkpoint-every/--resume")
+        if world > 1:
+            raise UpdatescopeError("--layers sketches run in a single process, not under torchrun")
+        if "countsketch" in (args.act_map, args.error_map):
+            raise UpdatescopeError("--layers needs two-factor maps (dense, srht, fold), not countsketch")
     if world > 1 and ckpt is not None:
         raise UpdatescopeError("--checkpoint-every/--resume run in a single process; under torchrun, sketch "
                                "shards separately with checkpoints and join them with 'updatescope merge'")
@@ -167,6 +174,8 @@ def cmd_sketch(args: argparse.Namespace) -> int:
         raise UpdatescopeError(f"--resume: no checkpoint at {ckpt} (run with --checkpoint-every N first)")
     device = resolve_device(args.device)
     rows, columns, desc = _sketch_inputs(args)  # validates every file before the model loads
+    if args.layers:
+        return _sketch_network(args, out, device, rows, columns, desc)
 
     from updatescope.data.formats import to_examples
     from updatescope.models.hf import load_causal_lm
@@ -210,46 +219,259 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _layer_batches(model: Any, tok: Any, texts: Sequence[Any], positions: Sequence[Any] | None, token_budget: int,
+                   max_tokens: int | None) -> Any:
+    """Padded causal-LM batches {input_ids, attention_mask, labels} of ``texts`` (the head
+    sketch's chunking and counted targets), stopping after ``max_tokens`` counted tokens."""
+    from updatescope.capture.causal_lm import DEFAULT_CHUNK_LEN, _context_length
+    from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch
+    from updatescope.constants import IGNORE_INDEX
+
+    chunk_len = max(2, min(_context_length(model), DEFAULT_CHUNK_LEN, token_budget))
+    pad_id = int(tok.pad_token_id) if getattr(tok, "pad_token_id", None) is not None else 0
+    left = max_tokens
+    for batch in pack_batches(document_chunks(tok, texts, chunk_len=chunk_len, positions=positions), token_budget):
+        ids, attn, labels = pad_batch(batch, pad_id)
+        if left is not None:
+            counted = labels != IGNORE_INDEX
+            over = counted & (counted.reshape(-1).cumsum(0).reshape(counted.shape) > left)
+            labels = labels.masked_fill(over, IGNORE_INDEX)  # the budget ends mid-batch: exact cut
+            left -= int((counted & ~over).sum())
+        if bool((labels != IGNORE_INDEX).any()):
+            yield {"input_ids": ids, "attention_mask": attn, "labels": labels}
+        if left is not None and left <= 0:
+            return
+
+
+def _sketch_network(args: argparse.Namespace, out: Path, device: Any, rows: Any, columns: Any, desc: str) -> int:
+    """``sketch --layers``: a network signature of the matching nn.Linear layers plus the head
+    (one forward + one backward pass per batch)."""
+    from updatescope.capture.hook import find_output_linear
+    from updatescope.data.formats import to_examples
+    from updatescope.models.hf import head_fingerprint, load_causal_lm
+    from updatescope.network import network_config, save_network_signature, sketch_layers
+
+    model, tok = load_causal_lm(args.model, dtype=args.dtype)
+    model.to(device)
+    model.eval()
+    head = find_output_linear(model)
+    head_name = next(n for n, m in model.named_modules() if m is head)
+    # unknown patterns are refused here, before any forward pass, naming the nearest layer names
+    import difflib
+    import fnmatch
+
+    from torch import nn
+
+    linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    for pat in args.layers:
+        if not any(fnmatch.fnmatchcase(n, pat) for n in linears):
+            near = difflib.get_close_matches(pat, linears, n=3, cutoff=0.3) or linears[:3]
+            raise UpdatescopeError(f"--layers pattern {pat!r} matches no nn.Linear layer of the model ({len(linears)} "
+                                   f"linear layers, e.g. {', '.join(near) or 'none'})")
+    cfg = network_config(model, [*args.layers, head_name], sketch_dim=args.sketch_dim, seed=args.seed,
+                         mode=args.layer_mode, act_map=args.act_map, error_map=args.error_map)
+    texts, positions = (rows, None) if columns is None else to_examples(rows, columns, tok)
+    t0 = time.perf_counter()
+    batches = _layer_batches(model, tok, texts, positions, args.token_budget, args.max_tokens)
+    if not args.quiet:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, desc=f"sketching {len(cfg.layers)} layers", unit="batch")
+    sk = sketch_layers(model, cfg, batches)
+    if sk.count == 0:
+        raise UpdatescopeError(f"no tokens to sketch in {desc} (documents shorter than two tokens?)")
+    meta = {"data": desc, "name": args.name or out.name.split(".")[0], "dtype": args.dtype,
+            "model": str(args.model), "fingerprint": head_fingerprint(model, tok, head)}
+    if columns is not None:
+        meta["columns"] = columns.describe()
+    save_network_signature(sk, out, **meta)
+    dt = time.perf_counter() - t0
+    print(f"wrote {out}: network signature of {len(cfg.layers)} layers ({sk.count} {cfg.mode}s), sketch_dim "
+          f"{cfg.sketch_dim}, {sk.count / max(dt, 1e-9):.0f} samples/s")
+    return 0
+
+
 def _sig_name(path: str, sig: Any) -> str:
     return sig.meta.get("name") or Path(path).name.split(".")[0]
 
 
+def _signature_kind(path: str) -> str:
+    """'network' or 'head', read from the file's metadata ``format``.  A file whose header
+    cannot be read counts as 'head', so the head loader names what is wrong with it."""
+    from updatescope.network.io import NETWORK_FORMAT
+
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as fh:
+            fmt = (fh.metadata() or {}).get("format")
+    except Exception:  # missing, corrupt, foreign: the loader reports it in one line
+        return "head"
+    return "network" if fmt == NETWORK_FORMAT else "head"
+
+
+def _one_kind(paths: Sequence[str]) -> str:
+    """The common kind of signature files; a one-line error when head and network mix."""
+    kinds = {p: _signature_kind(p) for p in paths}
+    if len(set(kinds.values())) > 1:
+        head = next(p for p in paths if kinds[p] == "head")
+        net = next(p for p in paths if kinds[p] == "network")
+        raise UpdatescopeError(f"cannot compare a head signature ({head}) with a network signature ({net}): "
+                               "sketch both with --layers, or both without")
+    return kinds[paths[0]]
+
+
+def _check_report(path: str | None, *, inputs: Sequence[str] = ()) -> Path | None:
+    """The --report folder, checked before any work (and the plotting extra with it)."""
+    if path is None:
+        return None
+    out = _check_out_folder(path, inputs=inputs)
+    from updatescope.report.figures import pyplot
+
+    pyplot()  # MissingExtraError naming the extra, before the work starts
+    return out
+
+
+def _unique_names(paths: Sequence[str], loader: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in paths:
+        sig = loader(p)
+        name = _sig_name(p, sig)
+        out[p if name in out else name] = sig
+    return out
+
+
+def _rank_network(args: argparse.Namespace, report: Path | None) -> int:
+    import math
+
+    from updatescope.network import load_network_signature, network_alignment
+
+    target = load_network_signature(args.target)
+    tname = _sig_name(args.target, target)
+    sources = _unique_names(args.sources, load_network_signature)
+    aligns = {n: network_alignment(sk, target) for n, sk in sources.items()}
+    order = sorted(aligns, key=lambda n: -aligns[n].full if math.isfinite(aligns[n].full) else math.inf)
+    layers = target.config.names
+    if args.json:
+        _print_json({"target": tname, "kind": "network", "layers": list(layers),
+                     "rows": [{"source": n, **aligns[n].as_dict()} for n in order]})
+    else:
+        from updatescope.report.console import WIDE, fmt, make_console, print_rows
+
+        console = make_console()
+        wide = console.width >= WIDE  # standard errors only where they fit on one line
+
+        def v(x: float, se: float | None = None) -> str:
+            return fmt(x, se if wide else None)
+
+        print_rows(f"network sources for target '{tname}' ({len(layers)} layers, {target.config.mode} samples)",
+                   ("rank", "source", "full", "block-diag", "profile", "off-diag S/T", "full−bd"),
+                   [(i, n, v(a.full, a.se.get("full")), v(a.block_diagonal, a.se.get("block_diagonal")),
+                     v(a.profile_cosine, a.se.get("profile_cosine")),
+                     f"{fmt(a.offdiag_share_source, digits=2)}/{fmt(a.offdiag_share_target, digits=2)}",
+                     v(a.discrepancy, a.se.get("discrepancy")))
+                    for i, (n, a) in enumerate(((n, aligns[n]) for n in order), 1)], console, right=("rank",))
+        console.print("  full: A_F over all sketched layers; block-diag: A_BD (cross-layer terms dropped); profile: "
+                      "profile cosine π; off-diag: cross-layer share of ‖F‖² (source/target); full−bd: A_F − A_BD")
+        shown = order[:4]
+        print_rows("per-block alignment a_b (alignment vs layer)", ("layer", *shown),
+                   [(b, *(v(aligns[n].profile[j], aligns[n].se.get(f"profile[{b}]")) for n in shown))
+                    for j, b in enumerate(layers)], console)
+    if report is not None:
+        from updatescope.report.html import NetworkView, write_report
+
+        cfg = target.config
+        path = write_report(report, title=f"updatescope — network sources for {tname}",
+                            meta={"target": tname, "sources": len(sources), "layers": len(layers),
+                                  "sketch_dim": cfg.sketch_dim, "seed": cfg.seed, "mode": cfg.mode},
+                            network=NetworkView(tname, tuple(layers), tuple((n, aligns[n]) for n in order)))
+        print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+_MATRIX_MAX = 40  # signatures up to which rank --report draws the all-pairs heatmaps
+
+
 def cmd_rank(args: argparse.Namespace) -> int:
+    report = _check_report(args.report, inputs=[args.target, *args.sources])
+    if _one_kind([args.target, *args.sources]) == "network":
+        return _rank_network(args, report)
     from updatescope.select.rank import rank_sources
     from updatescope.signatures.io import load_signature
 
     target = load_signature(args.target)
-    sources = {}
-    for p in args.sources:
-        sig = load_signature(p)
-        name = _sig_name(p, sig)
-        if name in sources:
-            name = p
-        sources[name] = sig
-    ranking = rank_sources(target, sources, target_name=_sig_name(args.target, target))
+    sources = _unique_names(args.sources, load_signature)
+    tname = _sig_name(args.target, target)
+    ranking = rank_sources(target, sources, target_name=tname)
     if args.json:
         _print_json(ranking.as_dict())
     else:
         from updatescope.report.console import print_ranking
 
         print_ranking(ranking)
+    if report is not None:
+        from updatescope.report.html import write_report
+        from updatescope.sketch.align import alignment_matrix
+
+        names, mats = [], None
+        if len(sources) + 1 <= _MATRIX_MAX:  # target first, then the sources: rows and columns alike
+            names = [tname, *sources]
+            mats = {k: v.numpy() for k, v in alignment_matrix([target, *sources.values()]).items()}
+        cfg = target.config
+        path = write_report(report, title=f"updatescope — sources for {tname}",
+                            meta={"target": tname, "sources": len(sources), "sketch_dim": cfg.sketch_dim,
+                                  "seed": cfg.seed, "target tokens": target.count},
+                            rankings=[ranking], names=names, matrices=mats)
+        print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _inspect_network(path: str) -> dict[str, Any]:
+    """What a network signature holds, with its per-layer view: each layer's estimated
+    ‖F_bb‖² and share of ‖F‖², and the off-diagonal (cross-layer) share."""
+    from updatescope.network import load_network_signature
+
+    sk = load_network_signature(path)
+    _, sq = sk.terms()
+    sq = sq.tolist()
+    full = sq[-1]
+    share = (lambda v: v / full if full > 0 else float("nan"))
+    cfg = sk.config
+    return {"file": path, "kind": "network", "name": sk.meta.get("name", ""), "count": sk.count,
+            "config": {**cfg.to_dict(), "layers": [list(x) for x in cfg.layers]}, "data": sk.meta.get("data", ""),
+            "fingerprint": sk.meta.get("fingerprint", ""), "full_sq_norm": full,
+            "offdiag_share": share(full - sum(sq[:-1])),
+            "layers": [{"name": n, "act_dim": d, "out_dim": k, "sq_norm": v, "energy_share": share(v)}
+                       for (n, d, k), v in zip(cfg.layers, sq[:-1])]}
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from updatescope.signatures.io import load_signature
 
-    rows = []
+    rows, nets = [], []
     for p in args.signatures:
+        if _signature_kind(p) == "network":
+            nets.append(_inspect_network(p))
+            continue
         sig = load_signature(p)
         sq = sig.sq_norm().tolist()
-        rows.append({"file": p, **sig.describe(), "state_bytes": sig.sums.numel() * 8,
+        rows.append({"file": p, "kind": "head", **sig.describe(), "state_bytes": sig.sums.numel() * 8,
                      "sq_norm": dict(zip(("fisher", "activation", "error"), sq))})
     if args.json:
-        _print_json(rows)
+        _print_json(rows + nets if nets else rows)
         return 0
-    from updatescope.report.console import print_rows
+    from updatescope.report.console import fmt, print_rows
 
+    for r in nets:
+        c = r["config"]
+        print_rows(f"network signature {r['file']} — {r['name']}: {r['count']} {c['mode']} samples, sketch_dim "
+                   f"{c['sketch_dim']}, seed {c['seed']}, maps {c['act_map']}/{c['error_map']}, data {r['data']}",
+                   ("layer", "act_dim", "out_dim", "‖F_bb‖²", "share of ‖F‖²"),
+                   [(x["name"], x["act_dim"], x["out_dim"], f"{x['sq_norm']:.4g}", fmt(x["energy_share"]))
+                    for x in r["layers"]], right=("act_dim", "out_dim", "‖F_bb‖²", "share of ‖F‖²"))
+        print(f"  off-diagonal (cross-layer) share of ‖F‖²: {fmt(r['offdiag_share'])}")
+    if not rows:
+        return 0
     print_rows("signatures", ("file", "name", "samples", "act_dim", "out_dim", "sketch_dim", "seed", "maps",
                               "fingerprint", "data"),
                [(r["file"], r.get("name", ""), r["count"], r["config"]["act_dim"], r["config"]["out_dim"],
@@ -341,6 +563,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="error-side projection (auto: dense up to 1,024 outputs, block SRHT beyond; fold is "
                         "faster at a slightly larger error, see benchmarks/README.md); compared signatures "
                         "must use the same maps")
+    s.add_argument("--layers", nargs="+", default=None, metavar="PATTERN", help="write a network signature of "
+                   "these nn.Linear layers (names or fnmatch patterns, e.g. 'model.layers.2[89].*_proj'; the head "
+                   "is always included); one forward + one backward pass per batch")
+    s.add_argument("--layer-mode", default="token", choices=["token", "sequence"], help="with --layers: a "
+                   "sample is a labelled token (default, as the head sketch) or a whole sequence")
     s.add_argument("--name", default=None, help="name shown in rankings (default: file stem)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_sketch)
@@ -349,6 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--target", required=True)
     r.add_argument("sources", nargs="+", metavar="SOURCE_SIG")
     r.add_argument("--json", action="store_true")
+    r.add_argument("--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) "
+                   "to this folder")
     r.set_defaults(func=cmd_rank)
 
     i = sub.add_parser("inspect", help="show what signature files hold")

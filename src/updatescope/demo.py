@@ -82,8 +82,8 @@ def run_demo(out: Path, *, synthetic: bool = False, max_tokens: int | None = Non
         print_ranking(rankings[0], console)
         print_best_sources(rankings, console)
     meta = {**meta, "seconds": f"{time.perf_counter() - t0:.0f}"}
-    html_path = write_report(out, names, mats, rankings, title="updatescope — source ranking report",
-                             meta=meta, families=families)
+    html_path = write_report(out, title="updatescope — source ranking report", meta=meta, rankings=rankings,
+                             names=names, matrices=mats, families=families)
     summary = {"names": names, "families": families, "meta": meta,
                "rankings": [r.as_dict() for r in rankings],
                "matrices": {k: v.tolist() for k, v in mats.items()}}

@@ -32,19 +32,33 @@ def cmd_query(args: argparse.Namespace) -> int:
     from updatescope.signatures.bank import open_bank, query
     from updatescope.signatures.io import load_signature
 
+    from updatescope.cli import _check_report
+
     if args.top < 1:
         raise InputError(f"--top must be a positive integer, got {args.top}")
+    report = _check_report(args.report, inputs=[args.bank, args.target])
     bank = open_bank(args.bank)
     target = load_signature(args.target)
     name = target.meta.get("name") or Path(args.target).name.split(".")[0]
     ranking = query(bank, target, top=args.top, target_name=name)
     if args.json:
         _print_json({"bank": str(args.bank), "entries": len(bank), **ranking.as_dict()})
-        return 0
-    from updatescope.report.console import print_ranking
+    else:
+        from updatescope.report.console import print_ranking
 
-    print_ranking(ranking)
-    print(f"  top {len(ranking.rows)} of {len(bank)} bank entries")
+        print_ranking(ranking)
+        print(f"  top {len(ranking.rows)} of {len(bank)} bank entries")
+    if report is not None:
+        import sys
+
+        from updatescope.report.html import write_report
+
+        cfg = bank.config
+        path = write_report(report, title=f"updatescope — bank entries for {name}",
+                            meta={"target": name, "bank": str(args.bank), "entries": len(bank),
+                                  "shown": len(ranking.rows), "sketch_dim": cfg.sketch_dim, "seed": cfg.seed},
+                            rankings=[ranking])
+        print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -81,6 +95,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("--target", required=True, metavar="SIG")
     q.add_argument("--top", type=int, default=10, help="entries shown with full alignment (default 10)")
     q.add_argument("--json", action="store_true")
+    q.add_argument("--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) "
+                   "to this folder")
     q.set_defaults(func=cmd_query)
 
     d = sub.add_parser("dedup", help="near-duplicate corpora (fisher and activation within 2·se of 1)")

@@ -20,7 +20,7 @@ def _num(x: float) -> float | None:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from updatescope.cli import _check_out_file
+    from updatescope.cli import _check_out_file, _check_report
     from updatescope.data.textfiles import check_inputs, read_documents
     from updatescope.records import write_text_atomic
     from updatescope.signatures.io import load_signature
@@ -34,6 +34,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     out = _check_out_file(args.out, inputs=[*args.data, args.target])
     scores_path = _check_out_file(args.scores or str(out.with_name(out.name.rsplit(".", 1)[0] + ".scores.jsonl")),
                                   inputs=[*args.data, args.target, str(out)])
+    report = _check_report(args.report, inputs=[*args.data, args.target, str(out), str(scores_path)])
     check_inputs(args.data)  # regular, readable, size-capped files; the same file twice is refused
     target = load_signature(args.target)
     docs, origin = [], []
@@ -76,6 +77,18 @@ def cmd_select(args: argparse.Namespace) -> int:
                    [(rank_of[i], fmt(float(res.score[i]), float(res.se[i]), digits=4), int(res.tokens[i]),
                      "yes" if bool(res.short[i]) else "", Path(origin[i][0]).name, origin[i][1]) for i in top[:20]],
                    right=("rank", "tokens", "index"))
+    if report is not None:
+        import sys
+
+        from updatescope.report.html import DocumentView, write_report
+
+        tname = target.meta.get("name") or Path(args.target).name.split(".")[0]
+        view = DocumentView(tname, tuple(record(i, True) for i in top), tuple(float(v) for v in res.score.tolist()))
+        path = write_report(report, title=f"updatescope — documents selected for {tname}",
+                            meta={"target": tname, "pool": ", ".join(Path(p).name for p in args.data),
+                                  "documents": len(docs), "kept": len(top), "short": n_short,
+                                  "model": str(args.model)}, documents=view)
+        print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -93,5 +106,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="forward precision")
     p.add_argument("--json", action="store_true", help="print the top-k records as JSON")
+    p.add_argument("--report", default=None, metavar="DIR", help="also write an HTML report (top documents, "
+                   "score histogram; figures inlined) to this folder")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_select)

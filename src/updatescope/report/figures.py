@@ -292,3 +292,44 @@ def search_figure(m: Mapping[str, Any], path: Path) -> Path:
 RECOVERY_FIGURES = ('recovery_capture.png', 'recovery_drift.png', 'recovery_rank.png', 'recovery_training.png',
                     'recovery_krylov.png')
 SEARCH_FIGURES = ('search_sigma_window.png', 'search_gain_vs_n.png')
+
+
+def layer_profiles(layers: Sequence[str], profiles: Mapping[str, Sequence[float]], path: Path,
+                   ses: Mapping[str, Sequence[float]] | None = None, title: str = "") -> Path:
+    """Alignment against layer: one line per source (per-block alignment a_b in block order),
+    ±1 SE bands where given; undefined blocks (NaN) leave gaps."""
+    plt = pyplot()
+    x = np.arange(len(layers))
+    fig, ax = plt.subplots(figsize=(max(5.5, 0.32 * len(layers) + 3), 3.8))
+    for i, (name, prof) in enumerate(profiles.items()):
+        y = np.asarray(prof, dtype=float)
+        line = ax.plot(x, y, "-o", ms=3, label=name, color=f"C{i % 10}")[0]
+        if ses is not None and name in ses:
+            se = np.asarray(ses[name], dtype=float)
+            ax.fill_between(x, y - se, y + se, alpha=0.15, color=line.get_color())
+    ax.set_xticks(x, list(layers), rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("per-block alignment a_b")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_title(title or "alignment vs layer", fontsize=9)
+    if profiles:
+        ax.legend(fontsize=7, loc="best")
+    return _save(fig, Path(path))
+
+
+def score_histogram(scores: Sequence[float], path: Path, threshold: float | None = None,
+                    title: str = "") -> Path:
+    """Histogram of per-document scores (non-finite dropped); a dashed line at the lowest kept
+    score when ``threshold`` is given."""
+    plt = pyplot()
+    s = np.asarray(scores, dtype=float)
+    s = s[np.isfinite(s)]
+    fig, ax = plt.subplots(figsize=(5.8, 3.4))
+    if s.size:
+        ax.hist(s, bins=min(60, max(5, int(np.sqrt(s.size)) * 2)), color="C0")
+    if threshold is not None and math.isfinite(threshold):
+        ax.axvline(threshold, color="C3", ls="--", lw=1, label="lowest selected score")
+        ax.legend(fontsize=7)
+    ax.set_xlabel("document score")
+    ax.set_ylabel("documents")
+    ax.set_title(title or f"scores of {s.size} documents", fontsize=9)
+    return _save(fig, Path(path))
