@@ -11,82 +11,13 @@ from typing import Any, Sequence
 
 from updatescope._version import __version__
 from updatescope.constants import DTYPE_CHOICES, MAP_CHOICES
+from updatescope.commands import _network
+from updatescope.commands._checks import (check_out_file, check_out_folder, check_report, positive, print_json,
+                                           sig_name, unique_names)
 from updatescope.errors import UpdatescopeError
 
 EXIT_USER_ERROR = 2
-
-
-def _print_json(obj: Any) -> None:
-    """Strict JSON on stdout: non-finite numbers are written as null."""
-    from updatescope.records import to_json
-
-    print(to_json(obj, strict=True))
-
-
-def _check_writable_folder(folder: Path) -> None:
-    """UpdatescopeError unless ``folder`` is an existing folder this process can create files in
-    (probed with a real temporary file, so read-only mounts are caught as well)."""
-    import tempfile
-
-    if folder.exists() and not folder.is_dir():
-        raise UpdatescopeError(f"output folder {folder} is a file, not a folder")
-    if not folder.is_dir():
-        raise UpdatescopeError(f"output folder does not exist: {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UpdatescopeError(f"output folder is not writable: {folder}")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".updatescope-probe.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UpdatescopeError(f"output folder is not writable ({exc.strerror or type(exc).__name__}): "
-                               f"{folder}") from None
-
-
-def _same_path(a: Path, b: Path) -> bool:
-    """Whether two paths name one file (resolved path, or device and inode: symlinks, hard links)."""
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _check_out_file(path: str, *, inputs: Sequence[str] = ()) -> Path:
-    """The output file of a command, checked before any work: not a folder or a device, not
-    one of the inputs, in an existing writable folder."""
-    out = Path(path)
-    if out.is_dir():
-        raise UpdatescopeError(f"--out is a folder: {out}")
-    if out.exists() and not out.is_file():
-        raise UpdatescopeError(f"--out exists and is not a regular file (a device, pipe or socket): {out}")
-    _check_writable_folder(out.parent if str(out.parent) else Path("."))
-    for item in inputs:
-        if _same_path(Path(item), out):
-            raise UpdatescopeError(f"--out {out} is also an input ({item}); refusing to overwrite it")
-    return out
-
-
-def _check_out_folder(path: str, *, inputs: Sequence[str] = ()) -> Path:
-    """An output folder (created by the command if missing), checked before any work: not a
-    file, not one of the inputs, and its nearest existing ancestor is a writable folder."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UpdatescopeError(f"--out must be a folder, and {out} is a file")
-    for item in inputs:
-        if _same_path(Path(item), out):
-            raise UpdatescopeError(f"--out {out} is also an input ({item})")
-    base = out
-    while not base.exists() and base != base.parent:
-        base = base.parent  # the first folder that exists is where the new ones are created
-    _check_writable_folder(base if str(base) else Path("."))
-    return out
-
-
-def _positive(name: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise UpdatescopeError(f"{name} must be a positive integer, got {value}")
+_MATRIX_MAX = 40  # signatures up to which rank --report draws the all-pairs heatmaps
 
 
 def _available_memory(device: Any) -> int | None:
@@ -151,14 +82,14 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     check_sketch_dim(args.sketch_dim)
     if not 0 <= args.seed < 2**63:
         raise UpdatescopeError(f"--seed must be in [0, 2^63), got {args.seed}")
-    _positive("--max-tokens", args.max_tokens)
-    _positive("--token-budget", args.token_budget)
-    _positive("--checkpoint-every", args.checkpoint_every)
+    positive("--max-tokens", args.max_tokens)
+    positive("--token-budget", args.token_budget)
+    positive("--checkpoint-every", args.checkpoint_every)
     from updatescope.distributed import init_from_env, rank_and_world, resolve_device
     from updatescope.signatures.build import checkpoint_path
 
     rank, world = rank_and_world()
-    out = _check_out_file(args.out, inputs=args.data)
+    out = check_out_file(args.out, inputs=args.data)
     ckpt = checkpoint_path(out) if (args.checkpoint_every or args.resume) else None
     if args.layers:
         if ckpt is not None:
@@ -175,7 +106,7 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     rows, columns, desc = _sketch_inputs(args)  # validates every file before the model loads
     if args.layers:
-        return _sketch_network(args, out, device, rows, columns, desc)
+        return _network.sketch_network(args, out, device, rows, columns, desc)
 
     from updatescope.data.formats import to_examples
     from updatescope.models.hf import load_causal_lm
@@ -208,91 +139,16 @@ def cmd_sketch(args: argparse.Namespace) -> int:
             print(f"wrote {out}: {sig.count} tokens, sketch_dim {sig.config.sketch_dim}, "
                   f"{sig.count / max(dt, 1e-9):.0f} tokens/s{ranks}")
         if created:
-            import torch.distributed as dist
+            from updatescope.distributed import shutdown
 
-            dist.barrier()  # rank 0 has written before anyone leaves (not on error: no collective to meet)
+            created = False
+            shutdown(synchronise=True)  # rank 0 has written before anyone leaves
     finally:
-        if created:
-            import torch.distributed as dist
+        if created:  # an error: no collective to meet, just leave
+            from updatescope.distributed import shutdown
 
-            dist.destroy_process_group()
+            shutdown(synchronise=False)
     return 0
-
-
-def _layer_batches(model: Any, tok: Any, texts: Sequence[Any], positions: Sequence[Any] | None, token_budget: int,
-                   max_tokens: int | None) -> Any:
-    """Padded causal-LM batches {input_ids, attention_mask, labels} of ``texts`` (the head
-    sketch's chunking and counted targets), stopping after ``max_tokens`` counted tokens."""
-    from updatescope.capture.causal_lm import DEFAULT_CHUNK_LEN, _context_length
-    from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch
-    from updatescope.constants import IGNORE_INDEX
-
-    chunk_len = max(2, min(_context_length(model), DEFAULT_CHUNK_LEN, token_budget))
-    pad_id = int(tok.pad_token_id) if getattr(tok, "pad_token_id", None) is not None else 0
-    left = max_tokens
-    for batch in pack_batches(document_chunks(tok, texts, chunk_len=chunk_len, positions=positions), token_budget):
-        ids, attn, labels = pad_batch(batch, pad_id)
-        if left is not None:
-            counted = labels != IGNORE_INDEX
-            over = counted & (counted.reshape(-1).cumsum(0).reshape(counted.shape) > left)
-            labels = labels.masked_fill(over, IGNORE_INDEX)  # the budget ends mid-batch: exact cut
-            left -= int((counted & ~over).sum())
-        if bool((labels != IGNORE_INDEX).any()):
-            yield {"input_ids": ids, "attention_mask": attn, "labels": labels}
-        if left is not None and left <= 0:
-            return
-
-
-def _sketch_network(args: argparse.Namespace, out: Path, device: Any, rows: Any, columns: Any, desc: str) -> int:
-    """``sketch --layers``: a network signature of the matching nn.Linear layers plus the head
-    (one forward + one backward pass per batch)."""
-    from updatescope.capture.hook import find_output_linear
-    from updatescope.data.formats import to_examples
-    from updatescope.models.hf import head_fingerprint, load_causal_lm
-    from updatescope.network import network_config, save_network_signature, sketch_layers
-
-    model, tok = load_causal_lm(args.model, dtype=args.dtype)
-    model.to(device)
-    model.eval()
-    head = find_output_linear(model)
-    head_name = next(n for n, m in model.named_modules() if m is head)
-    # unknown patterns are refused here, before any forward pass, naming the nearest layer names
-    import difflib
-    import fnmatch
-
-    from torch import nn
-
-    linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    for pat in args.layers:
-        if not any(fnmatch.fnmatchcase(n, pat) for n in linears):
-            near = difflib.get_close_matches(pat, linears, n=3, cutoff=0.3) or linears[:3]
-            raise UpdatescopeError(f"--layers pattern {pat!r} matches no nn.Linear layer of the model ({len(linears)} "
-                                   f"linear layers, e.g. {', '.join(near) or 'none'})")
-    cfg = network_config(model, [*args.layers, head_name], sketch_dim=args.sketch_dim, seed=args.seed,
-                         mode=args.layer_mode, act_map=args.act_map, error_map=args.error_map)
-    texts, positions = (rows, None) if columns is None else to_examples(rows, columns, tok)
-    t0 = time.perf_counter()
-    batches = _layer_batches(model, tok, texts, positions, args.token_budget, args.max_tokens)
-    if not args.quiet:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, desc=f"sketching {len(cfg.layers)} layers", unit="batch")
-    sk = sketch_layers(model, cfg, batches)
-    if sk.count == 0:
-        raise UpdatescopeError(f"no tokens to sketch in {desc} (documents shorter than two tokens?)")
-    meta = {"data": desc, "name": args.name or out.name.split(".")[0], "dtype": args.dtype,
-            "model": str(args.model), "fingerprint": head_fingerprint(model, tok, head)}
-    if columns is not None:
-        meta["columns"] = columns.describe()
-    save_network_signature(sk, out, **meta)
-    dt = time.perf_counter() - t0
-    print(f"wrote {out}: network signature of {len(cfg.layers)} layers ({sk.count} {cfg.mode}s), sketch_dim "
-          f"{cfg.sketch_dim}, {sk.count / max(dt, 1e-9):.0f} samples/s")
-    return 0
-
-
-def _sig_name(path: str, sig: Any) -> str:
-    return sig.meta.get("name") or Path(path).name.split(".")[0]
 
 
 def _signature_kind(path: str) -> str:
@@ -321,90 +177,19 @@ def _one_kind(paths: Sequence[str]) -> str:
     return kinds[paths[0]]
 
 
-def _check_report(path: str | None, *, inputs: Sequence[str] = ()) -> Path | None:
-    """The --report folder, checked before any work (and the plotting extra with it)."""
-    if path is None:
-        return None
-    out = _check_out_folder(path, inputs=inputs)
-    from updatescope.report.figures import pyplot
-
-    pyplot()  # MissingExtraError naming the extra, before the work starts
-    return out
-
-
-def _unique_names(paths: Sequence[str], loader: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for p in paths:
-        sig = loader(p)
-        name = _sig_name(p, sig)
-        out[p if name in out else name] = sig
-    return out
-
-
-def _rank_network(args: argparse.Namespace, report: Path | None) -> int:
-    import math
-
-    from updatescope.network import load_network_signature, network_alignment
-
-    target = load_network_signature(args.target)
-    tname = _sig_name(args.target, target)
-    sources = _unique_names(args.sources, load_network_signature)
-    aligns = {n: network_alignment(sk, target) for n, sk in sources.items()}
-    order = sorted(aligns, key=lambda n: -aligns[n].full if math.isfinite(aligns[n].full) else math.inf)
-    layers = target.config.names
-    if args.json:
-        _print_json({"target": tname, "kind": "network", "layers": list(layers),
-                     "rows": [{"source": n, **aligns[n].as_dict()} for n in order]})
-    else:
-        from updatescope.report.console import WIDE, fmt, make_console, print_rows
-
-        console = make_console()
-        wide = console.width >= WIDE  # standard errors only where they fit on one line
-
-        def v(x: float, se: float | None = None) -> str:
-            return fmt(x, se if wide else None)
-
-        print_rows(f"network sources for target '{tname}' ({len(layers)} layers, {target.config.mode} samples)",
-                   ("rank", "source", "full", "block-diag", "profile", "off-diag S/T", "full−bd"),
-                   [(i, n, v(a.full, a.se.get("full")), v(a.block_diagonal, a.se.get("block_diagonal")),
-                     v(a.profile_cosine, a.se.get("profile_cosine")),
-                     f"{fmt(a.offdiag_share_source, digits=2)}/{fmt(a.offdiag_share_target, digits=2)}",
-                     v(a.discrepancy, a.se.get("discrepancy")))
-                    for i, (n, a) in enumerate(((n, aligns[n]) for n in order), 1)], console, right=("rank",))
-        console.print("  full: A_F over all sketched layers; block-diag: A_BD (cross-layer terms dropped); profile: "
-                      "profile cosine π; off-diag: cross-layer share of ‖F‖² (source/target); full−bd: A_F − A_BD")
-        shown = order[:4]
-        print_rows("per-block alignment a_b (alignment vs layer)", ("layer", *shown),
-                   [(b, *(v(aligns[n].profile[j], aligns[n].se.get(f"profile[{b}]")) for n in shown))
-                    for j, b in enumerate(layers)], console)
-    if report is not None:
-        from updatescope.report.html import NetworkView, write_report
-
-        cfg = target.config
-        path = write_report(report, title=f"updatescope — network sources for {tname}",
-                            meta={"target": tname, "sources": len(sources), "layers": len(layers),
-                                  "sketch_dim": cfg.sketch_dim, "seed": cfg.seed, "mode": cfg.mode},
-                            network=NetworkView(tname, tuple(layers), tuple((n, aligns[n]) for n in order)))
-        print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
-    return 0
-
-
-_MATRIX_MAX = 40  # signatures up to which rank --report draws the all-pairs heatmaps
-
-
 def cmd_rank(args: argparse.Namespace) -> int:
-    report = _check_report(args.report, inputs=[args.target, *args.sources])
+    report = check_report(args.report, inputs=[args.target, *args.sources])
     if _one_kind([args.target, *args.sources]) == "network":
-        return _rank_network(args, report)
+        return _network.rank_network(args, report)
     from updatescope.select.rank import rank_sources
     from updatescope.signatures.io import load_signature
 
     target = load_signature(args.target)
-    sources = _unique_names(args.sources, load_signature)
-    tname = _sig_name(args.target, target)
+    sources = unique_names(args.sources, load_signature)
+    tname = sig_name(args.target, target)
     ranking = rank_sources(target, sources, target_name=tname)
     if args.json:
-        _print_json(ranking.as_dict())
+        print_json(ranking.as_dict())
     else:
         from updatescope.report.console import print_ranking
 
@@ -426,39 +211,20 @@ def cmd_rank(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inspect_network(path: str) -> dict[str, Any]:
-    """What a network signature holds, with its per-layer view: each layer's estimated
-    ‖F_bb‖² and share of ‖F‖², and the off-diagonal (cross-layer) share."""
-    from updatescope.network import load_network_signature
-
-    sk = load_network_signature(path)
-    _, sq = sk.terms()
-    sq = sq.tolist()
-    full = sq[-1]
-    share = (lambda v: v / full if full > 0 else float("nan"))
-    cfg = sk.config
-    return {"file": path, "kind": "network", "name": sk.meta.get("name", ""), "count": sk.count,
-            "config": {**cfg.to_dict(), "layers": [list(x) for x in cfg.layers]}, "data": sk.meta.get("data", ""),
-            "fingerprint": sk.meta.get("fingerprint", ""), "full_sq_norm": full,
-            "offdiag_share": share(full - sum(sq[:-1])),
-            "layers": [{"name": n, "act_dim": d, "out_dim": k, "sq_norm": v, "energy_share": share(v)}
-                       for (n, d, k), v in zip(cfg.layers, sq[:-1])]}
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from updatescope.signatures.io import load_signature
 
     rows, nets = [], []
     for p in args.signatures:
         if _signature_kind(p) == "network":
-            nets.append(_inspect_network(p))
+            nets.append(_network.inspect_network(p))
             continue
         sig = load_signature(p)
         sq = sig.sq_norm().tolist()
         rows.append({"file": p, "kind": "head", **sig.describe(), "state_bytes": sig.sums.numel() * 8,
                      "sq_norm": dict(zip(("fisher", "activation", "error"), sq))})
     if args.json:
-        _print_json(rows + nets if nets else rows)
+        print_json(rows + nets if nets else rows)
         return 0
     from updatescope.report.console import fmt, print_rows
 
@@ -483,8 +249,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from updatescope.demo import run_demo
 
-    _positive("--max-tokens", args.max_tokens)
-    _check_out_folder(args.out)
+    positive("--max-tokens", args.max_tokens)
+    check_out_folder(args.out)
     run_demo(Path(args.out), synthetic=args.synthetic, max_tokens=args.max_tokens, quiet=args.quiet)
     return 0
 
@@ -495,7 +261,7 @@ def cmd_domains(args: argparse.Namespace) -> int:
     if args.export:
         if not args.out:
             raise UpdatescopeError("--export needs --out FILE.jsonl")
-        out = _check_out_file(args.out)
+        out = check_out_file(args.out)
         docs = load_domain(args.export, split=args.split)
         from updatescope.records import write_text_atomic
 
@@ -504,7 +270,7 @@ def cmd_domains(args: argparse.Namespace) -> int:
         return 0
     infos = list_domains(args.family)
     if args.json:
-        _print_json([{"name": d.name, "family": d.family, "source": d.source} for d in infos])
+        print_json([{"name": d.name, "family": d.family, "source": d.source} for d in infos])
         return 0
     from updatescope.report.console import print_rows
 
@@ -521,11 +287,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     config = configure(args.name, quick=args.quick, seed=args.seed, settings=parse_settings(args.set))
     if not args.out:
         Path("results").mkdir(exist_ok=True)
-    out = _check_out_file(args.out or os.path.join("results", f"{args.name}{'_quick' if args.quick else ''}.json"))
+    out = check_out_file(args.out or os.path.join("results", f"{args.name}{'_quick' if args.quick else ''}.json"))
     record = run_experiment(config, out)
     print(f"wrote {out} ({record['seconds']:.0f} s)")
     if args.json:
-        _print_json(record["metrics"])
+        print_json(record["metrics"])
     return 0
 
 

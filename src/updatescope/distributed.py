@@ -25,7 +25,7 @@ from updatescope.errors import InputError
 from updatescope.sketch.fishersketch import FisherSketch
 from updatescope.sketch.signature import N_BLOCKS
 
-__all__ = ["rank_and_world", "shard_range", "resolve_device", "init_from_env", "gather_slots", "fold",
+__all__ = ["shutdown", "rank_and_world", "shard_range", "resolve_device", "init_from_env", "gather_slots", "fold",
            "all_reduce_sketch"]
 
 
@@ -153,3 +153,25 @@ def all_reduce_sketch(sketch: FisherSketch, group: Any = None) -> FisherSketch:
         return fold([sketch], like=sketch)
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     return fold(gather_slots({rank: sketch}, world, sketch, group=group), like=sketch)
+
+
+def shutdown(*, synchronise: bool) -> None:
+    """Leave the process group this process created.
+
+    ``synchronise`` (the success path, every rank calls it): two barriers, then destroy.  The
+    first orders the work (rank 0 has written); the second lets gloo's worker threads finish
+    tearing down the first one's connections — without it ``destroy_process_group`` aborted a
+    rank that had done all its work ("terminate called without an active exception") about
+    one run in six on 2 CPU cores.  On an error path there is no collective to meet: destroy
+    only.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    try:
+        if synchronise:
+            dist.barrier()
+            dist.barrier()
+    finally:
+        dist.destroy_process_group()

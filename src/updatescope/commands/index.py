@@ -8,17 +8,17 @@ from typing import Any
 from updatescope.errors import InputError
 
 
-def _print_json(obj: Any) -> None:
+def print_json(obj: Any) -> None:
     from updatescope.records import to_json
 
     print(to_json(obj, strict=True))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from updatescope.cli import _check_out_folder
+    from updatescope.commands._checks import check_out_folder
     from updatescope.signatures.bank import build_bank
 
-    out = _check_out_folder(args.out, inputs=args.inputs)
+    out = check_out_folder(args.out, inputs=args.inputs)
     if args.append and not out.is_dir():
         raise InputError(f"--append needs an existing bank folder: {out}")
     if not args.append and out.exists():
@@ -32,17 +32,17 @@ def cmd_query(args: argparse.Namespace) -> int:
     from updatescope.signatures.bank import open_bank, query
     from updatescope.signatures.io import load_signature
 
-    from updatescope.cli import _check_report
+    from updatescope.commands._checks import check_report
 
     if args.top < 1:
         raise InputError(f"--top must be a positive integer, got {args.top}")
-    report = _check_report(args.report, inputs=[args.bank, args.target])
+    report = check_report(args.report, inputs=[args.bank, args.target])
     bank = open_bank(args.bank)
     target = load_signature(args.target)
     name = target.meta.get("name") or Path(args.target).name.split(".")[0]
     ranking = query(bank, target, top=args.top, target_name=name)
     if args.json:
-        _print_json({"bank": str(args.bank), "entries": len(bank), **ranking.as_dict()})
+        print_json({"bank": str(args.bank), "entries": len(bank), **ranking.as_dict()})
     else:
         from updatescope.report.console import print_ranking
 
@@ -68,7 +68,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     bank = open_bank(args.bank)
     pairs = dedup(bank, screen=args.screen, tol=args.tol)
     if args.json:
-        _print_json({"entries": len(bank), "duplicates": [p.as_dict() for p in pairs]})
+        print_json({"entries": len(bank), "duplicates": [p.as_dict() for p in pairs]})
         return 0
     if not pairs:
         print(f"no near-duplicates among the {len(bank)} entries of {args.bank}")

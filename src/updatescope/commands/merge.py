@@ -32,7 +32,7 @@ def merged_meta(paths: list[str], sigs: list[Any], name: str) -> dict[str, str]:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from updatescope.cli import _check_out_file
+    from updatescope.commands._checks import check_out_file
     from updatescope.errors import IncompatibleSignatureError, InputError
 
     if len(args.signatures) < 2:
@@ -43,7 +43,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         if key in seen:
             raise InputError(f"{p} is given twice (as {seen[key]}): its tokens would be counted twice")
         seen[key] = p
-    out = _check_out_file(args.out, inputs=args.signatures)
+    out = check_out_file(args.out, inputs=args.signatures)
 
     from updatescope.signatures.io import load_signature, save_signature
     from updatescope.sketch.fishersketch import FisherSketch
@@ -63,9 +63,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     merged = acc.signature(**merged_meta(args.signatures, sigs, name))
     save_signature(merged, out)
     if args.json:
-        from updatescope.cli import _print_json
+        from updatescope.commands._checks import print_json
 
-        _print_json({"out": str(out), "inputs": list(args.signatures), **merged.describe()})
+        print_json({"out": str(out), "inputs": list(args.signatures), **merged.describe()})
     else:
         print(f"wrote {out}: {merged.count} tokens from {len(sigs)} signatures, "
               f"sketch_dim {merged.config.sketch_dim}")

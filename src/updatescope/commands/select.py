@@ -20,7 +20,7 @@ def _num(x: float) -> float | None:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from updatescope.cli import _check_out_file, _check_report
+    from updatescope.commands._checks import check_out_file, check_report
     from updatescope.data.textfiles import check_inputs, read_documents
     from updatescope.records import write_text_atomic
     from updatescope.signatures.io import load_signature
@@ -31,10 +31,10 @@ def cmd_select(args: argparse.Namespace) -> int:
         raise InputError(f"--min-tokens must be a positive integer, got {args.min_tokens}")
     if args.token_budget < 2:
         raise InputError(f"--token-budget must be at least 2, got {args.token_budget}")
-    out = _check_out_file(args.out, inputs=[*args.data, args.target])
-    scores_path = _check_out_file(args.scores or str(out.with_name(out.name.rsplit(".", 1)[0] + ".scores.jsonl")),
+    out = check_out_file(args.out, inputs=[*args.data, args.target])
+    scores_path = check_out_file(args.scores or str(out.with_name(out.name.rsplit(".", 1)[0] + ".scores.jsonl")),
                                   inputs=[*args.data, args.target, str(out)])
-    report = _check_report(args.report, inputs=[*args.data, args.target, str(out), str(scores_path)])
+    report = check_report(args.report, inputs=[*args.data, args.target, str(out), str(scores_path)])
     check_inputs(args.data)  # regular, readable, size-capped files; the same file twice is refused
     target = load_signature(args.target)
     docs, origin = [], []

@@ -44,7 +44,7 @@ def _read_prompts(path: str) -> list[str]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from updatescope.cli import _check_out_file
+    from updatescope.commands._checks import check_out_file
     from updatescope.data.textfiles import check_inputs
     from updatescope.errors import InputError
     from updatescope.steering.pairs import load_pairs
@@ -53,7 +53,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     pairs = load_pairs(args.pairs)
     if args.position not in ("last", "all"):
         raise InputError(f"--position must be last or all, got {args.position!r}")
-    out = _check_out_file(args.out, inputs=[args.pairs])
+    out = check_out_file(args.out, inputs=[args.pairs])
     if out.suffix != ".safetensors":
         raise InputError(f"--out must end in .safetensors, got {args.out}")
 

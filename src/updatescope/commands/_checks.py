@@ -1,0 +1,107 @@
+"""Checks and output shared by the CLI's commands: output paths tested before any work, strict
+JSON on stdout.  A one-line ``UpdatescopeError`` for everything a user can get wrong."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from updatescope.errors import UpdatescopeError
+
+
+def print_json(obj: Any) -> None:
+    """Strict JSON on stdout: non-finite numbers are written as null."""
+    from updatescope.records import to_json
+
+    print(to_json(obj, strict=True))
+
+
+def check_writable_folder(folder: Path) -> None:
+    """UpdatescopeError unless ``folder`` is an existing folder this process can create files in
+    (probed with a real temporary file, so read-only mounts are caught as well)."""
+    import tempfile
+
+    if folder.exists() and not folder.is_dir():
+        raise UpdatescopeError(f"output folder {folder} is a file, not a folder")
+    if not folder.is_dir():
+        raise UpdatescopeError(f"output folder does not exist: {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UpdatescopeError(f"output folder is not writable: {folder}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".updatescope-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UpdatescopeError(f"output folder is not writable ({exc.strerror or type(exc).__name__}): "
+                               f"{folder}") from None
+
+
+def same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (resolved path, or device and inode: symlinks, hard links)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_out_file(path: str, *, inputs: Sequence[str] = ()) -> Path:
+    """The output file of a command, checked before any work: not a folder or a device, not
+    one of the inputs, in an existing writable folder."""
+    out = Path(path)
+    if out.is_dir():
+        raise UpdatescopeError(f"--out is a folder: {out}")
+    if out.exists() and not out.is_file():
+        raise UpdatescopeError(f"--out exists and is not a regular file (a device, pipe or socket): {out}")
+    check_writable_folder(out.parent if str(out.parent) else Path("."))
+    for item in inputs:
+        if same_path(Path(item), out):
+            raise UpdatescopeError(f"--out {out} is also an input ({item}); refusing to overwrite it")
+    return out
+
+
+def check_out_folder(path: str, *, inputs: Sequence[str] = ()) -> Path:
+    """An output folder (created by the command if missing), checked before any work: not a
+    file, not one of the inputs, and its nearest existing ancestor is a writable folder."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UpdatescopeError(f"--out must be a folder, and {out} is a file")
+    for item in inputs:
+        if same_path(Path(item), out):
+            raise UpdatescopeError(f"--out {out} is also an input ({item})")
+    base = out
+    while not base.exists() and base != base.parent:
+        base = base.parent  # the first folder that exists is where the new ones are created
+    check_writable_folder(base if str(base) else Path("."))
+    return out
+
+
+def positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise UpdatescopeError(f"{name} must be a positive integer, got {value}")
+
+
+def check_report(path: str | None, *, inputs: Sequence[str] = ()) -> Path | None:
+    """The --report folder, checked before any work (and the plotting extra with it)."""
+    if path is None:
+        return None
+    out = check_out_folder(path, inputs=inputs)
+    from updatescope.report.figures import pyplot
+
+    pyplot()  # MissingExtraError naming the extra, before the work starts
+    return out
+
+
+def sig_name(path: str, sig: Any) -> str:
+    return sig.meta.get("name") or Path(path).name.split(".")[0]
+
+
+def unique_names(paths: Sequence[str], loader: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in paths:
+        sig = loader(p)
+        name = sig_name(p, sig)
+        out[p if name in out else name] = sig
+    return out
