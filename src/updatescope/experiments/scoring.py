@@ -42,16 +42,13 @@ def _table(names: Sequence[str], mat: Tensor) -> dict[str, dict[str, float]]:
 
 def mean_gradients(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]],
                    chunk: int = 256) -> dict[str, Tensor]:
-    """Per task the mean head gradient G = Eᵀ A / n (K×d), float64, built chunk by chunk."""
-    out = {}
-    for name, t in tasks.items():
-        a, y = t["acts"], t["labels"]
-        g = torch.zeros(w0.shape[0], w0.shape[1], dtype=torch.float64)
-        for i in range(0, a.shape[0], chunk):
-            e = errors_of(w0, b0, a[i : i + chunk], y[i : i + chunk]).double()
-            g.addmm_(e.T, a[i : i + chunk].double())
-        out[name] = g / a.shape[0]
-    return out
+    """Per task the mean head gradient G = Eᵀ A / n (K×d, float64), errors formed chunk by chunk."""
+    from updatescope.select.baselines import mean_gradient
+
+    return {name: mean_gradient((t["acts"][i : i + chunk], errors_of(w0, b0, t["acts"][i : i + chunk],
+                                                                     t["labels"][i : i + chunk]))
+                                for i in range(0, t["acts"].shape[0], chunk))
+            for name, t in tasks.items()}
 
 
 def score_methods(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]], *,

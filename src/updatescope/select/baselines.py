@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ __all__ = [
     "logme",
     "leep",
     "hscore",
+    "mean_gradient",
     "mean_gradient_cosine",
     "random_scores",
     "BASELINES",
@@ -392,6 +393,23 @@ def hscore(features_t: Any, labels_t: Any, *, min_per_class: int = 2,
 
 
 # ------------------------------------------------------------------- gradient baseline
+def mean_gradient(chunks: Iterable[tuple[Tensor, Tensor]]) -> Tensor:
+    """The mean head gradient ``G = 1/n Σ_i e_i a_iᵀ`` (K×d, float64) from row chunks
+    ``(a (r, d), e (r, K))``, accumulated in place so no (n, K) or extra K×d object is formed
+    (callers can compute each chunk's errors on the fly)."""
+    g: Tensor | None = None
+    n = 0
+    for a, e in chunks:
+        a, e = a.to(torch.float64), e.to(torch.float64)
+        if g is None:
+            g = torch.zeros(e.shape[1], a.shape[1], dtype=torch.float64)
+        g.addmm_(e.T, a)
+        n += a.shape[0]
+    if g is None or n == 0:
+        raise InputError("mean_gradient: no rows")
+    return g / n
+
+
 def mean_gradient_cosine(acts_s: Any, errors_s: Any, acts_t: Any, errors_t: Any, *,
                          method: str = "auto", max_entries: int = DEFAULT_MAX_ENTRIES,
                          block_entries: int = 2**22) -> float:
@@ -425,10 +443,7 @@ def mean_gradient_cosine(acts_s: Any, errors_s: Any, acts_t: Any, errors_t: Any,
         rows = max(1, block_entries // max(d, k))
 
         def grad(a: Tensor, e: Tensor) -> Tensor:
-            g = torch.zeros(k, d, dtype=torch.float64)
-            for i in range(0, a.shape[0], rows):
-                g.addmm_(e[i : i + rows].T, a[i : i + rows])   # in place: no K×d temporary
-            return g / a.shape[0]
+            return mean_gradient((a[i : i + rows], e[i : i + rows]) for i in range(0, a.shape[0], rows))
 
         gs, gt = grad(a_s, e_s), grad(a_t, e_t)
         st, ss, tt = (gs * gt).sum(), gs.square().sum(), gt.square().sum()
