@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from updatescope.experiments.groundtruth import minibatch_indices
 from updatescope.experiments.heads import logits_of
 
 __all__ = ["mean_loss", "trainable_rows", "finetune_head", "transfer_matrix"]
@@ -72,19 +73,9 @@ def finetune_head(w0: Tensor, b0: Tensor | None, acts: Tensor, labels: Tensor, *
     """
     n = acts.shape[0]
     rows = torch.arange(w0.shape[0]) if rows is None else rows
-    g = torch.Generator().manual_seed(seed)
     dw = torch.zeros(rows.numel(), w0.shape[1], requires_grad=True)
     opt = torch.optim.Adam([dw], lr=lr)
-    order = torch.randperm(n, generator=g)
-    pos = 0
-    for _ in range(steps):
-        if batch >= n:
-            idx = torch.arange(n)
-        else:
-            if pos + batch > n:
-                order, pos = torch.randperm(n, generator=g), 0
-            idx = order[pos : pos + batch]
-            pos += batch
+    for idx in minibatch_indices(n, batch, steps, seed):
         with torch.no_grad():
             base = z0[idx] if z0 is not None else logits_of(w0, b0, acts[idx])
         loss = F.cross_entropy(_logits_rows(base, acts[idx], rows, dw), labels[idx])

@@ -31,6 +31,7 @@ from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 from updatescope.experiments.caching import cache_key, cached
+from updatescope.experiments.groundtruth import minibatch_indices
 from updatescope.experiments.configs import LORA_TARGETS
 
 
@@ -191,18 +192,8 @@ def finetune_lora(model: nn.Module, data: Mapping[str, Tensor], *, n_last: int, 
     for p in params:
         p.requires_grad_(True)
     opt = torch.optim.Adam(params, lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    n = data["hidden"].shape[0]
-    order, pos = torch.randperm(n, generator=g), 0
     tail.train()
-    for _ in range(steps):
-        if batch >= n:
-            idx = torch.arange(n)
-        else:
-            if pos + batch > n:
-                order, pos = torch.randperm(n, generator=g), 0
-            idx = order[pos : pos + batch]
-            pos += batch
+    for idx in minibatch_indices(data["hidden"].shape[0], batch, steps, seed):
         lab = data["labels"][idx]
         keep = lab != IGNORE_INDEX
         z = tail.lm_head(_head_inputs(tail, data["hidden"][idx], data["mask"][idx], keep))
