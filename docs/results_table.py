@@ -153,7 +153,53 @@ def noise_lines(rec: dict) -> list[str]:
             f"of {n['n_targets']} targets."]
 
 
-KINDS = {"evidence": evidence_table, "paired": paired_table}
+def truth_table(metrics: dict) -> list[str]:
+    """The ground truth: mean transfer over the fine-tuning seeds ± its SE (nats), target
+    rows × source columns, self-transfer included for reference."""
+    gt = metrics["ground_truth"]
+    tr, se = gt["transfer"], gt.get("transfer_se", {})
+    names = list(tr)
+    rows = ["| target \\ source | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for t in names:
+        cells = []
+        for s in names:
+            e = se.get(t, {}).get(s)
+            cells.append(f"{tr[t][s]:+.3f}" + ("" if e is None else f" ± {e:.3f}"))
+        rows.append(f"| {t} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def pairs_table(metrics: dict) -> list[str]:
+    """Sketch vs exact per unordered pair (A_F, Scov(Γ_e)) with the pair's mean transfer both ways."""
+    sk, tr = metrics["sketch_alignment"], metrics["ground_truth"]["transfer"]
+    ex = {k: metrics["scores"][f"exact_{k}"] for k in ("fisher", "error")}
+    rows = ["| pair | exact A_F | sketch A_F | exact Scov(Γ_e) | sketch Scov(Γ_e) | transfer a→b / b→a |",
+            "|---|---|---|---|---|---|"]
+    names = list(tr)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            rows.append(f"| {a} · {b} | {ex['fisher'][a][b]:.4f} | {sk['fisher'][a][b]:.4f} | {ex['error'][a][b]:.4f} "
+                        f"| {sk['error'][a][b]:.4f} | {tr[b][a]:+.3f} / {tr[a][b]:+.3f} |")
+    sve = metrics.get("sketch_vs_exact", {})
+    for kind in ("fisher", "error"):
+        if kind in sve:
+            v = sve[kind]
+            rows.append(f"| *all pairs, {kind}*: Spearman sketch vs exact {_num(v['spearman'], '{:.2f}')}, "
+                        f"mean \\|err\\| {v['mean_abs_err']:.4f} | | | | | |")
+    return rows
+
+
+def sketch_exact_lines(metrics: dict) -> list[str]:
+    """One line: sketch vs exact agreement over the unordered pairs."""
+    sve = metrics.get("sketch_vs_exact", {})
+    parts = [f"{k} Spearman {_num(v['spearman'], '{:.2f}')} / mean |err| {v['mean_abs_err']:.4f}"
+             for k, v in sve.items() if k != "coupling"]
+    n = next(iter(sve.values()))["pairs"] if sve else 0
+    return [f"Sketch vs exact on the {n} unordered pairs: " + "; ".join(parts) + "."]
+
+
+KINDS = {"evidence": evidence_table, "paired": paired_table, "truth": truth_table, "pairs": pairs_table,
+         "sketchexact": sketch_exact_lines, "correlation": correlation_table}
 BEGIN = re.compile(r"^<!-- generated: (\w+) ([\w.-]+) -->$")
 END = "<!-- end generated -->"
 

@@ -87,3 +87,26 @@ def test_grad_cos_matches_baseline():
             ref = mean_gradient_cosine(tasks[s]["acts"], heads.errors_of(w0, None, tasks[s]["acts"], tasks[s]["labels"]),
                                        tasks[t]["acts"], heads.errors_of(w0, None, tasks[t]["acts"], tasks[t]["labels"]))
             assert sc["scores"]["grad_cos"][t][s] == pytest.approx(ref, abs=1e-6)
+
+
+def test_verbalizer_contrast_design(tiny):
+    """Flipped, one-shared-word and control sets: identical prefixes except the control's."""
+    cfg = {"sketch_dim": 64, "verify_n": 6, "design": "contrast", "ground_truth": "head", "gt_seeds": 2,
+           "finetune": {"lr": 1e-2, "steps": 3, "batch": None, "extra_rows": 8}}
+    m = reproduce("verbalizer", tiny / "out", cfg)["metrics"]
+    names = [c[0] for c in verbalizer.CONTRAST]
+    ids = m["verbalizer_token_ids"]
+    # the flipped set swaps the two words of Yes/No
+    assert ids["No/Yes, flipped"] == {"positive": ids["Yes/No"]["negative"], "negative": ids["Yes/No"]["positive"]}
+    # the control trains on the other half of the sentences, the same number of them
+    rows = m["train_rows_per_set"]
+    assert len(set(rows.values())) == 1 and set(rows) == set(names)
+    # same words in either order (and the control) share a family; one shared word does not
+    fam = m["scores"]["family"]["Yes/No"]
+    assert fam["Yes/No, other half"] == fam["No/Yes, flipped"] == 1.0 and fam["Yes/Bad"] == 0.0
+    # activation-only scores: one value over the identical-prefix sources, another for the control
+    act = m["scores"]["exact_activation"]["Yes/No"]
+    same = {round(v, 9) for s, v in act.items() if s != "Yes/No, other half"}
+    assert len(same) == 1 and abs(act["Yes/No, other half"] - same.pop()) > 1e-6
+    tr = m["ground_truth"]["transfer"]
+    assert len(tr) == 6 and all(len(r) == 6 for r in tr.values())

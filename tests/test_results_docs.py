@@ -46,3 +46,23 @@ def test_check_fails_on_a_changed_record(tmp_path):
     assert tool.regenerate(fresh, tmp_path) != fresh                           # a stale block is caught
     with pytest.raises(SystemExit):
         tool.regenerate("<!-- generated: evidence rec -->\nno end", tmp_path)
+
+
+def test_truth_and_pairs_blocks_render_from_the_record(tmp_path):
+    tool = _tool()
+    names = ("A/B", "C/D", "E/F")
+    tab = lambda f: {t: {s: f(i, j) for j, s in enumerate(names)} for i, t in enumerate(names)}  # noqa: E731
+    rec = _record(0.5)
+    rec["metrics"].update(
+        ground_truth={"transfer": tab(lambda i, j: 0.1 * (i - j)), "transfer_se": tab(lambda i, j: 0.01 * (i + j))},
+        sketch_alignment={k: tab(lambda i, j: 0.5 + 0.01 * (i + j)) for k in ("fisher", "error")},
+        scores={f"exact_{k}": tab(lambda i, j: 0.5) for k in ("fisher", "error")},
+        sketch_vs_exact={"fisher": {"spearman": 0.9, "mean_abs_err": 0.02, "max_abs_err": 0.03, "pairs": 3}})
+    (tmp_path / "rec.json").write_text(json.dumps(rec))
+    doc = "<!-- generated: truth rec -->\n<!-- end generated -->\n<!-- generated: pairs rec -->\n<!-- end generated -->"
+    out = tool.regenerate(doc, tmp_path)
+    # target C/D, source A/B: transfer 0.1 * (1 - 0) ± 0.01 * (1 + 0)
+    assert "| C/D | +0.100 ± 0.010 | +0.000 ± 0.020 | -0.100 ± 0.030 |" in out
+    # pair A/B · C/D: exact 0.5, sketch 0.51; A/B→C/D (train on A/B, evaluate C/D) is truth[C/D][A/B] = +0.1
+    assert "| A/B · C/D | 0.5000 | 0.5100 | 0.5000 | 0.5100 | +0.100 / -0.100 |" in out
+    assert "Spearman sketch vs exact 0.90" in out and tool.regenerate(out, tmp_path) == out

@@ -178,6 +178,7 @@ class VerbalizerConfig:
     prompt: str = "Review: {text}\nQuestion: Is this review positive?\nAnswer:"
     n_sets: int = 10
     train_frac: float = 0.6
+    design: Literal["sets", "contrast"] = "sets"  # contrast: flipped / one-shared-word / control sets
     verify_n: int = 48  # prompts captured under every set to check the activations are identical
     max_sentences: int | None = None  # None: every sentence of the polarity sample
     sketch_dim: int = 4096
@@ -297,7 +298,7 @@ def _lab(quick: bool, seed: int) -> Any:
 @dataclass(frozen=True)
 class RecoveryConfig:
     """``recovery``: the synthetic lab's recovery protocol and its analyses.  ``lab`` is a
-    :class:`updatescope.locallinear.lab.LabConfig` (set its fields as ``lab.recover_lr=...``)."""
+    :class:`updatescope.locallinear.config.LabConfig` (set its fields as ``lab.recover_lr=...``)."""
 
     lab: Any = field(default_factory=lambda: _lab(False, 0))
     seeds: int = 3  # replicates (fresh forgetting/recovery batches); every number is mean +- SE

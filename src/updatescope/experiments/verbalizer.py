@@ -29,6 +29,17 @@ split:
 Split: sentences are shuffled with a fixed generator (seed) and cut 60/40 into train (also
 the data that is sketched, as a user would sketch the data they might fine-tune on) and
 eval.
+
+Designs (``design`` in the config):
+
+- ``"sets"`` (default): the first ``n_sets`` of :data:`VERBALIZERS`, disjoint word pairs.
+- ``"contrast"``: :data:`CONTRAST`, candidates that only the error geometry or the coupling
+  can tell apart — the same words with the mapping flipped (Yes→negative), sets sharing
+  one word with the target, and a same-words *control* source trained on the other half of
+  the train sentences.  Every set except the control trains on (and is sketched on) the
+  first half of the train split, the control on the second half, so all prefixes are
+  identical except the control's: activation-only methods are constant over the
+  identical-prefix candidates and see only "the control reads different sentences".
 """
 from __future__ import annotations
 
@@ -57,6 +68,31 @@ VERBALIZERS: tuple[tuple[str, str], ...] = (
     ("yes", "no"), ("positive", "negative"), ("true", "false"), ("good", "bad"),
     ("great", "terrible"), ("Right", "Wrong"),
 )
+#: design "contrast": (name, positive word, negative word, train half).  Half 0 / 1 = first /
+#: second half of the train sentences; the family label is the unordered word pair.
+CONTRAST: tuple[tuple[str, str, str, int], ...] = (
+    ("Yes/No", "Yes", "No", 0),
+    ("Yes/No, other half", "Yes", "No", 1),   # same words, disjoint sentences: the control
+    ("No/Yes, flipped", "No", "Yes", 0),      # same words, label mapping flipped
+    ("Yes/Bad", "Yes", "Bad", 0),             # shares the positive word
+    ("Good/No", "Good", "No", 0),             # shares the negative word
+    ("Good/Bad", "Good", "Bad", 0),
+)
+
+
+def task_specs(design: str, n_sets: int) -> list[tuple[str, str, str, int | None]]:
+    """(name, positive word, negative word, train half or None = the whole train split)."""
+    if design == "contrast":
+        return list(CONTRAST)
+    return [(f"{p}/{n}", p, n, None) for p, n in VERBALIZERS[:n_sets]]
+
+
+def train_rows(half: int | None, n_train: int) -> torch.Tensor:
+    """Row indices of a task's train split: all of it, or its first / second half."""
+    if half is None:
+        return torch.arange(n_train)
+    cut = n_train // 2
+    return torch.arange(0, cut) if half == 0 else torch.arange(cut, n_train)
 
 
 def load_sentences() -> list[tuple[str, int]]:
@@ -88,10 +124,12 @@ def word_mass(w0: Any, b0: Any, acts: torch.Tensor, word_ids: dict[str, dict[str
 
 
 def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], tasks: dict[str, torch.Tensor],
-                      n_train: int, lc: LoRAConfig, seed: int, log: Any) -> dict[str, Any]:
+                      n_train: int, lc: LoRAConfig, seed: int, log: Any,
+                      rows: dict[str, torch.Tensor] | None = None) -> dict[str, Any]:
     """LoRA transfer table: the prompts' block inputs are captured once (with the first set's
     answer appended; causal attention keeps every earlier position independent of it) and each
-    set relabels the one counted position per prompt."""
+    set relabels the one counted position per prompt.  ``rows``: per set, its train rows
+    (default: the whole train split); every set is evaluated on the eval split."""
     first = next(iter(tasks.values()))
     texts = [p + [int(first[i])] for i, p in enumerate(prompts)]
     width = max(len(t) for t in texts)
@@ -100,12 +138,13 @@ def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], t
     keep = blocks["labels"] != IGNORE_INDEX
     if blocks["labels"].shape[0] != len(texts) or not torch.equal(keep.sum(1), torch.ones(len(texts), dtype=torch.long)):
         raise RuntimeError("verbalizer: expected one counted answer position per prompt")
-    rows = {"train": slice(0, n_train), "eval": slice(n_train, len(texts))}
     split: dict[str, dict[str, Any]] = {"train": {}, "eval": {}}
     for name, y in tasks.items():
         lab = torch.full_like(blocks["labels"], IGNORE_INDEX)
         lab[keep] = y
-        for part, sl in rows.items():
+        parts = {"train": torch.arange(n_train) if rows is None else rows[name],
+                 "eval": torch.arange(n_train, len(texts))}
+        for part, sl in parts.items():
             split[part][name] = {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab[sl]}
     return lora_gt.transfer_matrix(model, split["train"], split["eval"], n_last=lc.n_last, r=lc.r,
                                    alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch, seed=seed,
@@ -115,7 +154,7 @@ def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], t
 def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
     seed = cfg.seed
-    sets = VERBALIZERS[: cfg.n_sets]
+    specs = task_specs(cfg.design, cfg.n_sets)
     log = functools.partial(print, flush=True)
 
     model, tok = heads.load_model(cfg.model)
@@ -133,8 +172,7 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
     names, word_ids, tasks = [], {}, {}
     verify: dict[str, Any] = {}
     base_acts = None
-    for k, (pos, neg) in enumerate(sets):
-        name = f"{pos}/{neg}"
+    for k, (name, pos, neg, _half) in enumerate(specs):
         ids = (_word_id(tok, neg), _word_id(tok, pos))
         word_ids[name] = {"positive": ids[1], "negative": ids[0]}
         labels = torch.tensor([ids[int(y)] for y in ys])
@@ -155,12 +193,13 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
     log(f"activation check: max |Δa| = {max((v['max_abs_diff_vs_first_set'] for v in verify.values()), default=0.0):.3g}"
         f" (max |a| = {act_scale:.3g})")
 
-    split = {"train": slice(0, n_train), "eval": slice(n_train, len(data))}
-    train = {n: {"acts": base_acts[split["train"]], "labels": y[split["train"]]} for n, y in tasks.items()}
-    evals = {n: {"acts": base_acts[split["eval"]], "labels": y[split["eval"]]} for n, y in tasks.items()}
+    rows = {name: train_rows(half, n_train) for name, _p, _n, half in specs}
+    ev = slice(n_train, len(data))
+    train = {n: {"acts": base_acts[rows[n]], "labels": y[rows[n]]} for n, y in tasks.items()}
+    evals = {n: {"acts": base_acts[ev], "labels": y[ev]} for n, y in tasks.items()}
     if cfg.ground_truth == "lora":
         def one(s: int) -> dict[str, Any]:
-            return lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg.lora, s, log)
+            return lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg.lora, s, log, rows=rows)
     else:
         ft = cfg.finetune
 
@@ -168,11 +207,13 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
             return head_gt.transfer_matrix(w0, b0, train, evals, steps=ft.steps, lr=ft.lr,
                                            batch=ft.batch or 10**9, seed=s, extra_rows=ft.extra_rows, log=log)
     gt = gt_seeds.over_seeds(one, seed, cfg.gt_seeds, log)
-    groups = {n: n.lower() for n in names}  # "same words up to case" is the verbalizer's family label
+    # the family label: "same words up to case" (sets), the unordered word pair (contrast)
+    groups = {name: (name.lower() if cfg.design == "sets" else "/".join(sorted((p.lower(), q.lower()))))
+              for name, p, q, _h in specs}
     per_source = {
         "easiness": {n: -v for n, v in source_selection.base_loss_on(w0, b0, train).items()},
-        "size": {n: float(n_train) for n in names},  # identical by construction: a chance-level control
-        "word_prob": word_mass(w0, b0, base_acts[split["train"]], word_ids),
+        "size": {n: float(len(rows[n])) for n in names},  # identical by construction: a chance-level control
+        "word_prob": {n: word_mass(w0, b0, train[n]["acts"], {n: word_ids[n]})[n] for n in names},
     }
     sc, metrics_by_method, head = source_selection.score_and_evaluate(w0, b0, train, gt["transfer"], fp=fp,
                                                                       cfg=cfg, log=log, groups=groups,
@@ -187,9 +228,11 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         vals = [v for row in table.values() for v in row.values()]
         spread[method] = max(vals) - min(vals) if vals else None
 
-    title = f"verbalizer shift, SmolLM2-135M, {len(names)} sets, {cfg.ground_truth} fine-tuning ground truth"
+    title = (f"verbalizer shift ({cfg.design}), SmolLM2-135M, {len(names)} sets, "
+             f"{cfg.ground_truth} fine-tuning ground truth")
     metrics = {
-        "n_sentences": len(data), "n_train": n_train, "n_eval": len(data) - n_train,
+        "n_sentences": len(data), "n_train": n_train, "n_eval": len(data) - n_train, "design": cfg.design,
+        "train_rows_per_set": {n: int(len(r)) for n, r in rows.items()},
         "verbalizer_token_ids": word_ids,
         "activation_identity": {"per_set": verify, "max_abs_diff": max((v["max_abs_diff_vs_first_set"]
                                                                         for v in verify.values()), default=0.0),
@@ -199,7 +242,7 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         "word_groups": groups,
         **scoring.method_metrics(sc, metrics_by_method, head, paired, noise),
     }
-    return Result(NAME, config_record(cfg, verbalizers=[f"{p}/{n}" for p, n in sets]), metrics,
+    return Result(NAME, config_record(cfg, verbalizers=names), metrics,
                   time.perf_counter() - t0, figures={
                       "verbalizer.png": lambda path: figures.plot_selection(head, gt["transfer"],
                                                                             sc["scores"]["fisher"], path, title)})
