@@ -31,7 +31,7 @@ from updatescope._version import __version__
 from updatescope.errors import InputError, SignatureFileError, UpdatescopeError
 from updatescope.network.sketch import NetworkConfig, NetworkSketch
 from updatescope.records import write_bytes_atomic
-from updatescope.signatures.io import MAX_COUNT, _checksum, _serialize
+from updatescope.signatures.io import MAX_COUNT, _checksum, _serialize, check_tensors
 from updatescope.sketch.signature import N_BLOCKS
 
 __all__ = ["NETWORK_FORMAT", "load_network_signature", "save_network_signature"]
@@ -131,16 +131,7 @@ def load_network_signature(path: str | os.PathLike) -> NetworkSketch:
     for i in [*range(L), None]:
         expected[f"{_entry(i)}.sums"] = ((2, m), torch.float64)
         expected[f"{_entry(i)}.diag"] = ((2, N_BLOCKS), torch.float64)
-    for name, (shape, dtype) in expected.items():
-        t = tensors.get(name)
-        if t is None:
-            raise SignatureFileError(f"network signature lacks tensor {name!r}: {path}")
-        if tuple(t.shape) != shape or t.dtype != dtype:
-            raise SignatureFileError(f"network signature tensor {name!r} has shape {tuple(t.shape)} {t.dtype}, "
-                                     f"expected {shape} {dtype}: {path}")
-    if set(tensors) != set(expected):
-        extra = sorted(set(tensors) - set(expected))[:3]
-        raise SignatureFileError(f"network signature has unexpected tensors {extra}: {path}")
+    check_tensors(tensors, expected, "network signature", path)
     if meta.get("sha256") != _checksum(meta["config"], tensors):
         raise SignatureFileError(f"network signature checksum mismatch: the file was modified or damaged: {path}")
     sums = torch.stack([tensors[f"{_entry(i)}.sums"] for i in [*range(L), None]], 1)  # (2, L + 1, m)

@@ -80,6 +80,21 @@ def save_signature(sig: Signature, path: str | os.PathLike) -> Path:
     return write_bytes_atomic(data, path)
 
 
+def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[tuple[int, ...], torch.dtype]],
+                  what: str, path: Path) -> None:
+    """SignatureFileError unless ``tensors`` holds exactly the ``expected`` names with their
+    (shape, dtype); shared by every file kind that stores sketch state."""
+    for name, (shape, dtype) in expected.items():
+        tensor = tensors.get(name)
+        if tensor is None:
+            raise SignatureFileError(f"{what} lacks tensor {name!r}: {path}")
+        if tuple(tensor.shape) != shape or tensor.dtype != dtype:
+            raise SignatureFileError(f"{what} tensor {name!r} has shape {tuple(tensor.shape)} {tensor.dtype}, "
+                                     f"expected {shape} {dtype}: {path}")
+    if set(tensors) != set(expected):
+        raise SignatureFileError(f"{what} has unexpected tensors {sorted(set(tensors) - set(expected))[:3]}: {path}")
+
+
 def load_signature(path: str | os.PathLike) -> Signature:
     """Read and validate a signature file; SignatureFileError (one line) on anything wrong."""
     from safetensors import safe_open
@@ -131,15 +146,7 @@ def load_signature(path: str | os.PathLike) -> Signature:
     m = config.sketch_dim
     expected = {"sums": ((2, 3, m), torch.float64), "diag": ((2, 3, N_BLOCKS), torch.float64),
                 "counts": ((2,), torch.int64)}
-    for name, (shape, dtype) in expected.items():
-        t = tensors.get(name)
-        if t is None:
-            raise SignatureFileError(f"signature lacks tensor {name!r}: {path}")
-        if tuple(t.shape) != shape or t.dtype != dtype:
-            raise SignatureFileError(f"signature tensor {name!r} has shape {tuple(t.shape)} {t.dtype}, "
-                                     f"expected {shape} {dtype}: {path}")
-    if set(tensors) != set(expected):
-        raise SignatureFileError(f"signature has unexpected tensors {sorted(set(tensors) - set(expected))}: {path}")
+    check_tensors(tensors, expected, "signature", path)
     if "sha256" in meta and meta["sha256"] != _checksum(meta["config"], tensors):
         raise SignatureFileError(f"signature checksum mismatch: the file was modified or damaged: {path}")
     _check_ranges(tensors, path)
