@@ -1,6 +1,7 @@
 """From a model and texts to a Signature: capture (forward only) feeding a FisherSketch."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -192,8 +193,13 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
     if progress and rank == 0:
         from tqdm.auto import tqdm
 
-        total = sum(b if b is not None else 0 for b in budgets) if max_tokens is not None else None
-        bar = tqdm(total=total, unit="tok", unit_scale=True, desc="sketch", dynamic_ncols=True)
+        # with a token cap the bar counts tokens up to the cap; without one the total number of
+        # tokens is unknown until everything is tokenised, so it counts documents (ETA) and
+        # shows tokens/s beside them
+        by_tokens = max_tokens is not None
+        bar = tqdm(total=max_tokens if by_tokens else len(texts), unit="tok" if by_tokens else "doc",
+                   unit_scale=by_tokens, desc="sketch", dynamic_ncols=True, initial=0)
+        t_start, seen = time.perf_counter(), 0
     parts: dict[int, FisherSketch] = {}
     every = checkpoint_every or 0
     try:
@@ -209,8 +215,12 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
                                                                    compact=False, head=head):
                         before = part.count
                         part.update_logits(acts, logits, labels)
-                        if bar is not None:
+                        if bar is not None and by_tokens:
                             bar.update((part.count - before) * world)  # rank 0 speaks for all ranks
+                if bar is not None and not by_tokens:
+                    seen += part.count * world
+                    bar.update(len(seg) * world)
+                    bar.set_postfix_str(f"{seen / max(time.perf_counter() - t_start, 1e-9):,.0f} tok/s")
                 if world > 1:
                     parts[s] = part
                 else:  # fold as we go: the same additions, in the same order, as folding at the end
