@@ -58,7 +58,10 @@ def correlation_table(metrics: dict) -> list[str]:
     rows = ["| method | pooled ρ_s | p (scipy) | p (permutation) | per-target ρ_s mean ± sd |", "|---|---|---|---|---|"]
     for name, c in metrics["correlation"].items():
         po, pt = c["pooled"], c["per_target"]
-        rows.append(f"| {name} | {po['rho']:.3f} | {po['p']:.2g} | {po['p_perm']:.3f} | {pt['mean']:.2f} ± {pt['sd']:.2f} |")
+        per = "n/a" if pt.get("mean") is None else (
+            f"{pt['mean']:.2f}" + ("" if pt.get("sd") is None else f" ± {pt['sd']:.2f}"))
+        rows.append(f"| {name} | {_num(po.get('rho'), '{:.3f}')} | {_num(po.get('p'), '{:.2g}')} "
+                    f"| {_num(po.get('p_perm'), '{:.3f}')} | {per} |")
     for name, why in metrics.get("cannot_run", {}).items():
         rows.append(f"| {name} | cannot run: {why} | | | |")
     return rows
