@@ -102,7 +102,7 @@ def evidence_table(metrics: dict) -> list[str]:
     ceil = noise.get("ceiling")
     if ceil:
         rows.append(f"| **noise ceiling** (1 of {noise['n_seeds']} seeds predicts the others' mean) "
-                    f"| {_mci(ceil['top1'], '{:.3f}')} | {_mci(ceil['oracle_normalised_transfer'])} "
+                    f"| {_mci(ceil['top1'], '{:.3f}')} | {_mci(ceil.get('oracle_normalised_transfer'))} "
                     f"| {_num(ceil['regret']['mean'], '{:.4f}')} | {_mci(ceil['spearman'])} "
                     f"| {_mci(ceil.get('within_top1'), '{:.3f}')} | {_mci(ceil.get('within_spearman'))} |")
     methods = metrics["methods"]
