@@ -31,7 +31,7 @@ from updatescope._version import __version__
 from updatescope.errors import InputError, SignatureFileError, UpdatescopeError
 from updatescope.network.sketch import NetworkConfig, NetworkSketch
 from updatescope.records import write_bytes_atomic
-from updatescope.signatures.io import MAX_COUNT, _checksum, _serialize, check_tensors
+from updatescope.signatures.io import MAX_COUNT, _checksum, _serialize, check_format_version, check_tensors
 from updatescope.sketch.signature import N_BLOCKS
 
 __all__ = ["NETWORK_FORMAT", "load_network_signature", "save_network_signature"]
@@ -109,12 +109,7 @@ def load_network_signature(path: str | os.PathLike) -> NetworkSketch:
     if fmt != NETWORK_FORMAT:
         hint = " (a head signature: use load_signature)" if fmt == "updatescope-signature" else ""
         raise SignatureFileError(f"not an updatescope network signature (format={str(fmt)[:40]!r}){hint}: {path}")
-    raw = meta.get("format_version", "")
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 10**6:
-        raise SignatureFileError(f"network signature has no valid format_version ({raw[:20]!r}): {path}")
-    if int(raw) > FORMAT_VERSION:
-        raise SignatureFileError(f"network signature format {int(raw)} is newer than this updatescope supports "
-                                 f"({FORMAT_VERSION}); upgrade updatescope: {path}")
+    check_format_version(meta, FORMAT_VERSION, "network signature", path)
     try:
         cfg = json.loads(meta["config"])
         if not isinstance(cfg, dict):

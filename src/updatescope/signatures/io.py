@@ -80,6 +80,18 @@ def save_signature(sig: Signature, path: str | os.PathLike) -> Path:
     return write_bytes_atomic(data, path)
 
 
+def check_format_version(meta: dict[str, str], supported: int, what: str, path: Path) -> int:
+    """The file's ``format_version``: SignatureFileError unless it is a plain positive integer
+    no newer than ``supported``; shared by every file kind that stores sketch state."""
+    raw = meta.get("format_version", "")
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 10**6:
+        raise SignatureFileError(f"{what} has no valid format_version ({raw[:20]!r}): {path}")
+    if int(raw) > supported:
+        raise SignatureFileError(f"{what} format {int(raw)} is newer than this updatescope supports "
+                                 f"({supported}); upgrade updatescope: {path}")
+    return int(raw)
+
+
 def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[tuple[int, ...], torch.dtype]],
                   what: str, path: Path) -> None:
     """SignatureFileError unless ``tensors`` holds exactly the ``expected`` names with their
@@ -129,13 +141,7 @@ def load_signature(path: str | os.PathLike) -> Signature:
         raise SignatureFileError(f"not a readable signature file (corrupt, truncated or another format): {path}") from exc
     if meta.get("format") != FORMAT:
         raise SignatureFileError(f"not an updatescope signature (format={str(meta.get('format'))[:40]!r}): {path}")
-    raw_version = meta.get("format_version", "")
-    if not (raw_version.isascii() and raw_version.isdigit()) or not 1 <= int(raw_version) <= 10**6:
-        raise SignatureFileError(f"signature has no valid format_version ({raw_version[:20]!r}): {path}")
-    version = int(raw_version)
-    if version > FORMAT_VERSION:
-        raise SignatureFileError(f"signature format {version} is newer than this updatescope supports "
-                                 f"({FORMAT_VERSION}); upgrade updatescope: {path}")
+    check_format_version(meta, FORMAT_VERSION, "signature", path)
     try:
         raw_config = json.loads(meta["config"])
         if not isinstance(raw_config, dict):
