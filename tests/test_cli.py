@@ -174,3 +174,13 @@ def test_sketch_map_choice_recorded_and_checked(models, corpora, tmp_path, capsy
     assert (cfg["act_map"], cfg["error_map"]) == ("fold", "fold")
     rc, _, err = _run(capsys, "rank", "--target", auto, fold)
     assert rc != 0 and "act_map" in err and err.count("\n") == 1
+
+
+def test_countsketch_is_announced_where_it_is_chosen(models, corpora, tmp_path, capsys):
+    out = tmp_path / "cs.safetensors"
+    rc, _, err = _run(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out", out, "--quiet",
+                      "--sketch-dim", 64, "--max-tokens", 200, "--error-map", "countsketch")
+    assert rc == 0 and "countsketch" in err and "never marked trusted" in err
+    rc, _, err = _run(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out",
+                      tmp_path / "auto.safetensors", "--quiet", "--sketch-dim", 64, "--max-tokens", 200)
+    assert rc == 0 and "countsketch" not in err

@@ -57,3 +57,20 @@ def test_merge_refuses_bad_input(tmp_path, capsys):
         assert needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x.safetensors").exists()
     assert load_signature(p1).count == 5  # the input named as output was not touched
+
+
+def test_merge_refuses_a_hard_link_to_the_same_file(tmp_path, capsys):
+    import os
+
+    from updatescope.cli import main
+    from updatescope.sketch.fishersketch import FisherSketch
+    from updatescope.signatures.io import save_signature
+
+    sig = FisherSketch(4, 6, 64, 0).update(torch.randn(10, 4), torch.randn(10, 6)).signature()
+    p = save_signature(sig, tmp_path / "a.safetensors")
+    link = tmp_path / "b.safetensors"
+    os.link(p, link)  # another path, same inode: the same tokens twice
+    rc = main(["merge", str(p), str(link), "--out", str(tmp_path / "m.safetensors")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "given twice" in err and err.count("\n") == 1
+    assert not (tmp_path / "m.safetensors").exists()

@@ -76,6 +76,25 @@ def test_fingerprint_properties(tiny_folder):
     finally:
         with torch.no_grad():
             model.lm_head.weight[0, 0] -= 0.5
+    # the body matters too: the same head over other activations is another model
+    body = next(p for n, p in model.named_parameters() if "layers" in n and p.dim() == 2)
+    with torch.no_grad():
+        body[0, 0] += 0.5
+    try:
+        assert head_fingerprint(model, _Tok(vocab)) != fp
+    finally:
+        with torch.no_grad():
+            body[0, 0] -= 0.5
+    assert head_fingerprint(model, _Tok(vocab)) == fp
+
+
+def test_fingerprint_hashes_in_slices_without_changing_the_id(tiny_folder, monkeypatch):
+    import updatescope.models.hf as hf
+
+    _, model = tiny_folder
+    fp = head_fingerprint(model)
+    monkeypatch.setattr(hf, "_HASH_CHUNK", 7)  # slices smaller than any tensor: same bytes hashed
+    assert head_fingerprint(model) == fp
 
 
 def test_packaged_smollm2_end_to_end():

@@ -103,6 +103,11 @@ def cmd_sketch(args: argparse.Namespace) -> int:
                                "shards separately with checkpoints and join them with 'updatescope merge'")
     if args.resume and not ckpt.exists():
         raise UpdatescopeError(f"--resume: no checkpoint at {ckpt} (run with --checkpoint-every N first)")
+    if args.error_map == "countsketch" and rank == 0:
+        from updatescope.sketch.align import COUNTSKETCH_WARNING
+
+        print(f"updatescope: warning: {COUNTSKETCH_WARNING}; comparisons of this signature are never "
+              "marked trusted", file=sys.stderr)
     device = resolve_device(args.device)
     rows, columns, desc = _sketch_inputs(args)  # validates every file before the model loads
     if args.layers:
@@ -241,7 +246,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print_rows("signatures", ("file", "name", "samples", "act_dim", "out_dim", "sketch_dim", "seed", "maps",
                               "fingerprint", "data"),
                [(r["file"], r.get("name", ""), r["count"], r["config"]["act_dim"], r["config"]["out_dim"],
-                 r["config"]["sketch_dim"], r["config"]["seed"], f"{r['config']['act_map']}/{r['config']['error_map']}",
+                 r["config"]["sketch_dim"], r["config"]["seed"], f"{r['config']['act_map']}/{r['config']['error_map']}"
+                 + ("+bias" if r["config"].get("head_bias") else ""),
                  r["config"]["fingerprint"] or "-", r.get("data", "")) for r in rows])
     return 0
 
@@ -327,8 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation-side projection (auto: dense up to width 1,024, block SRHT beyond)")
     s.add_argument("--error-map", default="auto", choices=list(MAP_CHOICES),
                    help="error-side projection (auto: dense up to 1,024 outputs, block SRHT beyond; fold is "
-                        "faster at a slightly larger error, see benchmarks/README.md); compared signatures "
-                        "must use the same maps")
+                        "faster at a slightly larger error, see benchmarks/README.md; countsketch's "
+                        "standard errors are not calibrated and its values are never trusted); compared "
+                        "signatures must use the same maps")
     s.add_argument("--layers", nargs="+", default=None, metavar="PATTERN", help="write a network signature of "
                    "these nn.Linear layers (names or fnmatch patterns, e.g. 'model.layers.2[89].*_proj'; the head "
                    "is always included); one forward + one backward pass per batch")

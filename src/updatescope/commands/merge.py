@@ -32,17 +32,15 @@ def merged_meta(paths: list[str], sigs: list[Any], name: str) -> dict[str, str]:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from updatescope.commands._checks import check_out_file
+    from updatescope.commands._checks import check_out_file, same_path
     from updatescope.errors import IncompatibleSignatureError, InputError
 
     if len(args.signatures) < 2:
         raise InputError(f"merge needs at least two signatures, got {len(args.signatures)}")
-    seen: dict[Path, str] = {}
-    for p in args.signatures:
-        key = Path(p).resolve()
-        if key in seen:
-            raise InputError(f"{p} is given twice (as {seen[key]}): its tokens would be counted twice")
-        seen[key] = p
+    for i, p in enumerate(args.signatures):  # by path, symlink or hard link (device and inode)
+        for q in args.signatures[:i]:
+            if same_path(Path(p), Path(q)):
+                raise InputError(f"{p} is given twice (as {q}): its tokens would be counted twice")
     out = check_out_file(args.out, inputs=args.signatures)
 
     from updatescope.signatures.io import load_signature, save_signature

@@ -86,7 +86,10 @@ def sketch_stream(w0: Tensor, b0: Tensor | None, acts: Tensor, labels: Tensor, *
                   fp: str = "", name: str = "", act_map: str = "auto", error_map: str = "auto",
                   logits: Tensor | None = None) -> Any:
     """The signature of one cached head stream: logits recomputed from the frozen head (or
-    taken from ``logits`` (n, K)) and fed to ``update_logits`` in ``SKETCH_ROWS`` rows."""
+    taken from ``logits`` (n, K)) and fed to ``update_logits`` in ``SKETCH_ROWS`` rows.
+    The bias ``b0`` enters the logits only: these streams are compared with exact values
+    computed from the same (acts, errors), i.e. the weight block of the Fisher, so the sketch
+    keeps ``head_bias=False`` (the library's model-level builders include the bias block)."""
     from updatescope.sketch.fishersketch import FisherSketch
 
     k, d = w0.shape

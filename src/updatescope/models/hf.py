@@ -1,4 +1,4 @@
-"""Load Hugging Face causal LMs offline and fingerprint their output head.
+"""Load Hugging Face causal LMs offline and fingerprint their weights.
 
 ``load_causal_lm("smollm2")`` gives the packaged SmolLM2-135M-Instruct; any other spec is a
 local folder (``config.json`` + weights) or a local ``.gguf`` file. Hub ids are refused with a
@@ -88,23 +88,42 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
     return model, tokenizer
 
 
-def head_fingerprint(model: nn.Module, tokenizer: Any = None, head: nn.Linear | None = None) -> str:
-    """Short hex id of the head weight (and bias) plus the tokenizer vocabulary.
+_HASH_CHUNK = 1 << 24  # elements per hashed slice: bounds the bfloat16 copy to 32 MB per step
 
-    Signatures are only comparable under one head and one output vocabulary, so this id is
-    stored with every signature and compared before any alignment. The weight is hashed
-    after rounding to bfloat16, so one model loaded in float32 or bfloat16 gets the same id,
-    while any real change of the head (fine-tuning, another checkpoint) changes it.
-    Classifiers pass ``tokenizer=None``; the vocabulary part is then the output size only.
+
+def _hash_tensor(h: Any, tensor: torch.Tensor) -> None:
+    """Feed ``tensor``, rounded to bfloat16, into the hash ``h`` in bounded slices."""
+    flat = tensor.detach().reshape(-1)
+    for i in range(0, flat.numel(), _HASH_CHUNK):
+        t = flat[i : i + _HASH_CHUNK].to(device="cpu", dtype=torch.bfloat16).contiguous()
+        h.update(t.view(torch.int16).numpy().tobytes())
+
+
+def head_fingerprint(model: nn.Module, tokenizer: Any = None, head: nn.Linear | None = None) -> str:
+    """Short hex id of the model's weights, its head first, plus the tokenizer vocabulary.
+
+    Signatures are only comparable under one model and one output vocabulary: the head
+    defines the error geometry and every other weight the activations it reads.  So this id
+    covers the head weight (and bias), every other parameter of the model (by name and
+    shape, in registration order) and the vocabulary; it is stored with every signature and
+    compared before any alignment.  Weights are hashed after rounding to bfloat16, so one
+    model loaded in float32 or bfloat16 gets the same id, while any real change (fine-tuning
+    of the body or the head, another checkpoint) changes it.  Cost: one read of the weights
+    (a fraction of a second for SmolLM2-135M).  Classifiers pass ``tokenizer=None``; the
+    vocabulary part is then the output size only.
     """
     head = head if head is not None else find_output_linear(model)
     h = hashlib.sha256()
     h.update(f"head:{tuple(head.weight.shape)}".encode())
+    own = {id(head.weight)} | ({id(head.bias)} if head.bias is not None else set())
     for tensor in (head.weight, head.bias):
-        if tensor is None:
+        if tensor is not None:
+            _hash_tensor(h, tensor)
+    for name, p in model.named_parameters():  # shared (tied) parameters appear once
+        if id(p) in own:
             continue
-        t = tensor.detach().to(device="cpu", dtype=torch.bfloat16).contiguous()
-        h.update(t.view(torch.int16).numpy().tobytes())
+        h.update(f"\0{name}:{tuple(p.shape)}".encode())
+        _hash_tensor(h, p)
     if tokenizer is not None:
         vocab = tokenizer.get_vocab()
         h.update(f"vocab:{len(vocab)}".encode())

@@ -115,7 +115,7 @@ def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Sig
     k, d = head.weight.shape
     tc = target.config
     fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer)
-    cfg = SketchConfig(d, k, tc.sketch_dim, tc.seed, tc.act_map, tc.error_map, fp)
+    cfg = SketchConfig(d, k, tc.sketch_dim, tc.seed, tc.act_map, tc.error_map, fp, head.bias is not None)
     tc.check_compatible(cfg)
     directions = target_directions(target)
     # Tokenise once; the capture then counts len − 1 targets per document (0 below 2 tokens),

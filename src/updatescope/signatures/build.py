@@ -22,6 +22,7 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
 
     One forward pass per batch; the head input and logits are captured by a hook and
     streamed into the sketch (float64 accumulation), so memory is O(token_budget × K).
+    A head with a bias is sketched with its bias block (``SketchConfig.head_bias``).
     The model's head fingerprint goes into the config: signatures of different models
     or tokenizers can never be compared silently.
     """
@@ -34,7 +35,7 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
     fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, head)
     device = head.weight.device
     sk = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=device, act_map=act_map,
-                     error_map=error_map)
+                     error_map=error_map, head_bias=head.bias is not None)
     with torch.inference_mode():
         for acts, logits, labels in capture_causal_lm(model, texts, tokenizer, positions=positions,
                                                        chunk_len=chunk_len, token_budget=token_budget,
@@ -174,7 +175,7 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
     k, d = head.weight.shape
     fp = head_fingerprint(model, tokenizer, head)
     like = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=head.weight.device, act_map=act_map,
-                        error_map=error_map)
+                        error_map=error_map, head_bias=head.bias is not None)
     rank, world = rank_and_world()
     segments = segment_ranges(len(texts), segment_docs)
     budgets = _segment_budgets(tokenizer, texts, positions, segments, max_tokens)

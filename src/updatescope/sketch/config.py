@@ -38,6 +38,10 @@ class SketchConfig:
                  resolve_map); part of the basis, hence of the key
     fingerprint: hash of the model's head weight and tokenizer vocabulary ("" when the
                  streams do not come from a named model, e.g. synthetic tasks)
+    head_bias:   the head has a bias b (logits = W a + b).  Its gradient e is part of the
+                 per-sample gradient (e aᵀ, e) = e ⊗ (a, 1), so the activation is augmented
+                 with a constant 1 before its map (the maps then act on d + 1 inputs):
+                 (a·a' + 1)(e·e') is the gradient inner product of the biased head.
     """
 
     act_dim: int
@@ -47,6 +51,7 @@ class SketchConfig:
     act_map: str = "auto"
     error_map: str = "auto"
     fingerprint: str = ""
+    head_bias: bool = False
 
     def __post_init__(self) -> None:
         for name in ("act_dim", "out_dim", "sketch_dim", "seed"):
@@ -62,10 +67,17 @@ class SketchConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         check_sketch_dim(self.sketch_dim)
-        object.__setattr__(self, "act_map", resolve_map(self.act_map, self.act_dim, self.sketch_dim))
+        if not isinstance(self.head_bias, bool):
+            raise InputError(f"head_bias must be true or false, got {self.head_bias!r}")
+        object.__setattr__(self, "act_map", resolve_map(self.act_map, self.map_act_dim, self.sketch_dim))
         object.__setattr__(self, "error_map", resolve_map(self.error_map, self.out_dim, self.sketch_dim))
         if not isinstance(self.fingerprint, str):
             raise InputError(f"fingerprint must be a string, got {type(self.fingerprint).__name__}")
+
+    @property
+    def map_act_dim(self) -> int:
+        """Inputs of the activation map: d, plus the constant 1 of a biased head."""
+        return self.act_dim + int(self.head_bias)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

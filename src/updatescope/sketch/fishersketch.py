@@ -38,11 +38,11 @@ _LOGIT_ELEMS = 1 << 22
 
 def _basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, QuadraticMap]:
     """The random maps for a config, regenerated from the seed (cached per device)."""
-    key = (cfg.act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map, str(device))
+    key = (cfg.map_act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map, str(device))
     if key not in _BASIS_CACHE:
         if len(_BASIS_CACHE) >= 8:
             _BASIS_CACHE.pop(next(iter(_BASIS_CACHE)))
-        a, e = build_maps(cfg.act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map)
+        a, e = build_maps(cfg.map_act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map)
         _BASIS_CACHE[key] = (a.to(device), e.to(device))
     return _BASIS_CACHE[key]
 
@@ -76,13 +76,21 @@ def _row_chunks(kept: Tensor, n: int, rows: int) -> list[slice | Tensor]:
     return out
 
 
+def with_bias(cfg: SketchConfig, acts: Tensor) -> Tensor:
+    """The activation the map reads: (n, d) -> (n, d + 1) with a column of ones when the
+    head has a bias (``SketchConfig.head_bias``), else ``acts`` itself."""
+    if not cfg.head_bias:
+        return acts
+    return torch.cat((acts, acts.new_ones(acts.shape[0], 1)), dim=1)
+
+
 def features(cfg: SketchConfig, acts: Tensor, errors: Tensor) -> Tensor:
     """The three feature vectors of each sample under cfg's basis.  (n,d),(n,K) -> (n, 3, m)
 
     Kinds in order: joint φ, activation-only ψ, error-only χ (see module docstring).
     """
     amap, emap = _basis(cfg, acts.device)
-    qa = amap(acts)
+    qa = amap(with_bias(cfg, acts))
     qe = emap(errors)
     scale = 1.0 / math.sqrt(cfg.sketch_dim)
     return torch.stack((qa * qe, qa, qe), dim=1).mul_(scale)
@@ -98,12 +106,12 @@ class FisherSketch:
 
     def __init__(self, act_dim: int | None = None, out_dim: int | None = None, sketch_dim: int = 4096,
                  seed: int = 0, *, config: SketchConfig | None = None, act_map: str = "auto",
-                 error_map: str = "auto", fingerprint: str = "", device: torch.device | str = "cpu",
-                 meta: Mapping[str, str] | None = None) -> None:
+                 error_map: str = "auto", fingerprint: str = "", head_bias: bool = False,
+                 device: torch.device | str = "cpu", meta: Mapping[str, str] | None = None) -> None:
         if config is None:
             if act_dim is None or out_dim is None:
                 raise InputError("FisherSketch needs act_dim and out_dim (or config=)")
-            config = SketchConfig(act_dim, out_dim, sketch_dim, seed, act_map, error_map, fingerprint)
+            config = SketchConfig(act_dim, out_dim, sketch_dim, seed, act_map, error_map, fingerprint, head_bias)
         self.config = config
         self.device = resolve_device(device)
         m = config.sketch_dim
@@ -210,7 +218,8 @@ class FisherSketch:
         amap, emap = _basis(self.config, a.device)
         for i in range(0, a.shape[0], _ACC_ROWS):
             # projections and their temporaries live in the thread's workspace (see ``workspace``)
-            qa, qe = amap(a[i : i + _ACC_ROWS], tag="act"), emap(e[i : i + _ACC_ROWS], tag="err")
+            qa = amap(with_bias(self.config, a[i : i + _ACC_ROWS]), tag="act")
+            qe = emap(e[i : i + _ACC_ROWS], tag="err")
             r = qa.shape[0]
             # Sample i of the whole stream goes to half (count + i) mod 2.
             first = int(self._counts.sum() + counts.sum()) % 2
