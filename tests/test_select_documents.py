@@ -124,6 +124,38 @@ def test_model_scores_equal_per_document_streams(tiny):
             score_documents(model, tok, docs, alien, progress=False)
 
 
+def test_model_scores_with_positions_equal_the_counted_rows(tiny):
+    """Scores over chosen targets (a completion's tokens) equal the streams of those rows."""
+    from updatescope.capture.causal_lm import capture_causal_lm
+    from updatescope.models.hf import head_fingerprint
+    from updatescope.signatures.build import sketch_causal_lm
+
+    _, model, tok = tiny
+    docs, _, _ = _pool()
+    target = sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False)
+    # the second half of each document's targets; document 4 (3 words) keeps one, and an
+    # empty position list counts nothing (undefined score, flagged short)
+    lengths = [len(tok(d)["input_ids"]) for d in docs]
+    positions = [list(range(n // 2, n)) for n in lengths]
+    positions[7] = []
+    res = score_documents(model, tok, docs, target, token_budget=96, progress=False, positions=positions)
+    cfg = SketchConfig(16, 64, 256, 0, fingerprint=head_fingerprint(model, tok))
+    streams = []
+    for d, pos in zip(docs, positions):
+        got = [tuple(b) for b in capture_causal_lm(model, [d], tok, positions=[pos], progress=False)]
+        if not got:
+            streams.append((torch.zeros(0, 16), torch.zeros(0, 64)))
+            continue
+        (a, z, y), = got
+        streams.append((a, torch.softmax(z, 1) - torch.nn.functional.one_hot(y, 64).float()))
+    ref = score_streams(cfg, streams, target)
+    torch.testing.assert_close(res.score, ref.score, rtol=1e-4, atol=1e-6, equal_nan=True)
+    assert res.tokens.tolist() == [len(p) for p in positions]
+    assert bool(res.short[7]) and not torch.isfinite(res.score[7])
+    with pytest.raises(us.InputError, match="positions"):
+        score_documents(model, tok, docs, target, progress=False, positions=positions[:3])
+
+
 def test_cli_select_writes_topk_and_scores(tiny, tmp_path, capsys):
     from updatescope.signatures.build import sketch_causal_lm
 
@@ -156,3 +188,54 @@ def test_cli_select_writes_topk_and_scores(tiny, tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1 and err.startswith("updatescope: error:"), (change, err)
     assert not (tmp_path / "s2.jsonl").exists()
+
+
+def test_cli_select_tables_export_parquet_and_datasets(tiny, tmp_path, capsys):
+    """Rows of a table are scored one by one (completion tokens only with prompt/completion
+    columns) and the top rows come back with every column of the pool plus the scores."""
+    datasets = pytest.importorskip("datasets")
+    import pyarrow.parquet as pq
+
+    from updatescope.signatures.build import sketch_causal_lm
+
+    path, model, tok = tiny
+    docs, _, _ = _pool()
+    rows = [{"id": i, "prompt": "the a of", "completion": " " + d, "origin": "code" if i % 2 else "prose"}
+            for i, d in enumerate(docs)]
+    rows[3]["completion"] = ""  # nothing to count: undefined score, never exported
+    pool = tmp_path / "pool.parquet"
+    datasets.Dataset.from_list(rows).to_parquet(str(pool))
+    sig = tmp_path / "t.safetensors"
+    us.save_signature(sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False), sig)
+    base = ["select", "--model", str(path), "--target", str(sig), "--top", "3", "--quiet",
+            "--prompt-column", "prompt", "--completion-column", "completion"]
+    out = tmp_path / "top.parquet"
+    assert main([*base, "--data", str(pool), "--out", str(out)]) == 0
+    top = pq.read_table(out).to_pylist()
+    assert [r["rank"] for r in top] == [1, 2, 3] and all(r["origin"] == "code" for r in top)
+    assert all(r["completion"] == rows[r["id"]]["completion"] and r["index"] == r["id"] for r in top)
+    scores = [json.loads(x) for x in (tmp_path / "top.scores.jsonl").read_text().splitlines()]
+    assert len(scores) == len(rows) and scores[3]["tokens"] == 0 and scores[3]["score"] is None
+    # completion tokens only: fewer counted tokens than the whole row
+    n_prompt = len(tok("the a of")["input_ids"])
+    assert scores[0]["tokens"] == len(tok("the a of" + rows[0]["completion"])["input_ids"]) - n_prompt
+    # a datasets folder in, a datasets folder out (chosen from the name without suffix)
+    folder = tmp_path / "pool_ds"
+    datasets.Dataset.from_list(rows).save_to_disk(str(folder))
+    out_ds = tmp_path / "subset"
+    assert main([*base, "--data", str(folder), "--out", str(out_ds)]) == 0
+    got = datasets.load_from_disk(str(out_ds))
+    assert got["id"] == [r["id"] for r in top] and got["score"] == [r["score"] for r in top]
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+    capsys.readouterr()
+    # a pool column the export would overwrite is refused before the model loads
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text("".join(json.dumps({"text": d, "score": 1}) + "\n" for d in docs))
+    rc = main(["select", "--model", str(tmp_path / "no-model"), "--target", str(sig), "--top", "3", "--quiet",
+               "--data", str(clash), "--text-column", "text", "--out", str(tmp_path / "c.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "'score'" in err and err.count("\n") == 1
+    # a non-empty folder is not a datasets export target
+    rc = main([*base, "--data", str(folder), "--out", str(out_ds)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "not empty" in err

@@ -12,8 +12,8 @@ from typing import Any, Sequence
 from updatescope._version import __version__
 from updatescope.constants import DTYPE_CHOICES, MAP_CHOICES
 from updatescope.commands import _network
-from updatescope.commands._checks import (check_out_file, check_out_folder, check_report, positive, print_json,
-                                           sig_name, unique_names)
+from updatescope.commands._checks import (add_column_arguments, check_out_file, check_out_folder, check_report,
+                                           positive, print_json, sig_name, unique_names)
 from updatescope.errors import UpdatescopeError
 
 EXIT_USER_ERROR = 2
@@ -63,12 +63,11 @@ def _check_sketch_memory(d: int, k: int, m: int, act_map: str, error_map: str, b
 def _sketch_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """(rows or documents, Columns or None, data description), read and validated before the
     model loads.  Plain text and JSONL with a 'text' field keep the ``textfiles`` rules."""
-    from updatescope.data.formats import Columns, read_examples
+    from updatescope.data.formats import Columns, is_table_input, read_examples
 
     columns = Columns(args.text_column, args.prompt_column, args.completion_column, args.messages_column)
     desc = ",".join(Path(p).name for p in args.data)
-    tables = (".csv", ".json", ".parquet", ".arrow")
-    if not columns.names and not any(Path(p).is_dir() or Path(p).suffix.lower() in tables for p in args.data):
+    if not is_table_input(args.data, columns):
         from updatescope.data.textfiles import read_corpus
 
         return read_corpus(args.data), None, desc
@@ -320,11 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", default="float32", choices=list(DTYPE_CHOICES), help="model weights' precision")
     s.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (under torchrun, cuda means "
                    "cuda:LOCAL_RANK)")
-    s.add_argument("--text-column", default=None, help="column of documents in a table (default 'text')")
-    s.add_argument("--prompt-column", default=None, help="with --completion-column: count completion tokens only")
-    s.add_argument("--completion-column", default=None)
-    s.add_argument("--messages-column", default=None, help="chat column rendered with the tokenizer's chat "
-                   "template; counts assistant turns only")
+    add_column_arguments(s)
     s.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="write the state and position to OUT.ckpt after every N documents (atomic)")
     s.add_argument("--resume", action="store_true", help="continue from OUT.ckpt; gives the same file as an "

@@ -105,3 +105,13 @@ def unique_names(paths: Sequence[str], loader: Any) -> dict[str, Any]:
         name = sig_name(p, sig)
         out[p if name in out else name] = sig
     return out
+
+
+def add_column_arguments(parser: Any) -> None:
+    """The table column options shared by ``sketch`` and ``select`` (``data.formats.Columns``)."""
+    parser.add_argument("--text-column", default=None, help="column of documents in a table (default 'text')")
+    parser.add_argument("--prompt-column", default=None,
+                        help="with --completion-column: count completion tokens only")
+    parser.add_argument("--completion-column", default=None)
+    parser.add_argument("--messages-column", default=None, help="chat column rendered with the tokenizer's chat "
+                        "template; counts assistant turns only")

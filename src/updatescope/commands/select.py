@@ -1,7 +1,10 @@
 """``updatescope select``: the top-k documents of a pool for a target signature.
 
-Scores are defined in ``updatescope.select.documents``.  Writes ``--out`` (JSONL, the top-k
-documents best first, each with its text and score) and a score file for every document
+Scores are defined in ``updatescope.select.documents``.  The pool is text files (one score
+per document) or tables with the column options of ``sketch`` (one score per row; with
+prompt/completion or messages columns only the completion / assistant tokens are counted).
+Writes ``--out``, the top-k best first with the pool's own fields plus the score columns
+(JSONL, parquet, or a ``datasets`` folder), and a score file for every document or row
 (``--scores``, default ``<out>.scores.jsonl``).
 """
 from __future__ import annotations
@@ -15,13 +18,113 @@ from typing import Any
 from updatescope.errors import InputError
 
 
+SCORE_FIELDS = ("rank", "score", "score_se", "activation", "error", "tokens", "short", "source", "index")
+OUT_FORMATS = ("jsonl", "parquet", "dataset")
+
+
 def _num(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def cmd_select(args: argparse.Namespace) -> int:
-    from updatescope.commands._checks import check_out_file, check_report
+def _out_format(args: argparse.Namespace) -> str:
+    """--out-format, or from --out: '.parquet' -> parquet; a name without a suffix when the
+    pool is a datasets folder -> a datasets folder; anything else -> JSONL."""
+    if args.out_format:
+        return args.out_format
+    out = Path(args.out)
+    if out.suffix.lower() == ".parquet":
+        return "parquet"
+    if not out.suffix and any(Path(p).is_dir() for p in args.data):
+        return "dataset"
+    return "jsonl"
+
+
+def _read_pool(args: argparse.Namespace) -> tuple[list[Any], list[tuple[str, int]], Any]:
+    """(documents or table rows, (file, row) of each, Columns or None), validated before
+    the model loads; plain text and JSONL-'text' files keep the ``textfiles`` rules."""
+    from updatescope.data.formats import Columns, is_table_input, read_table
     from updatescope.data.textfiles import check_inputs, read_documents
+
+    columns = Columns(args.text_column, args.prompt_column, args.completion_column, args.messages_column)
+    table = is_table_input(args.data, columns)
+    items: list[Any] = []
+    origin: list[tuple[str, int]] = []
+    for path in check_inputs(args.data, allow_dir=table):  # all checked, duplicates refused, before any is read
+        part = read_table(path, columns) if table else read_documents(path)
+        items.extend(part)
+        origin.extend((str(path), i) for i in range(len(part)))
+    if table:
+        clash = sorted({k for row in items for k in row} & set(SCORE_FIELDS))
+        if clash:
+            raise InputError(f"the pool has column(s) {', '.join(map(repr, clash))}, which the export adds; "
+                             "rename them")
+    return items, origin, columns if table else None
+
+
+def _display_text(item: Any, columns: Any) -> str:
+    """What a person reads of one pool item (the report, the table): its document text."""
+    if columns is None:
+        return item
+    if columns.layout == "text":
+        return item[columns.text or "text"]
+    if columns.layout == "prompt-completion":
+        return f"{item[columns.prompt]}{item[columns.completion]}"
+    return "\n".join(f"{t['role']}: {t['content']}" for t in item[columns.messages])
+
+
+def _check_writer(fmt: str, items: list[Any], columns: Any) -> None:
+    """Refuse, before the model loads, an export the pool's rows cannot take."""
+    if fmt == "jsonl":
+        return
+    try:
+        import pyarrow as pa
+
+        if fmt == "dataset":
+            import datasets  # noqa: F401
+    except ImportError as exc:
+        from updatescope.errors import MissingExtraError
+
+        raise MissingExtraError("datasets", "hf") from exc
+    rows = [{"text": x} for x in items] if columns is None else items
+    try:
+        pa.Table.from_pylist(rows)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"the pool's rows cannot be written as {fmt} ({first}); use --out-format jsonl") from None
+
+
+def _write_subset(fmt: str, records: list[dict[str, Any]], out: Path) -> None:
+    """The top-k records, best first, in ``fmt``; atomic (nothing half-written on failure)."""
+    from updatescope.records import write_bytes_atomic, write_text_atomic
+
+    if fmt == "jsonl":
+        write_text_atomic("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records), out)
+        return
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(records)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        write_bytes_atomic(sink.getvalue().to_pybytes(), out)
+        return
+    import os
+    import shutil
+
+    import datasets
+
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        datasets.Dataset(table).save_to_disk(str(tmp))
+        os.replace(tmp, out)  # a new name, or an empty folder: replaced in one step
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from updatescope.commands._checks import check_out_file, check_out_folder, check_report
     from updatescope.records import write_text_atomic
     from updatescope.signatures.io import load_signature
 
@@ -31,50 +134,56 @@ def cmd_select(args: argparse.Namespace) -> int:
         raise InputError(f"--min-tokens must be a positive integer, got {args.min_tokens}")
     if args.token_budget < 2:
         raise InputError(f"--token-budget must be at least 2, got {args.token_budget}")
-    out = check_out_file(args.out, inputs=[*args.data, args.target])
-    scores_path = check_out_file(args.scores or str(out.with_name(out.name.rsplit(".", 1)[0] + ".scores.jsonl")),
-                                  inputs=[*args.data, args.target, str(out)])
+    fmt = _out_format(args)
+    if fmt == "dataset":
+        out = check_out_folder(args.out, inputs=[*args.data, args.target])
+        if out.exists() and any(out.iterdir()):
+            raise InputError(f"--out {out} is a folder that is not empty; a datasets export needs a new folder")
+    else:
+        out = check_out_file(args.out, inputs=[*args.data, args.target])
+    default_scores = out.with_name((out.name.rsplit(".", 1)[0] if fmt != "dataset" else out.name) + ".scores.jsonl")
+    scores_path = check_out_file(args.scores or str(default_scores), inputs=[*args.data, args.target, str(out)])
     report = check_report(args.report, inputs=[*args.data, args.target, str(out), str(scores_path)])
-    check_inputs(args.data)  # regular, readable, size-capped files; the same file twice is refused
+    items, origin, columns = _read_pool(args)  # every file is validated before the model loads
+    _check_writer(fmt, items, columns)
     target = load_signature(args.target)
-    docs, origin = [], []
-    for path in args.data:  # every file is validated before the model loads
-        part = read_documents(path)
-        docs.extend(part)
-        origin.extend((str(path), i) for i in range(len(part)))
 
+    from updatescope.data.formats import to_examples
     from updatescope.models.hf import load_causal_lm
     from updatescope.select.documents import score_documents
 
     model, tok = load_causal_lm(args.model, dtype=args.dtype)
-    res = score_documents(model, tok, docs, target, token_budget=args.token_budget, min_tokens=args.min_tokens,
-                          progress=not args.quiet)
+    texts, positions = (items, None) if columns is None else to_examples(items, columns, tok, keep_empty=True)
+    res = score_documents(model, tok, texts, target, token_budget=args.token_budget, min_tokens=args.min_tokens,
+                          progress=not args.quiet, positions=positions)
     order = res.order().tolist()
     rank_of = {d: r for r, d in enumerate(order, 1)}
 
-    def record(i: int, text: bool) -> dict[str, Any]:
-        rec: dict[str, Any] = {"rank": rank_of[i], "score": _num(float(res.score[i])), "score_se": _num(float(res.se[i])),
-                               "activation": _num(float(res.activation[i])), "error": _num(float(res.error[i])),
-                               "tokens": int(res.tokens[i]), "short": bool(res.short[i]),
-                               "source": origin[i][0], "index": origin[i][1]}
-        return {"text": docs[i], **rec} if text else rec
+    def record(i: int) -> dict[str, Any]:
+        return {"rank": rank_of[i], "score": _num(float(res.score[i])), "score_se": _num(float(res.se[i])),
+                "activation": _num(float(res.activation[i])), "error": _num(float(res.error[i])),
+                "tokens": int(res.tokens[i]), "short": bool(res.short[i]),
+                "source": origin[i][0], "index": origin[i][1]}
+
+    def exported(i: int) -> dict[str, Any]:  # the pool's own fields first, then the scores
+        return {"text": items[i], **record(i)} if columns is None else {**items[i], **record(i)}
 
     top = [i for i in order if math.isfinite(float(res.score[i]))][: args.top]
-    write_text_atomic("".join(json.dumps(record(i, True), ensure_ascii=False) + "\n" for i in top), out)
-    write_text_atomic("".join(json.dumps(record(i, False)) + "\n" for i in range(len(docs))), scores_path)
+    _write_subset(fmt, [exported(i) for i in top], out)
+    write_text_atomic("".join(json.dumps(record(i)) + "\n" for i in range(len(items))), scores_path)
     n_short = int(res.short.sum())
-    print(f"wrote {out}: top {len(top)} of {len(docs)} documents ({n_short} shorter than {args.min_tokens} tokens "
-          f"flagged); scores of all in {scores_path}")
+    print(f"wrote {out} ({fmt}): top {len(top)} of {len(items)} documents ({n_short} with fewer than "
+          f"{args.min_tokens} counted tokens flagged); scores of all in {scores_path}")
     if args.json:
         from updatescope.records import to_json
 
-        print(to_json([record(i, False) for i in top], strict=True))
+        print(to_json([record(i) for i in top], strict=True))
     else:
-        from updatescope.report.console import fmt, print_rows
+        from updatescope.report.console import fmt as fmt_value, print_rows
 
         print_rows(f"top {len(top)} documents for target {Path(args.target).name}",
                    ("rank", "score", "tokens", "short", "source", "index"),
-                   [(rank_of[i], fmt(float(res.score[i]), float(res.se[i]), digits=4), int(res.tokens[i]),
+                   [(rank_of[i], fmt_value(float(res.score[i]), float(res.se[i]), digits=4), int(res.tokens[i]),
                      "yes" if bool(res.short[i]) else "", Path(origin[i][0]).name, origin[i][1]) for i in top[:20]],
                    right=("rank", "tokens", "index"))
     if report is not None:
@@ -83,10 +192,11 @@ def cmd_select(args: argparse.Namespace) -> int:
         from updatescope.report.html import DocumentView, write_report
 
         tname = target.meta.get("name") or Path(args.target).name.split(".")[0]
-        view = DocumentView(tname, tuple(record(i, True) for i in top), tuple(float(v) for v in res.score.tolist()))
+        view = DocumentView(tname, tuple({"text": _display_text(items[i], columns), **record(i)} for i in top),
+                            tuple(float(v) for v in res.score.tolist()))
         path = write_report(report, title=f"updatescope — documents selected for {tname}",
                             meta={"target": tname, "pool": ", ".join(Path(p).name for p in args.data),
-                                  "documents": len(docs), "kept": len(top), "short": n_short,
+                                  "documents": len(items), "kept": len(top), "short": n_short,
                                   "model": str(args.model)}, documents=view)
         print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
@@ -97,10 +207,19 @@ def register(subparsers: Any) -> None:
                               "write the top-k (forward passes only)")
     p.add_argument("--model", required=True, help="'smollm2' (packaged) or a local HF model folder; the target "
                    "must have been sketched with the same model")
-    p.add_argument("--data", required=True, nargs="+", metavar="POOL", help="text files or JSONL with a 'text' field")
+    p.add_argument("--data", required=True, nargs="+", metavar="POOL", help="text files, JSONL with a 'text' "
+                   "field, or tables (JSON, CSV, parquet, arrow, a datasets folder) with the column options below: "
+                   "one score per row")
     p.add_argument("--target", required=True, metavar="SIG", help="target signature")
     p.add_argument("--top", type=int, required=True, metavar="K", help="documents to keep")
-    p.add_argument("--out", required=True, metavar="SUBSET.jsonl", help="top-k documents, best first")
+    p.add_argument("--out", required=True, metavar="SUBSET", help="top-k documents (rows), best first, with score "
+                   "columns: JSONL, or parquet (.parquet), or a datasets folder (a name without suffix when the "
+                   "pool is a datasets folder); see --out-format")
+    p.add_argument("--out-format", default=None, choices=list(OUT_FORMATS), help="override the format chosen "
+                   "from --out")
+    from updatescope.commands._checks import add_column_arguments
+
+    add_column_arguments(p)
     p.add_argument("--scores", default=None, help="score file of every document (default <out>.scores.jsonl)")
     p.add_argument("--min-tokens", type=int, default=16, help="documents with fewer counted tokens are flagged short")
     p.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from updatescope.data.textfiles import check_inputs, check_string, parse_json, read_input_bytes
 from updatescope.errors import InputError, MissingExtraError
 
-__all__ = ["Columns", "TABLE_SUFFIXES", "read_table", "read_examples", "to_examples"]
+__all__ = ["Columns", "TABLE_SUFFIXES", "is_table_input", "read_table", "read_examples", "to_examples"]
 
 TABLE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".arrow")
 
@@ -174,6 +174,13 @@ def _check_messages(value: Any, path: Path, i: int, name: str) -> None:
         raise InputError(f"{path}: row {i} column {name!r} has no assistant turn to count")
 
 
+def is_table_input(paths: Sequence[str | Path], columns: Columns) -> bool:
+    """Whether ``paths`` are read as tables (a column option, or a table suffix other than
+    JSONL, or a datasets folder) rather than by the plain-text / JSONL-``text`` rules."""
+    tables = (".csv", ".json", ".parquet", ".arrow")
+    return bool(columns.names) or any(Path(p).is_dir() or Path(p).suffix.lower() in tables for p in paths)
+
+
 def read_examples(paths: Sequence[str | Path], columns: Columns) -> list[dict[str, Any]]:
     """Rows of all tables, in the order given (validated; nothing is tokenised yet)."""
     rows: list[dict[str, Any]] = []
@@ -193,13 +200,15 @@ def _chat_ids(tokenizer: Any, messages: list[dict[str, str]], **kw: Any) -> list
     return [int(v) for v in out]
 
 
-def to_examples(rows: Sequence[dict[str, Any]], columns: Columns,
-                tokenizer: Any) -> tuple[list[Any], list[Any] | None]:
+def to_examples(rows: Sequence[dict[str, Any]], columns: Columns, tokenizer: Any, *,
+                keep_empty: bool = False) -> tuple[list[Any], list[Any] | None]:
     """(texts, positions) for ``capture_causal_lm``: strings and no positions for ``text``;
-    token-id lists with the counted target indices for the other layouts."""
+    token-id lists with the counted target indices for the other layouts.  Rows with nothing
+    to count are dropped, unless ``keep_empty`` (one example per row, in row order: what
+    per-row scores need), when they are kept with an empty position list."""
     if columns.layout == "text":
         name = columns.text or "text"
-        return [r[name] for r in rows if r[name].strip()], None
+        return [r[name] for r in rows if keep_empty or r[name].strip()], None
     texts: list[Any] = []
     positions: list[Any] = []
     for i, r in enumerate(rows):
@@ -222,9 +231,9 @@ def to_examples(rows: Sequence[dict[str, Any]], columns: Columns,
                 if ids[:stop] != _chat_ids(tokenizer, msgs[: t + 1]):
                     raise InputError(f"row {i}: the chat template does not render turns as prefixes")
                 pos.extend(range(max(start, 1), stop))
-        if pos:  # a row whose completion tokenises to nothing counts no target
+        if pos or keep_empty:  # a row whose completion tokenises to nothing counts no target
             texts.append(ids)
             positions.append(pos)
-    if not texts:
+    if not any(positions):
         raise InputError("no row has a token to count (empty completions or assistant turns)")
     return texts, positions

@@ -95,15 +95,21 @@ def _finish(sums: Tensor, sq: Tensor, counts: Tensor, min_tokens: int) -> Docume
 
 def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Signature, *,
                     token_budget: int = 1024, dtype: Any = None, min_tokens: int = MIN_TOKENS,
-                    fingerprint: str | None = None, progress: bool = True) -> DocumentScores:
+                    fingerprint: str | None = None, progress: bool = True,
+                    positions: Sequence[Any] | None = None) -> DocumentScores:
     """Score every document of ``docs`` (strings or token-id lists) against ``target``.
+
+    ``positions``: per document, the counted target indices or a boolean mask, as in
+    ``capture_causal_lm`` (e.g. only a completion's tokens, or only assistant turns); a
+    document with none counts no token and gets an undefined score.  Default: every
+    next-token target.
 
     The model's head, the target's sketch_dim/seed/maps and the head fingerprint define the
     basis; a target of another model or config raises IncompatibleSignatureError naming the
     field, before any forward pass.  One forward pass per batch of ``token_budget`` tokens.
     """
     from updatescope.capture.causal_lm import capture_causal_lm
-    from updatescope.capture.chunks import tokenize
+    from updatescope.capture.chunks import target_mask, tokenize
     from updatescope.capture.hook import find_output_linear
     from updatescope.models.hf import head_fingerprint
     from updatescope.sketch.fishersketch import features
@@ -118,16 +124,24 @@ def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Sig
     cfg = SketchConfig(d, k, tc.sketch_dim, tc.seed, tc.act_map, tc.error_map, fp, head.bias is not None)
     tc.check_compatible(cfg)
     directions = target_directions(target)
-    # Tokenise once; the capture then counts len − 1 targets per document (0 below 2 tokens),
-    # in document order, so record r belongs to the document owning position r of the stream.
+    if positions is not None and len(positions) != len(docs):
+        raise InputError(f"positions has {len(positions)} entries for {len(docs)} documents")
+    # Tokenise once; the capture then counts each document's targets (len − 1 by default, 0
+    # below 2 tokens) in document order, so record r belongs to the document owning
+    # position r of the stream.
     ids = [tokenize(tokenizer, t, True, i) for i, t in enumerate(docs)]
-    counts = torch.tensor([max(len(x) - 1, 0) for x in ids], dtype=torch.int64)
+    counted = [sum(target_mask(len(x), None if positions is None else positions[i], i)) if len(x) >= 2 else 0
+               for i, x in enumerate(ids)]
+    counts = torch.tensor(counted, dtype=torch.int64)
+    keep = [i for i, c in enumerate(counted) if c > 0]
     owner = torch.repeat_interleave(torch.arange(len(ids)), counts)
     sums = torch.zeros(len(ids), 3, dtype=torch.float64)
     sq = torch.zeros(len(ids), 3, dtype=torch.float64)
     done = 0
     with torch.inference_mode():
-        for acts, logits, labels in capture_causal_lm(model, [x for x in ids if len(x) >= 2], tokenizer,
+        for acts, logits, labels in capture_causal_lm(model, [ids[i] for i in keep], tokenizer,
+                                                       positions=None if positions is None else
+                                                       [positions[i] for i in keep],
                                                        token_budget=token_budget, dtype=dtype,
                                                        progress=progress, desc="score documents"):
             n = labels.shape[0]
