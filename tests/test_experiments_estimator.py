@@ -37,7 +37,7 @@ def tiny(monkeypatch, tmp_path):
 
 
 VISION = {"photos": ["astronaut", "coins", "chelsea", "rocket", "moon", "coffee"], "per_photo": 12, "tasks": 6,
-          "n": 30, "size": 48, "batch": 16, "sketch_dim": 512, "seeds": [0, 1], "speed_n": 50, "repeats": 1,
+          "spanning": 4, "n": 30, "size": 48, "batch": 16, "sketch_dim": 512, "seeds": [0, 1], "speed_n": 50, "repeats": 1,
           "exact_repeats": 1}
 
 
@@ -66,13 +66,21 @@ def test_estimator_tiny_vision_run(tiny):
     m = res["metrics"]
     assert "accuracy" not in m  # the language-model block did not run
     v = m["vision"]
-    assert v["n_tasks"] == 6 and v["K"] == 40 and v["d"] == 24 and v["pool_views"] == 72
-    assert [t["n"] for t in v["tasks"].values()] == [30] * 6
-    assert sorted({t["rule"] for t in v["tasks"].values()}) == sorted(_vision.RULES)
+    assert v["n_tasks"] == 10 and v["K"] == 40 and v["d"] == 24 and v["pool_views"] == 72
+    assert [t["n"] for t in v["tasks"].values()] == [30] * 10
+    assert sorted({t["rule"] for t in v["tasks"].values()}) == sorted((*_vision.RULES, _vision.MIX))
     acc = v["accuracy"]
-    assert set(acc) == {"fisher", "activation", "error", "coupling"}
-    for kind, a in acc.items():
-        assert a["pairs"] == 15 and len(a["per_seed"]) == 2 and math.isfinite(a["mean_abs_err"])
+    assert set(acc) == {"fisher", "activation", "error", "coupling", "groups"}
+    for kind in ("fisher", "activation", "error", "coupling"):
+        a = acc[kind]
+        assert a["pairs"] == 45 and len(a["per_seed"]) == 2 and math.isfinite(a["mean_abs_err"])
+    groups = acc["groups"]
+    assert groups["label_maps"]["fisher"]["pairs"] == 15 and groups["spanning"]["fisher"]["pairs"] == 6
+    # the group metrics are read from the same matrices: the group's exact values are a subset
+    assert set(groups["spanning"]["fisher"]["exact"]) <= set(acc["fisher"]["exact"])
+    span = groups["spanning"]["fisher"]
+    # λ = 0 vs 100% are the top-1 vs per-photo contrast; neighbouring λ share most labels
+    assert span["exact_max"] - span["exact_min"] > 0.3 and math.isfinite(span["rel_err"])
     # label maps differ, so the exact error and fisher alignments spread over a range
     assert acc["error"]["exact_max"] - acc["error"]["exact_min"] > 0.2
     assert acc["fisher"]["mean_abs_err"] < 0.15 and acc["error"]["mean_abs_err"] < 0.15

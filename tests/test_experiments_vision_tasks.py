@@ -116,3 +116,22 @@ def test_capture_pool_cached(monkeypatch, tmp_path):
     assert torch.equal(_vision.capture_pool(model, "fp", photos, 3, size=32, batch=4)["acts"], a["acts"])
     fresh = _vision.capture_pool(model, "fp", photos, 3, size=32, batch=4, use_cache=False)["acts"]
     assert not torch.equal(fresh, a["acts"])
+
+
+def test_spanning_mix_tasks_interpolate_and_nest():
+    """mix λ relabels λ% of the task's photographs with their per-photo class, the others keep
+    the model's top-1; the relabelled sets grow with λ (nested), all on one photo set."""
+    specs = _vision.task_specs(4, 6, 20, 50, seed=0, spanning=5)
+    mix = [s for s in specs if s.rule == _vision.MIX]
+    assert [s.param for s in mix] == [0, 25, 50, 75, 100] and len({s.photos for s in mix}) == 1
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(120, 30, generator=g)
+    photo = torch.tensor(mix[0].photos).repeat(20)[:120]
+    top1 = z.argmax(1)
+    changed = [set(photo[_vision.label_map(s, z, photo, 6) != top1].tolist()) for s in mix]
+    # λ = 100%: every photograph relabelled (a view keeps its label only where the drawn
+    # class happens to be its top-1, which cannot hold for all 20 views of a photo here)
+    assert changed[0] == set() and changed[-1] == set(mix[0].photos)
+    assert all(a <= b for a, b in zip(changed, changed[1:]))  # nested
+    with pytest.raises(InputError, match="spanning"):
+        _vision.task_specs(4, 6, 20, 50, spanning=1)

@@ -20,6 +20,11 @@
            partition of the images, with other names)
   coarse   top-1 mapped through a random partition of the classes into G groups,
            G in {5, 20, 100}, each group named by one member (a coarsened label set)
+  mix      λ% of the photographs (the first in a random order drawn from the map seed)
+           take their "photo" class, the others the model's top-1 class: with λ on a
+           grid and every mix task on the same photographs, the pairs interpolate from
+           identical (same λ) to the top1-vs-photo contrast, so the exact A_F of the
+           pairs spans its range (``task_specs(spanning=...)``)
   ======== =====================================================================
 
   The random maps (class per photo, π, the partition) are drawn from ``map_seed`` in
@@ -43,6 +48,7 @@ from updatescope.experiments.caching import cache_key, cached
 from updatescope.experiments.heads import logits_of
 
 RULES = ("top1", "rank", "photo", "permuted", "coarse")
+MIX = "mix"  # the interpolating rule; used by the spanning tasks only, never cycled
 RANKS = (2, 3, 5)
 GROUPS = (5, 20, 100)
 MAP_SEEDS = 3
@@ -112,11 +118,14 @@ class TaskSpec:
     n: int                   # views per task
 
 
-def task_specs(n_tasks: int, n_photos: int, per_photo: int, n: int, seed: int = 0) -> list[TaskSpec]:
+def task_specs(n_tasks: int, n_photos: int, per_photo: int, n: int, seed: int = 0,
+               spanning: int = 0) -> list[TaskSpec]:
     """``n_tasks`` task definitions; rules cycle through :data:`RULES` so each is used evenly.
 
     A task takes k photographs, k uniform in [k_min, min(2·k_min, n_photos)] with
-    k_min = ceil(n / per_photo) (enough views for n distinct ones).
+    k_min = ceil(n / per_photo) (enough views for n distinct ones).  ``spanning`` more
+    tasks (named ``sNN_mixP``) use the ``mix`` rule with λ = 0, …, 100% on an even grid,
+    all on one set of min(2·k_min, n_photos) photographs and one map seed.
     """
     k_min = math.ceil(n / per_photo)
     if n < 2 or n_tasks < 1 or k_min > n_photos:
@@ -133,16 +142,31 @@ def task_specs(n_tasks: int, n_photos: int, per_photo: int, n: int, seed: int = 
         tag = f"{rule}{param}" if param else rule
         name = f"t{t:02d}_{tag}" + (f"_m{map_seed}" if rule in ("photo", "permuted", "coarse") else "")
         specs.append(TaskSpec(name, photos, rule, param, map_seed, n))
+    if spanning == 1 or spanning < 0:
+        raise InputError(f"spanning tasks need a grid of at least 2 (or 0 for none), got {spanning}")
+    if spanning:
+        k = min(2 * k_min, n_photos)
+        photos = tuple(sorted(int(i) for i in rng.choice(n_photos, size=k, replace=False)))
+        for i in range(spanning):
+            pct = round(100 * i / (spanning - 1))
+            specs.append(TaskSpec(f"s{i:02d}_mix{pct}", photos, MIX, pct, 0, n))
     return specs
 
 
 def label_map(spec: TaskSpec, logits: Tensor, photo: Tensor, n_photos: int, seed: int = 0) -> Tensor:
     """Labels (n,) int64 of one task's views from their logits (n, K) and photo ids (n,)."""
-    if spec.rule not in RULES:
-        raise InputError(f"unknown label rule {spec.rule!r}; known: {', '.join(RULES)}")
+    if spec.rule not in RULES and spec.rule != MIX:
+        raise InputError(f"unknown label rule {spec.rule!r}; known: {', '.join((*RULES, MIX))}")
     k = logits.shape[1]
-    rng = np.random.default_rng([seed, RULES.index(spec.rule), spec.map_seed])
     top1 = logits.argmax(1)
+    if spec.rule == MIX:  # nested over λ: the relabelled photographs of λ are among those of any larger λ
+        rng = np.random.default_rng([seed, len(RULES), spec.map_seed])
+        classes = torch.from_numpy(rng.choice(k, size=n_photos, replace=False))
+        order = rng.permutation(len(spec.photos))
+        cut = round(spec.param / 100 * len(spec.photos))
+        chosen = torch.tensor([spec.photos[j] for j in order[:cut]], dtype=torch.long)
+        return torch.where(torch.isin(photo, chosen), classes[photo], top1)
+    rng = np.random.default_rng([seed, RULES.index(spec.rule), spec.map_seed])
     if spec.rule == "top1":
         return top1
     if spec.rule == "rank":

@@ -217,6 +217,7 @@ class VisionEstimatorConfig:
     photos: tuple[str, ...] | None = None
     per_photo: int = 200
     tasks: int = 24
+    spanning: int = 6  # extra "mix" tasks interpolating top-1 and per-photo labels (0: none)
     n: int = 1000
     size: int = 224
     batch: int = 32
@@ -235,6 +236,9 @@ class VisionEstimatorConfig:
         _seed(self.seed)
         _maps(self.act_map, self.error_map)
         _names(self.photos, "photos", 1)
+        if isinstance(self.spanning, bool) or not isinstance(self.spanning, int) or self.spanning < 0 \
+                or self.spanning == 1:
+            raise InputError(f"vision.spanning must be 0 or at least 2, got {self.spanning!r}")
         if not self.seeds:
             raise InputError("seeds must list at least one sketch seed")
 
@@ -284,7 +288,7 @@ class EstimatorConfig:
         if not quick:
             return cls(seeds=seeds, vision=VisionEstimatorConfig(seed=seed, seeds=seeds), seed=seed)
         return cls(domains=QUICK_DOMAINS, tokens=TokenSplits(300, 400, 300), seeds=seeds, exact_repeats=1,
-                   vision=VisionEstimatorConfig(per_photo=64, tasks=8, n=300, seed=seed, seeds=seeds),
+                   vision=VisionEstimatorConfig(per_photo=64, tasks=8, spanning=5, n=300, seed=seed, seeds=seeds),
                    seed=seed, quick=True)
 
 

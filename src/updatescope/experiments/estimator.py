@@ -52,35 +52,69 @@ NAME = "estimator"
 KINDS = SKETCH_KINDS
 
 
-def _pairs(mat: torch.Tensor) -> np.ndarray:
-    """Upper-triangle entries of a (T, T) matrix, each unordered pair once."""
-    i, j = np.triu_indices(mat.shape[0], k=1)
-    return mat.numpy()[i, j]
+def _pairs(mat: torch.Tensor, idx: list[int] | None = None) -> np.ndarray:
+    """Upper-triangle entries of a (T, T) matrix (or of its ``idx`` rows and columns), each
+    unordered pair once."""
+    m = mat.numpy() if idx is None else mat.numpy()[np.ix_(idx, idx)]
+    i, j = np.triu_indices(m.shape[0], k=1)
+    return m[i, j]
+
+
+def _agreement(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Sketch ``x`` vs exact ``y`` over pairs: Spearman, mean and max |err|, and the error
+    relative to the truth's own spread (RMSE / sd of the exact values): an error of 0.02 is
+    small when the truth spans [0, 1] and large when it sits in [0, 0.05]."""
+    from scipy import stats
+
+    ok = np.isfinite(x) & np.isfinite(y)
+    err = x[ok] - y[ok]
+    sd = float(np.std(y[ok])) if ok.sum() >= 2 else float("nan")
+    rmse = float(np.sqrt(np.mean(err**2))) if ok.any() else float("nan")
+    return {"spearman": float(stats.spearmanr(x[ok], y[ok]).statistic) if ok.sum() >= 3 else float("nan"),
+            "mean_abs_err": float(np.abs(err).mean()) if ok.any() else float("nan"),
+            "max_abs_err": float(np.abs(err).max()) if ok.any() else float("nan"),
+            "rmse": rmse, "truth_sd": sd, "rel_err": rmse / sd if sd > 0 else float("nan")}
+
+
+def _summary(per_seed: list[dict[str, Any]], exact: np.ndarray) -> dict[str, Any]:
+    rs = [r["spearman"] for r in per_seed]
+    return {"spearman_mean": float(np.mean(rs)), "spearman_min": float(np.min(rs)),
+            "spearman_max": float(np.max(rs)),
+            "mean_abs_err": float(np.mean([r["mean_abs_err"] for r in per_seed])),
+            "rel_err": float(np.mean([r["rel_err"] for r in per_seed])),
+            "truth_sd": per_seed[0]["truth_sd"],
+            "exact_min": float(np.nanmin(exact)), "exact_max": float(np.nanmax(exact)),
+            "exact_median": float(np.nanmedian(exact)), "exact": exact.tolist(), "per_seed": per_seed,
+            "pairs": int(exact.size)}
 
 
 def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[str, torch.Tensor]], *,
              sketch_dim: int, seeds: list[int], fp: str = "",
              timings: dict[str, Any] | None = None, act_map: str = "auto",
-             error_map: str = "auto") -> dict[str, Any]:
-    """Per kind: Spearman / mean|err| / max|err| of sketch vs exact, per seed and averaged.
+             error_map: str = "auto", groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Per kind: Spearman / mean|err| / max|err| / RMSE relative to the truth's spread of
+    sketch vs exact, per seed and averaged, over every pair of tasks.
 
+    ``groups`` (name -> task names): the same metrics over the pairs within each group,
+    from the same matrices, under ``out["groups"][name][kind]``.
     ``timings``, if given, receives the wall seconds of the whole exact T×T matrix
     (``exact_s``, errors formed from the same logits) and of sketching all T tasks and
     comparing them, per seed (``sketch_s``).
     """
     import updatescope as us
-    from scipy import stats
 
     names = list(tasks)
-    k, d = w0.shape
     t0 = time.perf_counter()
     ex = us.exact_alignment_matrix([(t["acts"], heads.errors_of(w0, b0, t["acts"], t["labels"]))
                                     for t in tasks.values()])
     if timings is not None:
         timings["exact_s"] = time.perf_counter() - t0
         timings["sketch_s"] = []
-    exact = {kind: _pairs(ex[kind]) for kind in KINDS}
-    per_seed: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
+    subsets: dict[str, list[int] | None] = {"": None}
+    for g, members in (groups or {}).items():
+        subsets[g] = [names.index(n) for n in members]
+    exact = {(g, kind): _pairs(ex[kind], idx) for g, idx in subsets.items() for kind in KINDS}
+    per_seed: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in exact}
     for seed in seeds:
         t0 = time.perf_counter()
         sigs = [heads.sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=sketch_dim, seed=seed,
@@ -88,22 +122,13 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
         est = us.alignment_matrix(sigs)
         if timings is not None:
             timings["sketch_s"].append(time.perf_counter() - t0)
-        for kind in KINDS:
-            x, y_ = _pairs(est[kind]), exact[kind]
-            ok = np.isfinite(x) & np.isfinite(y_)
-            rho = float(stats.spearmanr(x[ok], y_[ok]).statistic) if ok.sum() >= 3 else float("nan")
-            per_seed[kind].append({"seed": seed, "spearman": rho,
-                                   "mean_abs_err": float(np.abs(x[ok] - y_[ok]).mean()),
-                                   "max_abs_err": float(np.abs(x[ok] - y_[ok]).max()),
-                                   "sketch": x.tolist()})
-    out = {}
-    for kind in KINDS:
-        rs = [r["spearman"] for r in per_seed[kind]]
-        ea = [r["mean_abs_err"] for r in per_seed[kind]]
-        out[kind] = {"spearman_mean": float(np.mean(rs)), "spearman_min": float(np.min(rs)),
-                     "spearman_max": float(np.max(rs)), "mean_abs_err": float(np.mean(ea)),
-                     "exact_min": float(np.nanmin(exact[kind])), "exact_max": float(np.nanmax(exact[kind])),
-                     "exact": exact[kind].tolist(), "per_seed": per_seed[kind], "pairs": int(exact[kind].size)}
+        for (g, kind), y_ in exact.items():
+            x = _pairs(est[kind], subsets[g])
+            per_seed[g, kind].append({"seed": seed, **_agreement(x, y_), "sketch": x.tolist()})
+    out: dict[str, Any] = {kind: _summary(per_seed["", kind], exact["", kind]) for kind in KINDS}
+    if groups:
+        out["groups"] = {g: {"tasks": list(groups[g]), **{kind: _summary(per_seed[g, kind], exact[g, kind])
+                                                            for kind in KINDS}} for g in groups}
     return out
 
 
@@ -210,13 +235,23 @@ def run_vision(cfg: VisionEstimatorConfig, log: Any) -> tuple[dict[str, Any], di
     capture_s = time.perf_counter() - t0
     del model
     log(f"vision pool: {pool['acts'].shape[0]} views of {len(photos)} photos ({capture_s:.1f}s)")
-    specs = _vision.task_specs(cfg.tasks, len(photos), cfg.per_photo, cfg.n, seed=cfg.seed)
+    specs = _vision.task_specs(cfg.tasks, len(photos), cfg.per_photo, cfg.n, seed=cfg.seed, spanning=cfg.spanning)
     tasks, info = _vision.make_tasks(pool, w0, b0, specs, len(photos), seed=cfg.seed)
+    # label-map tasks alone (their exact A_F sits near 0) and the spanning family alone
+    # (its exact A_F covers the range): the same matrices, two readings
+    groups = {"label_maps": [s.name for s in specs if s.rule != _vision.MIX]}
+    if cfg.spanning:
+        groups["spanning"] = [s.name for s in specs if s.rule == _vision.MIX]
 
     timings: dict[str, Any] = {}
     maps = {"act_map": cfg.act_map, "error_map": cfg.error_map}
-    acc = accuracy(w0, b0, tasks, sketch_dim=cfg.sketch_dim, seeds=list(cfg.seeds), fp=fp, timings=timings, **maps)
+    acc = accuracy(w0, b0, tasks, sketch_dim=cfg.sketch_dim, seeds=list(cfg.seeds), fp=fp, timings=timings,
+                   groups=groups, **maps)
     _log_accuracy(acc, log)
+    for g, block in acc["groups"].items():
+        f = block["fisher"]
+        log(f"  {g}: fisher Spearman {f['spearman_mean']:.3f}, RMSE / truth sd {f['rel_err']:.3f}, "
+            f"exact range [{f['exact_min']:.3f}, {f['exact_max']:.3f}]")
     log(f"{len(tasks)}-task matrix: exact {timings['exact_s']:.2f}s, "
         f"sketch {statistics.median(timings['sketch_s']):.2f}s (median over bases)")
 

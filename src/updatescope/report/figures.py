@@ -123,7 +123,7 @@ def plot_selection(head: Mapping[str, Mapping[str, Any]], transfer: Mapping[str,
 
 def plot_estimator(acc: dict[str, Any], sp: dict[str, Any], out_png: Path, title: str) -> None:
     plt = pyplot()
-    kinds = list(acc)
+    kinds = [k for k in acc if k != "groups"]  # "groups" holds subset readings of the same pairs
 
     fig, ax = plt.subplots(1, len(kinds), figsize=(4 * len(kinds), 4))
     for a_, kind in zip(ax, kinds):
