@@ -37,6 +37,31 @@ def test_steering_tiny_run(tiny):
         assert 0.0 <= st[k]["test"]["accuracy"] <= 1.0 and math.isfinite(st[k]["gain"])
     # the gain is the test accuracy minus the base model's
     assert st["caa"]["gain"] == pytest.approx(st["caa"]["test"]["accuracy"] - m["base"]["test"]["accuracy"])
+
+
+def test_steering_random_search_vectors(tiny):
+    cfg = {"n_train": 4, "n_select": 3, "n_test": 4, "steer_layers": [0], "scales": [-0.5, 0.5], "seeds": 2,
+           "search_n": 3, "search_seeds": 3, "search_norms": [0.1, 0.5]}
+    m = reproduce("steering", tiny / "out", cfg)["metrics"]
+    search, st = m["search"], m["steering_test"]
+    assert len(search) == 3 and {"search_0", "search_1", "search_2", "search_mean"} <= set(st)
+    base_select = -m["base"]["select"]["signed_margin"]  # the search loss is minus the mean signed margin
+    for rec in search:
+        assert rec["n"] == 3 and rec["norm"] in (0.1, 0.5)
+        assert rec["base_select"] == pytest.approx(base_select, abs=1e-6)
+        # Best-of-N keeps the candidate with the lowest select loss, and the norm with the best gain
+        assert rec["best"] == min(range(3), key=lambda i: rec["select"][i])
+        assert rec["gain_select"] == pytest.approx(max(rec["gain_select_per_norm"]))
+        assert rec["gain_select"] >= base_select - rec["select"][0] - 1e-12
+        # the kept perturbation has the chosen fraction of the step's norm (√D-scaled Gaussian)
+        assert rec["direction_norm"] == pytest.approx(rec["norm"] * m["step_norm"], rel=0.2)
+    # the seeds draw different candidates, so their shadows differ from each other and from the step
+    assert m["cosine"]["search_mean"]["se"][0] > 0
+    assert m["cosine"]["search_mean"]["mean"][0] != pytest.approx(m["cosine"]["pushforward_mean"][0])
+    for k in range(3):
+        assert st[f"search_{k}"]["layer"] == 0 and st[f"search_{k}"]["scale"] in (-0.5, 0.5)
+    gains = [st[f"search_{k}"]["gain"] for k in range(3)]
+    assert st["search_mean"]["gain"] == pytest.approx(sum(gains) / 3)
     assert (tiny / "out" / "steering_cosine.png").is_file() and (tiny / "out" / "steering_scale.png").is_file()
 
 
@@ -47,4 +72,10 @@ def test_steering_config_refuses_bad_values():
         configure("steering", settings={"scales": [0.0, 1.0]})
     with pytest.raises(InputError):
         configure("steering", quick=False, settings={"seeds": 2})
+    with pytest.raises(InputError):
+        configure("steering", quick=False, settings={"search_seeds": 2})
+    with pytest.raises(InputError):
+        configure("steering", settings={"search_norms": [0.1, -0.1]})
+    with pytest.raises(InputError):
+        configure("steering", settings={"search_n": 0})
     assert configure("steering", quick=True).steer_layers == (24,)

@@ -427,12 +427,17 @@ class SteeringConfig:
     scales: tuple[float, ...] = (-0.5, -0.25, -0.1, 0.1, 0.25, 0.5)
     positions: str = "last"  # where vectors are added: updatescope.steering.INJECT_POSITIONS
     seeds: int = 3  # random controls: random delta-theta, shuffled labels, halves, random vectors
+    # Best-of-N weight perturbations pushed forward (locallinear.search.best_of_n): N candidates
+    # per seed and norm; norms are fractions of the one-step delta-theta's norm
+    search_n: int = 16
+    search_seeds: int = 3
+    search_norms: tuple[float, ...] = (0.03, 0.1, 0.3)
     batch_size: int = 16
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
-        _positive(self, "n_train", "n_select", "n_test", "seeds", "batch_size")
+        _positive(self, "n_train", "n_select", "n_test", "seeds", "search_n", "search_seeds", "batch_size")
         _seed(self.seed)
         if self.task not in ("capitals", "currencies", "cities", "sentiment"):
             raise InputError(f"task must be capitals, currencies, cities or sentiment, got {self.task!r}")
@@ -446,11 +451,17 @@ class SteeringConfig:
             raise InputError(f"scales must be non-empty and non-zero (0 is the base model), got {list(self.scales)}")
         if self.seeds < 3 and not self.quick:
             raise InputError(f"seeds must be >= 3 for a recorded run, got {self.seeds}")
+        if self.search_seeds < 3 and not self.quick:
+            raise InputError(f"search_seeds must be >= 3 for a recorded run, got {self.search_seeds}")
+        if not self.search_norms or any(not r > 0 for r in self.search_norms):
+            raise InputError(f"search_norms must be non-empty and positive (fractions of the step norm), "
+                             f"got {list(self.search_norms)}")
 
     @classmethod
     def defaults(cls, quick: bool, seed: int = 0) -> "SteeringConfig":
         if quick:
-            # 2 shared CPU cores: one layer (paper: ~80% depth), two signs, few prompts
+            # 2 shared CPU cores: one layer (paper: ~80% depth), two signs, few prompts,
+            # 4 search candidates at one norm
             return cls(n_train=8, n_select=8, n_test=12, steer_layers=(24,), scales=(-0.25, 0.25),
-                       seed=seed, quick=True)
+                       search_n=4, search_norms=(0.1,), seed=seed, quick=True)
         return cls(seed=seed)

@@ -9,17 +9,24 @@ the answer is predicted):
 3. Cosine of each with CAA per layer, against controls: the same summaries of a same-norm
    random δθ, CAA from shuffled labels (null), CAA of one half of the subjects vs the
    other half (noise ceiling); every control over ``seeds`` seeds, mean +- SE.
-4. Steering: unit vectors times scale x (mean residual norm at the layer), added at the
+4. Random-search-derived vectors: per seed, Best-of-N Gaussian weight perturbations
+   (``locallinear.search.best_of_n``, the library's one Best-of-N rule) of norm
+   ρ·‖δθ_step‖ for each ρ in ``search_norms``; the candidate with the largest gain in mean
+   signed answer margin on the select split is kept (over N and ρ) and pushed forward like
+   the step (mean shift over the train prompts).
+5. Steering: unit vectors times scale x (mean residual norm at the layer), added at the
    last prompt token; the (layer, scale) with the best select-split accuracy is reported
    on the test split, next to the base model, a same-norm random vector (per seed) and a
    bias-only baseline (the base margins with a threshold fitted on the select split).
+   CAA, the one-step shift, the searched shifts and the random vectors share this path.
 """
 from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch import Tensor
@@ -43,6 +50,25 @@ def _cos_rows(a: Tensor, b: Tensor) -> list[float]:
     return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=1).tolist()
 
 
+@contextmanager
+def _displaced(model: torch.nn.Module, names: list[str], u: Tensor, saved: dict[str, Tensor]) -> Iterator[None]:
+    """The model with θ + u in place, θ restored exactly from ``saved`` (clones of the named
+    parameters, taken once) on exit.  u (D,) is flat over ``names`` in order (D = their total size)."""
+    params = dict(model.named_parameters())
+    try:
+        with torch.no_grad():
+            off = 0
+            for k in names:
+                p = params[k]
+                p.add_(u[off:off + p.numel()].view_as(p).to(device=p.device, dtype=p.dtype))
+                off += p.numel()
+        yield
+    finally:
+        with torch.no_grad():
+            for k in names:
+                params[k].copy_(saved[k])
+
+
 def _split(config: SteeringConfig, name: str, limit: int | None) -> list[Any]:
     from updatescope.data.statements import load_statements
 
@@ -54,6 +80,7 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     from updatescope.data.statements import answer_ids, answer_margins, margin_summary, prompt_of
     from updatescope.constants import IGNORE_INDEX
     from updatescope.errors import InputError
+    from updatescope.locallinear.search import best_of_n, candidate_direction
     from updatescope.steering import (capture_residuals, decoder_layers, direction_norm, encode_prompts,
                                       gradient_step, pad_sequences, pushforward, random_direction, steer)
 
@@ -114,9 +141,56 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
         cols = list(zip(*rows))
         return {"mean": [sum(c) / len(c) for c in cols], "se": [_se(list(c)) for c in cols]}
 
+    # --- Best-of-N weight perturbations, in displacement coordinates (origin = the model):
+    # loss(u) = -mean signed margin of θ + u; candidates σ z_i with σ = ρ‖δθ‖/√D, so ‖σ z‖ ≈ ρ‖δθ‖
+    names = list(delta)
+    numels = [delta[k].numel() for k in names]
+    origin = torch.zeros(sum(numels))
+    saved = {k: p.detach().clone() for k, p in model.named_parameters() if k in delta}
+    both = prompts["select"] + prompts["test"]
+    n_sel = len(prompts["select"])
+    sign = torch.cat([labels[s].double() * 2 - 1 for s in ("select", "test")])
+    last: dict[str, Any] = {"u": None}
+
+    def search_loss(split: str):
+        # best_of_n scores each candidate on select, then on test: one displacement and one
+        # pass over both splits serves the two calls (the origin needs no displacement)
+        def f(u: Tensor) -> float:
+            if last["u"] is not u:
+                if u is origin:
+                    m = answer_margins(model, tok, both, ids, bs)
+                else:
+                    with _displaced(model, names, u, saved):
+                        m = answer_margins(model, tok, both, ids, bs)
+                signed = m * sign
+                last.update(u=u, select=-float(signed[:n_sel].mean()), test=-float(signed[n_sel:].mean()))
+            return last[split]
+        return f
+
+    search, search_shift, search_cos = [], [], []
+    for k in range(config.search_seeds):
+        seed_k = config.seed * 1000 + 500 + k
+        runs = [best_of_n(origin, search_loss("select"), search_loss("test"),
+                          rho * step_norm / math.sqrt(origin.numel()), config.search_n, seed_k, numels)
+                for rho in config.search_norms]
+        j = max(range(len(runs)), key=lambda i: runs[i].gain_select)  # the norm is chosen on select too
+        res = runs[j]
+        u = res.sigma * candidate_direction(numels, seed_k, res.best)
+        parts = torch.split(u, numels)
+        kept = {name: part.view_as(delta[name]).to(delta[name].dtype) for name, part in zip(names, parts)}
+        last["u"] = None  # frees the last candidate
+        shift, _ = summaries(kept)
+        search_shift.append(shift)
+        search_cos.append(_cos_rows(shift, v_caa))
+        # gain_select / gain_heldout: the weight perturbation itself, in mean signed margin
+        search.append({**res.as_dict(), "norm": config.search_norms[j], "direction_norm": direction_norm(kept),
+                       "gain_select_per_norm": [r.gain_select for r in runs], "cosine": search_cos[-1]})
+    saved.clear()  # the clones of θ are not needed past the search
+
     cosine = {"layers": list(range(n_layers)), "pushforward_mean": _cos_rows(pf_mean, v_caa),
               "pushforward_contrast": _cos_rows(pf_contrast, v_caa),
               "random_step_mean": band(rand_mean), "random_step_contrast": band(rand_contrast),
+              "search_mean": band(search_cos),
               "shuffled_caa": band(shuffled), "half_caa": band(halves)}
 
     # --- steering: select (layer, scale) on the select split, report on the test split
@@ -132,6 +206,8 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     # the label contrast of the shift is reported as a cosine only: injected everywhere it
     # would act like CAA's own contrast, not like the weight step's shadow
     vectors: dict[str, Tensor] = {"caa": v_caa, "pushforward": pf_mean}
+    for k, shift in enumerate(search_shift):
+        vectors[f"search_{k}"] = shift
     for k in range(config.seeds):
         vectors[f"random_{k}"] = torch.randn(n_layers, d, generator=g, dtype=torch.float64)
 
@@ -155,8 +231,9 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
         chosen[name] = {"layer": layer, "scale": scale, "select": rows[best[0]][best[1]],
                         "test": margin_summary(m_test, labels["test"]),
                         "gain": float(diff.mean()), "gain_se": float(diff.std() / math.sqrt(len(diff)))}
-    rnd = [chosen[f"random_{k}"]["gain"] for k in range(config.seeds)]
-    chosen["random_mean"] = {"gain": sum(rnd) / len(rnd), "gain_se": _se(rnd)}
+    for kind, count in (("search", config.search_seeds), ("random", config.seeds)):
+        gains = [chosen[f"{kind}_{k}"]["gain"] for k in range(count)]
+        chosen[f"{kind}_mean"] = {"gain": sum(gains) / len(gains), "gain_se": _se(gains)}
 
     # bias-only baseline: the best threshold on the base margins of the select split
     cands = sorted(set(base["select"].tolist()))
@@ -168,7 +245,7 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     metrics = {
         "n": {s: len(v) for s, v in splits.items()}, "n_layers": n_layers, "step_norm": step_norm,
         "base": {s: margin_summary(base[s], labels[s]) for s in ("select", "test")},
-        "cosine": cosine, "grid_select": grid, "steering_test": chosen,
+        "cosine": cosine, "search": search, "grid_select": grid, "steering_test": chosen,
         "bias_only": {"threshold": th, "test": bias_test, "gain": float(diff.mean()),
                       "gain_se": float(diff.std() / math.sqrt(len(diff)))},
         "resid_norm": resid_norm.tolist(),
@@ -182,7 +259,8 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
         x = cosine["layers"]
         ax.plot(x, cosine["pushforward_mean"], "o-", label="one-step shift (mean)")
         ax.plot(x, cosine["pushforward_contrast"], "s-", label="one-step shift (true-false)")
-        for key, style in (("random_step_mean", ":"), ("shuffled_caa", "--"), ("half_caa", "-.")):
+        for key, style in (("search_mean", "-"), ("random_step_mean", ":"), ("shuffled_caa", "--"),
+                           ("half_caa", "-.")):
             m, s = cosine[key]["mean"], cosine[key]["se"]
             ax.errorbar(x, m, yerr=s, ls=style, label=key.replace("_", " "))
         ax.axhline(0.58, color="grey", lw=0.8)
@@ -223,8 +301,10 @@ def _print(m: dict[str, Any]) -> None:
     rows = [[str(layer), f"{c['pushforward_mean'][i]:.3f}", f"{c['pushforward_contrast'][i]:.3f}",
              f"{c['random_step_mean']['mean'][i]:.3f}", f"{c['shuffled_caa']['mean'][i]:.3f}",
              f"{c['half_caa']['mean'][i]:.3f}"] for i, layer in enumerate(c["layers"])]
+    for i, row in enumerate(rows):
+        row.insert(4, f"{c['search_mean']['mean'][i]:.3f}")
     print_rows("cosine with CAA per layer", ["layer", "step mean", "step contrast", "random step",
-                                             "shuffled CAA", "half CAA"], rows)
+                                             "searched step", "shuffled CAA", "half CAA"], rows)
     rows = [[k, str(v.get("layer", "")), str(v.get("scale", "")),
              f"{v['test']['accuracy']:.3f}" if "test" in v else "", f"{v['gain']:+.3f} ± {v['gain_se']:.3f}"]
             for k, v in m["steering_test"].items()]
