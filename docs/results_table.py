@@ -3,7 +3,7 @@
     python docs/results_table.py docs/results/source_selection_full.json   # print one record
     python docs/results_table.py --write     # regenerate every generated block of docs/results.md
     python docs/results_table.py --check     # exit 1 if a block differs from its record
-    python docs/results_table.py --reanalyse OUT.json RUN.json...   # issue-15 evidence from older runs
+    python docs/results_table.py --reanalyse OUT.json RUN.json...   # evidence tables from older runs
 
 Printing a record gives the method table (top-1 with its bootstrap CI over targets, chance,
 oracle-normalised transfer, regret, per-target and pooled Spearman) and, when present, the
@@ -76,7 +76,7 @@ def transfer_table(metrics: dict) -> list[str]:
     return rows
 
 
-# ------------------------------------------------- issue-15 evidence tables (generated blocks)
+# ------------------------------------------------- evidence tables (generated blocks)
 #: methods in the evidence table, in this order (others present in the record follow)
 ORDER = ("fisher", "exact_fisher", "activation", "exact_activation", "error", "exact_error", "cka", "rsa", "svcca",
          "grad_cos", "family", "easiness", "size", "word_prob", "random")
@@ -201,16 +201,103 @@ def sketch_exact_lines(metrics: dict) -> list[str]:
     return [f"Sketch vs exact on the {n} unordered pairs: " + "; ".join(parts) + "."]
 
 
+# ------------------------------------------------------------- select (document selection)
+SELECT_LABEL = {"fisher": "FisherSketch joint score", "activation": "activation-only", "error": "error-only",
+                "mean_gradient": "mean head-gradient cosine", "embedding": "embedding cosine (mean final hidden state)",
+                "per_example_gradient": "per-example LoRA gradient, projected", "random": "random"}
+
+
+def select_table(metrics: dict) -> list[str]:
+    """Per selector: target eval loss reduction (mean ± SE over seeds), the paired difference
+    to FisherSketch with its t-based 95% CI, own-domain share, tokens selected and cost."""
+    rows = ["| selector | loss reduction, nats (mean ± SE) | − FisherSketch (paired 95% CI) | own-domain share "
+            "| tokens selected | scoring s | peak MiB | bytes / doc kept |", "|---|---|---|---|---|---|---|---|"]
+    for name, m in metrics["methods"].items():
+        lr, c = m["loss_reduction"], m["cost"]
+        d = m.get("minus_fisher")
+        diff = "—" if not d else (f"{d['mean']:+.4f}" + ("" if not d["ci"] else
+                                                         f" [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]"))
+        rows.append(f"| {SELECT_LABEL.get(name, name)} | {lr['mean']:+.4f} ± {lr['se']:.4f} | {diff} "
+                    f"| {m['own_domain_fraction']:.2f} | {m['selection_tokens']:.0f} | {c['seconds']:.1f} "
+                    f"| {c['peak_bytes'] / 2**20:.0f} | {c['bytes_per_doc']:,} |")
+    return rows
+
+
+def select_lines(rec: dict) -> list[str]:
+    """The run, the noise of the ground truth and the verdicts, from the record."""
+    m, env = rec["metrics"], rec.get("env", {})
+    nz = m["noise"]
+    own = m["pool_origin_counts"].get(rec["config"]["target"], 0)
+    lines = [f"Record `{rec['name']}`: {rec.get('seconds', 0):.0f} s, git {env.get('git_commit', '?')[:10]}"
+             f"{' (dirty tree)' if env.get('git_dirty') else ''}. Pool {m['n_pool']} documents "
+             f"({m['pool_tokens']} tokens; {own} from the target's domain), top {rec['config']['k']}; "
+             f"target eval {m['target_eval_tokens']} tokens, base loss {m['base_loss']:.3f} nats; "
+             f"{nz['n_seeds']} fine-tuning seeds. Fine-tuning noise (sd over seeds of one fixed selection, pooled): "
+             f"{nz['pooled_sd']:.4f} nats; noise floor (95% half-width of an unpaired difference of two "
+             f"means): {nz['floor']:.4f} nats.", ""]
+    for claim, v in m["verdicts"].items():
+        d = v["difference"]
+        extra = f"; scoring-time ratio {v['cost_ratio']:.2f}" if "cost_ratio" in v else ""
+        lines.append(f"- *{claim}*: **{v['verdict']}** (paired difference {d['mean']:+.4f} "
+                     f"[{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{extra}).")
+    return lines
+
+
 KINDS = {"evidence": evidence_table, "paired": paired_table, "truth": truth_table, "pairs": pairs_table,
-         "sketchexact": sketch_exact_lines, "correlation": correlation_table}
+         "sketchexact": sketch_exact_lines, "correlation": correlation_table,
+         "select": select_table}
+def vision_groups_table(metrics: dict) -> list[str]:
+    """EfficientNet-lite0 estimator accuracy per task group (all pairs, the label-map tasks,
+    the spanning family), fisher and error, with the truth's spread beside the error."""
+    v = metrics["vision"]
+    acc = v["accuracy"]
+    groups = [("all tasks", len(v["tasks"]), acc)] + [
+        (name.replace("_", "-"), len(block["tasks"]), block) for name, block in acc.get("groups", {}).items()]
+    rows = ["| tasks | pairs | quantity | exact range (median) | truth sd | Spearman, mean [min, max] over bases "
+            "| mean \\|err\\| | RMSE / truth sd |", "|---|---|---|---|---|---|---|---|"]
+    for label, n, block in groups:
+        for kind in ("fisher", "error"):
+            a = block[kind]
+            rows.append(f"| {label} ({n}) | {a['pairs']} | {kind} | {a['exact_min']:.3f} – {a['exact_max']:.3f} "
+                        f"({a['exact_median']:.3f}) | {a['truth_sd']:.3f} | {a['spearman_mean']:.3f} "
+                        f"[{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] | {a['mean_abs_err']:.4f} | "
+                        f"{a['rel_err']:.3f} |")
+    return rows
+
+
+def vision_lines(rec: dict) -> list[str]:
+    """How the EfficientNet record was made, and the verdict its spanning group allows
+    (rule: reproduced when the fisher Spearman over the spanning pairs, worst base, reaches
+    the paper's 0.97 minus 0.02)."""
+    v = rec["metrics"]["vision"]
+    env = rec.get("env", {})
+    span = v["accuracy"].get("groups", {}).get("spanning", {}).get("fisher")
+    lines = [f"Record `docs/results/{rec['_file']}`: {v['n_tasks']} tasks × {v['n_per_task']} views "
+             f"(d = {v['d']}, K = {v['K']}), m = {rec['config']['vision']['sketch_dim']}, "
+             f"{len(rec['config']['vision']['seeds'])} random bases; {rec['seconds']:.0f} s wall, "
+             f"commit {str(env.get('git_commit'))[:8]}, clean tree: {env.get('git_dirty') is False}."]
+    if span is not None:
+        ok = span["spearman_min"] >= PAPER_ESTIMATOR_SPEARMAN - 0.02
+        lines += ["", f"Verdict (spanning family, paper {PAPER_ESTIMATOR_SPEARMAN}): "
+                  f"**{'reproduced' if ok else 'not reproduced'}** — fisher Spearman "
+                  f"{span['spearman_mean']:.3f} (worst base {span['spearman_min']:.3f}) where the exact A_F spans "
+                  f"{span['exact_min']:.2f} – {span['exact_max']:.2f}."]
+    return lines
+
+
+PAPER_ESTIMATOR_SPEARMAN = 0.97  # paper A: sketch vs exact A_F Spearman on ViT-B/16
+KINDS["vision"] = vision_groups_table
+#: kinds rendered from the whole record (config, env, seconds), not only its metrics
+RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines}
 BEGIN = re.compile(r"^<!-- generated: (\w+) ([\w.-]+) -->$")
 END = "<!-- end generated -->"
 
 
 def render(kind: str, record: str, results_dir: Path) -> list[str]:
     rec = json.loads((results_dir / f"{record}.json").read_text())
-    if kind == "noise":
-        return noise_lines(rec)
+    rec["_file"] = f"{record}.json"
+    if kind in RECORD_KINDS:
+        return RECORD_KINDS[kind](rec)
     return KINDS[kind](rec["metrics"])
 
 
@@ -235,7 +322,7 @@ def regenerate(text: str, results_dir: Path) -> str:
 
 def reanalyse(out: str, paths: list[str]) -> int:
     """Re-score recorded source-selection runs (same data, different fine-tuning seeds) with
-    the issue-15 evidence: ground truth = mean over the runs' transfer tables with its SE and
+    the evidence tables: ground truth = mean over the runs' transfer tables with its SE and
     noise ceiling, the sketch scores of the first run (the only score tables these older
     records kept), the family indicator, easiness (−base loss on the source's *eval* split,
     the only base loss recorded), random, within-family metrics and paired differences.

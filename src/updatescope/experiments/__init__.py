@@ -22,8 +22,8 @@ from typing import Any, Callable, Mapping
 
 from updatescope.errors import InputError, MissingExtraError
 from updatescope.experiments.configs import (EstimatorConfig, NetworkExperimentConfig, RandomSearchConfig,
-                                             RecoveryConfig, SelectionConfig, SmilesConfig, SteeringConfig,
-                                             VerbalizerConfig)
+                                             RecoveryConfig, SelectEvidenceConfig, SelectionConfig, SmilesConfig,
+                                             SteeringConfig, VerbalizerConfig)
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
@@ -70,6 +70,8 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
                "head / block-diagonal / last-k sketches vs the exact full-network Fisher (paper A)"),
     Experiment("steering", SteeringConfig, "steering",
                "CAA vs the pushforward of one gradient step on true/false statements (paper B)"),
+    Experiment("select", SelectEvidenceConfig, "select_evidence",
+               "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them"),
 )}
 
 

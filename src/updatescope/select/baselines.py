@@ -45,6 +45,8 @@ __all__ = [
     "hscore",
     "mean_gradient",
     "mean_gradient_cosine",
+    "project_rows",
+    "gradient_cosine_scores",
     "random_scores",
     "BASELINES",
 ]
@@ -462,6 +464,42 @@ def mean_gradient_cosine(acts_s: Any, errors_s: Any, acts_t: Any, errors_t: Any,
     if float(ss) <= 0.0 or float(tt) <= 0.0:
         raise InputError("mean_gradient_cosine: a task's mean gradient is zero; cosine undefined")
     return float((st / (ss.clamp_min(0).sqrt() * tt.clamp_min(0).sqrt())).clamp(-1.0, 1.0))
+
+
+def project_rows(x: Tensor, out_dim: int | None, seed: int, *, block: int = 8192) -> Tensor:
+    """Seeded Rademacher projection of row vectors: ``x R / √p``.  (N, D) -> (N, p) float64.
+
+    R is D×p with i.i.d. ±1 entries, regenerated from ``seed`` (one CPU generator, row
+    blocks of ``block`` drawn in order, so R is never held whole and never stored).
+    E[RRᵀ]/p = I, so inner products are preserved in expectation (Johnson–Lindenstrauss:
+    unbiased, variance O(‖g‖²‖h‖²/p)); this is how gradient data-selection tools shrink
+    per-example gradients.  ``out_dim=None``: the identity (no projection)."""
+    x = _f64(x, "x", 2)
+    if out_dim is None:
+        return x.clone()
+    if isinstance(out_dim, bool) or not isinstance(out_dim, int) or out_dim < 1:
+        raise InputError(f"project_rows: out_dim must be a positive integer or None, got {out_dim!r}")
+    g = torch.Generator().manual_seed(seed)
+    out = torch.zeros(x.shape[0], out_dim, dtype=torch.float64)
+    for i in range(0, x.shape[1], block):
+        cols = x[:, i : i + block]
+        r = torch.randint(0, 2, (cols.shape[1], out_dim), generator=g, dtype=torch.int8).to(torch.float64) * 2 - 1
+        out.addmm_(cols, r)
+    return out / math.sqrt(out_dim)
+
+
+def gradient_cosine_scores(doc_grads: Tensor, target_grads: Tensor) -> Tensor:
+    """Cosine of each document's gradient with the target's mean gradient.
+    (N, p), (n_T, p) -> (N,) float64; NaN for a zero document gradient."""
+    g, t = _f64(doc_grads, "doc_grads", 2), _f64(target_grads, "target_grads", 2)
+    if g.shape[1] != t.shape[1] or t.shape[0] == 0:
+        raise InputError(f"gradient_cosine_scores: widths {g.shape[1]} and {t.shape[1]} differ or no target rows")
+    mu = t.mean(0)
+    if float(mu.norm()) == 0.0:
+        raise InputError("gradient_cosine_scores: the target's mean gradient is zero; cosine undefined")
+    norms = g.norm(dim=1)
+    return torch.where(norms > 0, (g @ mu) / (norms.clamp_min(1e-300) * mu.norm()),
+                       torch.full_like(norms, float("nan")))
 
 
 # ------------------------------------------------------------------------ random
