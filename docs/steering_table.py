@@ -65,7 +65,7 @@ def run_block(rec: dict, name: str) -> list[str]:
     seed = "" if cfg["seed"] == 0 else f" --seed {cfg['seed']}"
     return [
         f"Record `docs/results/{name}.json`: `updatescope reproduce steering{' --quick' if cfg['quick'] else ''}{seed}`, "
-        f"{rec['seconds']:.0f} s on {env.get('cpu_count')} CPU cores shared with other jobs (torch {env.get('torch')}, "
+        f"{rec['seconds']:.0f} s on {env.get('cpu_count')} CPU cores (torch {env.get('torch')}, "
         f"{env.get('torch_threads')} threads), commit `{str(env.get('git_commit'))[:10]}`{dirty}; model "
         f"`{cfg['model']}`, task `{cfg['task']}`, answers `{cfg['answers']}`.",
     ]
