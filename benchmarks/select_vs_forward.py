@@ -1,0 +1,86 @@
+"""Tokens/s of document scoring (``select``: forward + capture + features + per-document
+sums, what ``updatescope select`` runs) against the bare forward pass on the packaged
+SmolLM2-135M: the same documents, the same batching, alternated in one run.
+
+    python benchmarks/select_vs_forward.py [--threads 2] [--tokens 4096 --reps 3]
+
+The target signature is sketched once, before timing, from a different text.  Documents
+are cut to ``--doc-len`` tokens so both arms forward identical batches.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
+
+HERE = Path(__file__).resolve().parent
+POOL = ("The committee reviewed the proposal in detail and asked for a revised budget, "
+        "a clearer schedule, and an independent assessment of the risks involved. ")
+TARGET = ("def merge(a, b):\n    out = dict(a)\n    for k, v in b.items():\n        out[k] = v\n    return out\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--tokens", type=int, default=4096, help="pool tokens per repetition")
+    p.add_argument("--doc-len", type=int, default=256, help="tokens per document")
+    p.add_argument("--token-budget", type=int, default=1024)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--sketch-dim", type=int, default=4096)
+    p.add_argument("--out", default=str(HERE / "results" / "select_vs_forward.json"))
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from updatescope.models.smollm2 import load_smollm2
+    from updatescope.select.documents import score_documents
+    from updatescope.signatures.build import sketch_causal_lm
+
+    model, tok = load_smollm2()
+    model.eval()
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    ids = tok(POOL * (args.tokens // 20 + 1), add_special_tokens=False)["input_ids"][: args.tokens]
+    docs = [ids[i : i + args.doc_len] for i in range(0, len(ids), args.doc_len)]  # token-id documents
+    target = sketch_causal_lm(model, tok, [TARGET * 20], sketch_dim=args.sketch_dim, progress=False)
+    batch = max(1, args.token_budget // args.doc_len)
+
+    def bare() -> int:
+        n = 0
+        with torch.inference_mode():
+            for i in range(0, len(docs), batch):
+                x = torch.tensor(docs[i : i + batch])
+                model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits
+                n += x.numel()
+        return n
+
+    def scored() -> int:
+        res = score_documents(model, tok, docs, target, token_budget=args.token_budget, progress=False)
+        return int(res.tokens.sum()) + len(docs)  # counted targets + the first token of each document
+
+    bare(), scored()  # warm-up
+    load_before = os.getloadavg()
+    t_bare, t_sel = [], []
+    for _ in range(args.reps):
+        t = time.perf_counter(); nb = bare(); t_bare.append(nb / (time.perf_counter() - t))
+        t = time.perf_counter(); ns = scored(); t_sel.append(ns / (time.perf_counter() - t))
+    ratios = [s / b for s, b in zip(t_sel, t_bare)]
+    res = {"bare_tokens_per_s": statistics.median(t_bare), "select_tokens_per_s": statistics.median(t_sel),
+           "ratio": statistics.median(ratios), "bare_all": t_bare, "select_all": t_sel, "ratio_all": ratios,
+           "tokens_bare": nb, "tokens_select": ns, "documents": len(docs),
+           "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    print(f"median of {args.reps} reps [min-max]: bare forward {res['bare_tokens_per_s']:.0f} tok/s "
+          f"[{min(t_bare):.0f}-{max(t_bare):.0f}], select scoring {res['select_tokens_per_s']:.0f} tok/s "
+          f"[{min(t_sel):.0f}-{max(t_sel):.0f}], ratio {res['ratio']:.2f} [{min(ratios):.2f}-{max(ratios):.2f}]",
+          flush=True)
+    write_json_atomic({"name": "select_vs_forward", "config": portable_config(args), "result": res, "env": env_info(),
+                       "command": portable_command("benchmarks/select_vs_forward.py", argv)}, Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
