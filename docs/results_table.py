@@ -22,9 +22,11 @@ where the first word names the table kind (:data:`KINDS`) and the second the rec
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -85,7 +87,7 @@ LABEL = {"fisher": "FisherSketch A_F", "exact_fisher": "exact A_F", "activation"
          "cka": "linear CKA", "rsa": "RSA", "svcca": "SVCCA", "grad_cos": "mean-gradient cosine",
          "family": "*trivial:* same family / collection", "easiness": "*trivial:* easiness (−base loss on source)",
          "size": "*trivial:* source size (tokens)", "word_prob": "*trivial:* base prob. of source's words",
-         "random": "random"}
+         "random": "random", "logme": "LogME", "hscore": "H-score", "leep": "LEEP"}
 
 
 def _mci(block: dict | None, fmt: str = "{:.2f}") -> str:
@@ -285,17 +287,91 @@ def vision_lines(rec: dict) -> list[str]:
     return lines
 
 
+# ------------------------------------------------- README blocks (several records each)
+#: per record kind, the headline metric of the README's method table: (label, getter)
+def _headline(rec: dict) -> tuple[str, Any]:
+    m = rec["metrics"]
+    if "correlation" in m:  # SMILES: pooled Spearman with the perplexity reduction
+        def pooled(name: str) -> str | None:
+            po = m["correlation"].get(name, {}).get("pooled")
+            if po is None:
+                return None
+            ok = po.get("rho") is not None and math.isfinite(po["rho"])
+            return f"{po['rho']:.2f} ({po['p_perm']:.3f})" if ok else "n/a"
+        return "pooled ρ_s (p_perm)", pooled
+    if "design" in m or "verbalizer_token_ids" in m:  # verbalizer: top-1 over the answer-word sets
+        return "top-1", lambda name: None if name not in m["methods"] else f"{m['methods'][name]['top1']['mean']:.2f}"
+    return "top-1 / per-target Spearman", lambda name: (  # source selection
+        None if name not in m["methods"] else
+        f"{m['methods'][name]['top1']['mean']:.2f} / {_num(m['methods'][name]['spearman'].get('mean'), '{:.2f}')}")
+
+
+def readme_methods(recs: list[dict]) -> list[str]:
+    """Every method (and the trivial baselines, and the noise ceiling) on each record's
+    headline metric; one column per record."""
+    heads = [_headline(r) for r in recs]
+    cols = [f"{r['_file'].removesuffix('.json')}: {h[0]}" for r, h in zip(recs, heads)]
+    rows = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    names: list[str] = []
+    for r in recs:
+        names += [n for n in r["metrics"]["methods"] if n not in names]
+    for name in names:
+        cells = [h[1](name) for h in heads]
+        rows.append(f"| {LABEL.get(name, name)} | " + " | ".join(c or "–" for c in cells) + " |")
+    ceil = []
+    for r, h in zip(recs, heads):
+        c = r["metrics"].get("truth_noise", {}).get("ceiling")
+        if not c or "correlation" in r["metrics"]:
+            ceil.append("–")
+        elif h[0] == "top-1":
+            ceil.append(f"{c['top1']['mean']:.2f}")
+        else:
+            ceil.append(f"{c['top1']['mean']:.2f} / {_num(c['spearman'].get('mean'), '{:.2f}')}")
+    rows.append("| *noise ceiling* (one seed's truth predicting another's) | " + " | ".join(ceil) + " |")
+    return rows
+
+
+def readme_trust(recs: list[dict]) -> list[str]:
+    """One line per record: FisherSketch against the family / collection label and CKA, as
+    paired per-target differences with 95% bootstrap CIs, and what the numbers allow (rule:
+    "better" or "worse" when the CI of a difference excludes 0, else "no difference shown")."""
+    def verdict(d: dict | None) -> str:
+        if not d or d.get("mean") is None or not d.get("ci"):
+            return "n/a"
+        lo, hi = d["ci"]
+        word = "better" if lo > 0 else "worse" if hi < 0 else "no difference shown"
+        return f"{d['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}], {word}"
+
+    lines = []
+    for r in recs:
+        m, name = r["metrics"], r["_file"].removesuffix(".json")
+        metric = "spearman" if "design" not in m and "verbalizer_token_ids" not in m else "top1"
+        parts = [f"FisherSketch − {LABEL[b].replace('*trivial:* ', '')}: Δ {METRIC[metric]} {verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
+                 for b in ("family", "cka") if f"fisher - {b}" in m.get("paired", {})]
+        lines.append(f"- `{name}`: " + "; ".join(parts) + ".")
+    return lines
+
+
+METRIC = {"spearman": "per-target Spearman", "top1": "top-1"}
+MULTI_KINDS = {"readme_methods": readme_methods, "readme_trust": readme_trust}
 PAPER_ESTIMATOR_SPEARMAN = 0.97  # paper A: sketch vs exact A_F Spearman on ViT-B/16
 KINDS["vision"] = vision_groups_table
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
 RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines}
-BEGIN = re.compile(r"^<!-- generated: (\w+) ([\w.-]+) -->$")
+BEGIN = re.compile(r"^<!-- generated: (\w+) ([\w.+-]+) -->$")  # "a+b": a block over several records
 END = "<!-- end generated -->"
 
 
-def render(kind: str, record: str, results_dir: Path) -> list[str]:
+def _load(record: str, results_dir: Path) -> dict:
     rec = json.loads((results_dir / f"{record}.json").read_text())
     rec["_file"] = f"{record}.json"
+    return rec
+
+
+def render(kind: str, record: str, results_dir: Path) -> list[str]:
+    if kind in MULTI_KINDS:
+        return MULTI_KINDS[kind]([_load(r, results_dir) for r in record.split("+")])
+    rec = _load(record, results_dir)
     if kind in RECORD_KINDS:
         return RECORD_KINDS[kind](rec)
     return KINDS[kind](rec["metrics"])
@@ -361,17 +437,18 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--reanalyse":
         return reanalyse(argv[1], argv[2:])
     if argv and argv[0] in ("--write", "--check"):
-        doc = Path(argv[1]) if len(argv) > 1 else HERE / "results.md"
-        old = doc.read_text()
-        new = regenerate(old, HERE / "results")
-        if argv[0] == "--write":
-            doc.write_text(new)
-            return 0
-        if new != old:
-            print(f"{doc}: generated blocks differ from docs/results/*.json; run docs/results_table.py --write",
-                  file=sys.stderr)
-            return 1
-        return 0
+        docs = [Path(argv[1])] if len(argv) > 1 else [HERE / "results.md", HERE.parent / "README.md"]
+        bad = 0
+        for doc in docs:
+            old = doc.read_text()
+            new = regenerate(old, HERE / "results")
+            if argv[0] == "--write":
+                doc.write_text(new)
+            elif new != old:
+                print(f"{doc}: generated blocks differ from docs/results/*.json; run docs/results_table.py --write",
+                      file=sys.stderr)
+                bad = 1
+        return bad
     if len(argv) != 1:
         print("usage: python docs/results_table.py RESULT.json", file=sys.stderr)
         return 2
