@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from updatescope.errors import InputError, MissingExtraError
-from updatescope.experiments.configs import (EstimatorConfig, NetworkExperimentConfig, RandomSearchConfig,
-                                             RecoveryConfig, SelectEvidenceConfig, SelectionConfig, SmilesConfig,
-                                             SteeringConfig, VerbalizerConfig)
+from updatescope.experiments.configs import (EstimatorConfig, LoRARecoveryConfig, NetworkExperimentConfig,
+                                             RandomSearchConfig, RecoveryConfig, SelectEvidenceConfig,
+                                             SelectionConfig, SmilesConfig, SteeringConfig, VerbalizerConfig)
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
@@ -72,6 +72,8 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
                "CAA vs the pushforward of one gradient step on true/false statements (paper B)"),
     Experiment("select", SelectEvidenceConfig, "select_evidence",
                "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them"),
+    Experiment("lora-recovery", LoRARecoveryConfig, "lora_recovery",
+               "recovery after forgetting with LoRA on SmolLM2: capture in LoRA and BA space (paper B)"),
 )}
 
 

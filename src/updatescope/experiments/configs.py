@@ -16,7 +16,7 @@ from updatescope.errors import InputError
 
 __all__ = ["TokenSplits", "LoRAConfig", "HeadFinetuneConfig", "SelectionConfig", "SmilesConfig", "VerbalizerConfig",
            "VisionEstimatorConfig", "EstimatorConfig", "RecoveryConfig", "RandomSearchConfig", "SteeringConfig", "NetworkExperimentConfig",
-           "SelectEvidenceConfig",
+           "SelectEvidenceConfig", "LoRARecoveryConfig",
            "QUICK_DOMAINS", "FULL_DOMAINS", "LORA_TARGETS"]
 
 #: the source-selection domains (``updatescope domains`` lists them all)
@@ -525,4 +525,82 @@ class SelectEvidenceConfig:
             return cls(docs_per_domain=6, doc_chars=160, target_docs=4, eval_docs=6, k=6, sketch_dim=1024,
                        proj_dim=1024, warmup_steps=2, lora=LoRAConfig(lr=1e-3, steps=5, batch=4), seeds=3,
                        seed=seed, quick=True)
+        return cls(seed=seed)
+
+
+#: the tasks of ``lora-recovery``: code, prose, an encyclopedia topic, molecules
+LORA_RECOVERY_TASKS = ("code_email", "news_lee", "wiki_people", "smiles_nci_tpsa_low")
+
+
+@dataclass(frozen=True)
+class LoRARecoveryConfig:
+    """``lora-recovery``: paper B's recovery after forgetting with LoRA on the packaged model.
+
+    LoRA (``lora``: rank, scaling, targets -- the tail's attention projections -- and the
+    multitask phase: Adam at ``lora.lr`` for ``lora.steps`` steps of ``lora.batch`` sequences of
+    ``lora.seq_len`` tokens per task) on the last ``lora.n_last`` blocks, run on cached block
+    inputs.  Each task keeps ``train_tokens`` counted targets of its train split for training
+    and measurement batches and ``eval_tokens`` of its eval split for the eval loss.
+    Forgetting: Adam at ``forget_lr`` on ``focus`` until the other tasks' mean eval loss has
+    risen by ``forget_rise`` nats over theta_mt (checked every ``forget_eval_every`` steps, at
+    most ``forget_cap`` steps).  Recovery: SGD on the mix at eta = ``eta_lambda`` / lambda_max
+    (HVP power iteration, ``power_iters`` steps, ``hessian_batch`` sequences per task) for
+    ``recover_steps`` steps, the first ``dense_steps`` of them kept for the prefix bases.
+    ``seeds`` replicates share theta_mt and draw fresh forgetting, recovery and measurement
+    minibatches."""
+
+    model: str = "smollm2"
+    tasks: tuple[str, ...] = LORA_RECOVERY_TASKS
+    focus: str = "smiles_nci_tpsa_low"
+    lora: LoRAConfig = LoRAConfig(n_last=2, r=8, alpha=16, targets=("q_proj", "k_proj", "v_proj", "o_proj"),
+                                  lr=2e-3, steps=120, batch=4, seq_len=64)
+    train_tokens: int = 2048
+    eval_tokens: int = 512
+    forget_lr: float = 3e-3
+    forget_cap: int = 200
+    forget_rise: float = 0.3
+    forget_eval_every: int = 5
+    recover_steps: int = 100
+    dense_steps: int = 30
+    eta_lambda: float = 1.0
+    hessian_batch: int = 4
+    power_iters: int = 20
+    recover_eval_every: int = 5
+    batches_per_task: int = 8  # gradients per task in the static planes (width tasks x this)
+    plane_batch: int = 4  # sequences per task gradient (planes, drift, resample floor)
+    rank_n: int = 24  # per-sequence gradients per task for the effective rank
+    drift_steps: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
+    seeds: int = 3
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _names(self.tasks, "tasks", 2)
+        if self.focus not in self.tasks:
+            raise InputError(f"focus {self.focus!r} must be one of the tasks {list(self.tasks)}")
+        _positive(self, "train_tokens", "eval_tokens", "forget_lr", "forget_cap", "forget_rise", "forget_eval_every",
+                  "recover_steps", "dense_steps", "hessian_batch", "power_iters", "recover_eval_every",
+                  "batches_per_task", "plane_batch", "seeds")
+        _seed(self.seed)
+        if not 0 < self.eta_lambda < 2:
+            raise InputError(f"eta_lambda must lie in (0, 2) for stable gradient descent, got {self.eta_lambda}")
+        if self.dense_steps > self.recover_steps:
+            raise InputError(f"dense_steps={self.dense_steps} exceeds recover_steps={self.recover_steps}")
+        if self.rank_n < 2:
+            raise InputError(f"rank_n must be >= 2, got {self.rank_n}")
+        if not self.drift_steps or any(not 1 <= k <= self.recover_steps for k in self.drift_steps):
+            raise InputError(f"drift_steps must lie in 1..recover_steps={self.recover_steps}, got {list(self.drift_steps)}")
+        if self.seeds < 2 or (self.seeds < 3 and not self.quick):
+            raise InputError(f"seeds must be >= 3 for a recorded run (>= 2 with quick), got {self.seeds}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "LoRARecoveryConfig":
+        if quick:
+            # 2 shared CPU cores (about 2.5 minutes): a few hundred tokens per task, short phases,
+            # 2 replicates (the recorded quick run; 3 fit the 10-minute box too: --set seeds=3)
+            return cls(lora=LoRAConfig(n_last=2, r=4, alpha=8, targets=("q_proj", "k_proj", "v_proj", "o_proj"),
+                                       lr=3e-3, steps=40, batch=2, seq_len=32),
+                       train_tokens=384, eval_tokens=128, forget_cap=40, forget_rise=0.2, recover_steps=30,
+                       dense_steps=20, power_iters=6, hessian_batch=2, batches_per_task=5, plane_batch=2,
+                       rank_n=8, drift_steps=(1, 5, 10, 20, 30), seeds=2, seed=seed, quick=True)
         return cls(seed=seed)

@@ -358,3 +358,47 @@ def selection_bars(results: Mapping[str, Mapping[str, float]], path: Path, title
     ax.set_ylabel("target eval loss reduction (nats)")
     ax.set_title(title, fontsize=9)
     return _save(fig, path)
+
+
+def lora_recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
+    """Capture curves of a ``lora-recovery`` record with their nulls: Delta_GD and the
+    displacement left after k steps, in LoRA space and in BA space, and the task plane's
+    drift.  Means over replicates with ±1 SE bands."""
+    plt = pyplot()
+    s = m["summary"]
+
+    def band(ax, x, key, style, label):
+        n = min(len(x), len(s[key]["mean"]))  # a static plane may be wider than the prefix
+        mean = np.asarray(s[key]["mean"][:n], dtype=float)
+        line = ax.plot(x[:n], mean, style, ms=3, label=label)[0]
+        if s[key]["se"] is not None:
+            se = np.asarray(s[key]["se"][:n], dtype=float)
+            ax.fill_between(x[:n], mean - se, mean + se, alpha=0.2, color=line.get_color())
+
+    fig, axes = plt.subplots(1, 5, figsize=(22.0, 4.0))
+    k = np.arange(1, len(s["curve.prefix"]["mean"]) + 1)
+    panels = [("", "", "LoRA space: capture of Δ_GD"), ("", "_rest", "LoRA space: displacement left after k steps"),
+              ("dw_", "", "BA space: capture of ΔW"), ("dw_", "_rest", "BA space: ΔW left after k steps")]
+    for ax, (space, suffix, title) in zip(axes, panels):
+        band(ax, k, f"curve.{space}prefix{suffix}", "-o", "trajectory prefix")
+        band(ax, k, f"curve.{space}walk{suffix}", "--", "null: random walk, real step norms")
+        band(ax, k, f"curve.{space}independent{suffix}", "-s", "null: independent run's prefix")
+        static = {"": "curve.local_plane", "_rest": "curve.static_rest"}[suffix] if not space else f"curve.dw_static{suffix}"
+        band(ax, k, static, "-^", "static local plane, same width")
+        if not space and not suffix:
+            band(ax, k, "curve.pre_interference_plane", "-v", "pre-interference plane")
+        ax.set_xlabel("k (steps / dimensions)")
+        ax.set_title(title, fontsize=9)
+        ax.set_ylim(-0.02, 1.02)
+    axes[0].set_ylabel("||P_U x||² / ||x||²")
+    axes[0].legend(fontsize=7)
+    ax = axes[4]
+    steps = np.asarray(s["drift.steps"], dtype=float)
+    band(ax, steps, "drift.overlap", "-o", "overlap with the plane at θ_forg")
+    band(ax, steps, "drift.normalised", "-s", "÷ same-point resample floor")
+    ax.axhline(s["task_plane.resample_floor"]["mean"], color="gray", ls="--", label="resample floor")
+    ax.set_xscale("log")
+    ax.set_xlabel("recovery step")
+    ax.set_title("drift of the task plane", fontsize=9)
+    ax.legend(fontsize=7)
+    return _save(fig, path)

@@ -1,0 +1,484 @@
+"""``updatescope reproduce lora-recovery`` -- paper B's recovery after forgetting with LoRA
+adapters on the packaged causal LM (SmolLM2), measured in LoRA space and in BA space.
+
+Set-up.  Each task is a built-in domain (``config.tasks``); its block inputs for the last
+``lora.n_last`` blocks are captured once (:func:`groundtruth.lora.capture_block_inputs`), and
+every step runs only the tail (:func:`groundtruth.lora.tail_model`) with LoRA adapters on the
+attention projections (the ground truth's peft injection: :func:`groundtruth.lora.finetune_lora`
+with zero steps gives a fresh adapted tail).  The LoRA tensors are the only trainable
+parameters, so the lab's flat vector theta (:mod:`updatescope.locallinear`) is the LoRA vector.
+The tail's attention runs in eager mode: Hessian-vector products need a double backward,
+which the fused CPU attention kernel does not have.
+
+Protocol (the lab's pieces, :mod:`updatescope.locallinear.trajectory`):
+1. multitask: Adam on the mix (equal-weight mean of the task losses) -> theta_mt (shared by
+   the replicates);
+2. forgetting: Adam on ``focus`` until the other tasks' mean eval loss has risen by
+   ``forget_rise`` nats over theta_mt -> theta_forg (the rise per task is recorded);
+3. recovery: SGD on the mix at eta = ``eta_lambda`` / lambda_max(theta_forg), lambda_max by
+   HVP power iteration (:func:`locallinear.top_eigenvalue`), every step recorded
+   (:func:`locallinear.record_phase`); stability: eta * lambda_max at theta_forg and theta_rec
+   and the eval mix loss every ``recover_eval_every`` steps.
+Minibatches are drawn by the ground truth's rule (:func:`groundtruth.minibatch_indices`) from
+the task's cached sequences, seeded by (batch index, task); replicate r shifts the batch
+indices of phases 2-3 and of every measurement.
+
+Measures (per replicate; mean +- SE over replicates in ``summary``), as in
+:mod:`updatescope.experiments.recovery`:
+- capture of Delta_GD = theta_rec - theta_forg by the trajectory prefix and of the
+  displacement remaining after k steps, with nulls: random walk with the real step norms,
+  an independent recovery from theta_forg, a static local plane of the same width;
+- the same in BA space: x_t = concat over adapted modules of vec(s (B_t A_t - B_0 A_0)),
+  s = alpha / r, theta_0 = theta_forg; the prefix spans the per-step increments x_t - x_{t-1}
+  (the span of the first k of them is the span of x_1..x_k); nulls: a random walk with the
+  BA step norms, the independent run's BA increments, and the static plane pushed into BA
+  space by the Jacobian at theta_forg, d(BA) = dB A_0 + B_0 dA;
+- static planes: top directions of ``batches_per_task`` gradients per task at theta_forg
+  (local) and theta_mt (pre-interference); the tasks-dim task plane's capture, its drift
+  along the recovery and the same-point resample floor (disjoint batches);
+- effective rank of ``rank_n`` per-sequence gradients per task at theta_forg against
+  shuffled labels (next tokens permuted across the counted positions of the same sequences)
+  and Gaussian rows with the same norms.
+Verdict rule (as docs/locallinear_table.py): a claim is beyond its nulls when its mean - 2 SE
+exceeds every null's mean + 2 SE.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from updatescope.constants import IGNORE_INDEX
+from updatescope.experiments import Result, config_record, heads
+from updatescope.experiments.configs import LoRARecoveryConfig
+from updatescope.experiments.groundtruth import lora as lora_gt
+from updatescope.experiments.groundtruth import minibatch_indices
+from updatescope.experiments.recovery import _mean_se, _unit
+from updatescope.locallinear import (
+    ParamLayout,
+    PhaseConfig,
+    capture_fraction,
+    effective_rank,
+    flat_params,
+    gaussian_like,
+    gradient_stack,
+    make_hvp,
+    prefix_capture_curve,
+    random_walk_prefix_null,
+    record_phase,
+    rest_capture_curve,
+    set_flat_params,
+    subspace_overlap,
+    swapped_params,
+    top_directions,
+    top_eigenvalue,
+    train_phase,
+)
+from updatescope.report import figures
+
+NAME = "lora-recovery"
+STREAM = 100_000  # batch-index shift between replicates
+FIGURE = "lora_recovery.png"
+#: curves whose k = 10 / k = 20 values carry a claim, with their nulls
+CAPTURE_CLAIMS = {
+    "prefix": ("walk", "independent", "local_plane"),
+    "prefix_rest": ("walk_rest", "independent_rest", "static_rest"),
+    "dw_prefix": ("dw_walk", "dw_independent", "dw_static"),
+    "dw_prefix_rest": ("dw_walk_rest", "dw_independent_rest", "dw_static_rest"),
+}
+
+
+def load_texts(name: str, split: str, max_chars: int) -> list[str]:
+    """Documents of a domain split, whole documents up to ``max_chars`` characters
+    (monkeypatched in tests)."""
+    from updatescope.data.domains import load_domain
+
+    return load_domain(name, split, max_chars=max_chars)
+
+
+# ------------------------------------------------------------------------------ losses
+def _rows(n: int, batch: int, seed: int) -> Tensor:
+    """One minibatch of ``batch`` row indices out of n, by the ground truth's rule."""
+    return next(minibatch_indices(n, batch, 1, seed))
+
+
+def _draws(n: int, batch: int, count: int, seed: int) -> list[Tensor]:
+    """``count`` minibatches, disjoint while they fit in one epoch (count * batch <= n)."""
+    return list(minibatch_indices(n, batch, count, seed))
+
+
+def _loss(tail: nn.Module, data: Mapping[str, Tensor], rows: Tensor, labels: Tensor | None = None) -> Tensor:
+    """Mean next-token CE of sequences ``rows`` (labels overridable, same rows)."""
+    lab = data["labels"][rows] if labels is None else labels
+    keep = lab != IGNORE_INDEX
+    z = tail.lm_head(lora_gt._head_inputs(tail, data["hidden"][rows], data["mask"][rows], keep))
+    return F.cross_entropy(z.float(), lab[keep])
+
+
+def _task_losses(data: Mapping[str, Mapping[str, Tensor]], batch: int) -> dict[str, Callable]:
+    """Task -> closure (model, index) -> loss on the index's minibatch (seeded by index, task)."""
+    return {t: (lambda m, i, t=t, k=k: _loss(m, data[t], _rows(data[t]["labels"].shape[0], batch, 64 * i + k)))
+            for k, t in enumerate(data)}
+
+
+def _mix(losses: Mapping[str, Callable]) -> Callable:
+    return lambda m, i: torch.stack([fn(m, i) for fn in losses.values()]).mean()
+
+
+def _eval_fn(evals: Mapping[str, Mapping[str, Tensor]]) -> Callable[[nn.Module], dict[str, float]]:
+    def metrics(m: nn.Module) -> dict[str, float]:
+        out = {t: lora_gt.mean_loss(m, d) for t, d in evals.items()}
+        out["mix_loss"] = sum(out.values()) / len(evals)
+        return out
+    return metrics
+
+
+# ------------------------------------------------------------------------------ model
+def _eager(tail: nn.Module) -> nn.Module:
+    """Eager attention in the tail: HVPs need a double backward through attention."""
+    tail.config._attn_implementation = "eager"
+    for blk in tail.model.layers:
+        attn = getattr(blk, "self_attn", None)
+        if attn is not None and hasattr(attn, "config"):
+            attn.config._attn_implementation = "eager"
+    return tail
+
+
+def lora_tail(model: nn.Module, data: Mapping[str, Tensor], cfg: LoRARecoveryConfig) -> nn.Module:
+    """A fresh LoRA tail (the ground truth's injection, zero training steps), LoRA tensors the
+    only trainable ones; the caller's global random state is left as it was."""
+    lc = cfg.lora
+    with torch.random.fork_rng(devices=[]):
+        tail = lora_gt.finetune_lora(model, data, n_last=lc.n_last, r=lc.r, alpha=lc.alpha, lr=lc.lr, steps=0,
+                                     batch=lc.batch, seed=cfg.seed, targets=lc.targets)
+    return _eager(tail)
+
+
+def ba_pairs(tail: nn.Module) -> list[tuple[slice, tuple, slice, tuple, float]]:
+    """(slice of A, shape of A, slice of B, shape of B, scaling) of every adapted module, in
+    layout order of the flat LoRA vector."""
+    layout = ParamLayout.of(tail)
+    sl = layout.slices()
+    shapes = dict(zip(layout.names, layout.shapes))
+    out = []
+    for name in layout.names:
+        if ".lora_A." not in name:
+            continue
+        prefix, rest = name.split(".lora_A.", 1)
+        b = f"{prefix}.lora_B.{rest}"
+        adapter = rest.split(".", 1)[0]
+        scale = float(tail.get_submodule(prefix).scaling[adapter])
+        out.append((sl[name], shapes[name], sl[b], shapes[b], scale))
+    return out
+
+
+def delta_w(theta: Tensor, theta0: Tensor, pairs: Sequence[tuple]) -> Tensor:
+    """concat vec(s (B A - B_0 A_0)) over modules.  (D,), (D,) -> (P,) float32."""
+    parts = []
+    for a, sa, b, sb, s in pairs:
+        A, B = theta[a].double().view(sa), theta[b].double().view(sb)
+        A0, B0 = theta0[a].double().view(sa), theta0[b].double().view(sb)
+        parts.append((s * (B @ A - B0 @ A0)).reshape(-1))
+    return torch.cat(parts).float()
+
+
+def push_w(v: Tensor, theta0: Tensor, pairs: Sequence[tuple]) -> Tensor:
+    """Jacobian of theta -> BA at theta0 applied to v: concat vec(s (dB A_0 + B_0 dA)).  (D,) -> (P,)."""
+    parts = []
+    for a, sa, b, sb, s in pairs:
+        dA, dB = v[a].double().view(sa), v[b].double().view(sb)
+        A0, B0 = theta0[a].double().view(sa), theta0[b].double().view(sb)
+        parts.append((s * (dB @ A0 + B0 @ dA)).reshape(-1))
+    return torch.cat(parts).float()
+
+
+def _w_increments(thetas: Sequence[Tensor], theta0: Tensor, pairs: Sequence[tuple],
+                  keep: int) -> tuple[Tensor, Tensor, Tensor]:
+    """BA-space increments x_t - x_{t-1} of a parameter sequence starting at theta0, one at a
+    time (T x P would not fit) -> (the first ``keep`` increments (keep, P), every increment's
+    norm (T,) float64, the end point x_T (P,) float64)."""
+    prev = delta_w(theta0, theta0, pairs)
+    kept, norms = [], []
+    for t, th in enumerate(thetas):
+        now = delta_w(th, theta0, pairs)
+        step = now - prev
+        norms.append(float(step.double().norm()))
+        if t < keep:
+            kept.append(step)
+        prev = now
+    return torch.stack(kept), torch.tensor(norms, dtype=torch.float64), prev.double()
+
+
+# ------------------------------------------------------------------------------ measures
+def _grads(tail, data, theta, draws: Mapping[str, Sequence[Tensor]]) -> Tensor:
+    """Task-major gradients at theta, one per (task, minibatch) in ``draws``.  -> (n, D)."""
+    with swapped_params(tail, theta):
+        return gradient_stack(tail, [(lambda m, t=t, rows=rows: _loss(m, data[t], rows))
+                                     for t in data for rows in draws[t]])
+
+
+def _shuffled(labels: Tensor, seed: int) -> Tensor:
+    """Next-token labels permuted across the counted positions: same inputs, same marginal."""
+    out = labels.clone()
+    keep = out != IGNORE_INDEX
+    vals = out[keep]
+    out[keep] = vals[torch.randperm(vals.numel(), generator=torch.Generator().manual_seed(seed))]
+    return out
+
+
+def _rank_rows(tail, data, rows: Tensor, seed: int) -> dict[str, dict]:
+    def per_seq(labels: Tensor) -> Tensor:
+        return gradient_stack(tail, [(lambda m, i=i: _loss(m, data, rows[i:i + 1], labels[i:i + 1]))
+                                     for i in range(rows.numel())])
+    g = per_seq(data["labels"][rows])
+    row = {"task": effective_rank(g).as_dict(), "task_unit": effective_rank(_unit(g)).as_dict()}
+    gauss = gaussian_like(g, seed)
+    row["gaussian"] = effective_rank(gauss).as_dict()
+    row["gaussian_unit"] = effective_rank(_unit(gauss)).as_dict()
+    g = per_seq(_shuffled(data["labels"][rows], seed + 1))
+    row["shuffled"] = effective_rank(g).as_dict()
+    row["shuffled_unit"] = effective_rank(_unit(g)).as_dict()
+    return row
+
+
+def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, evals: dict, theta_mt: Tensor,
+               loss_mt: dict[str, float], log: Callable[[str], None]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    tasks, focus, kmax = list(data), cfg.focus, cfg.dense_steps
+    losses = _task_losses(data, cfg.lora.batch)
+    mix = _mix(losses)
+    mets = _eval_fn(evals)
+    set_flat_params(tail, theta_mt)
+
+    # ---- forgetting ------------------------------------------------------------------------
+    others = [t for t in tasks if t != focus]
+    rise = lambda m: sum(m[t] - loss_mt[t] for t in others) / len(others)
+    forget = PhaseConfig(steps=cfg.forget_cap, lr=cfg.forget_lr, eval_every=cfg.forget_eval_every)
+    flog = train_phase(tail, losses[focus], forget, phase="forget", index_offset=1_000_000 + r * STREAM,
+                       metrics=mets, stop=lambda m: rise(m) >= cfg.forget_rise)
+    theta_forg = flat_params(tail).float()
+    loss_forg = mets(tail)
+    d = theta_forg.numel()
+
+    # ---- stable recovery -------------------------------------------------------------------
+    hess = {t: _rows(data[t]["labels"].shape[0], cfg.hessian_batch, 900 + r) for t in tasks}
+    full = lambda m: torch.stack([_loss(m, data[t], hess[t]) for t in tasks]).mean()
+
+    def lam_at(theta: Tensor) -> float:
+        with swapped_params(tail, theta):
+            return top_eigenvalue(make_hvp(full, tail), d, cfg.power_iters, seed=r)[0]
+
+    lam_forg = lam_at(theta_forg)
+    eta = cfg.eta_lambda / max(abs(lam_forg), 1e-12)  # power iteration: the largest |lambda|
+    rec = record_phase(tail, mix, PhaseConfig(steps=cfg.recover_steps, lr=eta, optimizer="sgd",
+                                              eval_every=cfg.recover_eval_every),
+                       dense_steps=kmax, snapshot_every=1, index_offset=2_000_000 + r * STREAM, metrics=mets)
+    theta_rec = rec.end
+    lam_rec = lam_at(theta_rec)
+    rows = [x for x in rec.history if "metrics" in x]
+    evl = [loss_forg["mix_loss"]] + [x["metrics"]["mix_loss"] for x in rows]
+    rises = [b - a for a, b in zip(evl, evl[1:])]
+    loss_rec = rows[-1]["metrics"]
+    out: dict[str, Any] = {
+        "replicate": r, "dim": d, "forget_steps": len(flog), "delta_norm": float((theta_rec - theta_forg).norm()),
+        "losses": {"mt": loss_mt, "forg": loss_forg, "rec": loss_rec,
+                   "max_during_recovery": {t: max(x["metrics"][t] for x in rows) for t in tasks}},
+        "forget_rise": {t: loss_forg[t] - loss_mt[t] for t in tasks},
+        "stability": {"recover_lr": eta, "lambda_max_forg": lam_forg, "lambda_max_rec": lam_rec,
+                      "eta_lambda_forg": eta * lam_forg, "eta_lambda_rec": eta * lam_rec,
+                      "eval_steps": [0] + [x["step"] for x in rows], "eval_mix_loss": evl,
+                      "monotone": all(x <= 0 for x in rises), "max_rise": max([0.0] + rises)},
+        "step_norms": rec.step_norms.tolist(),
+        "history": [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in flog + rec.history],
+    }
+    timings = {"train": time.perf_counter() - t0}
+    log(f"replicate {r}: {out['forget_steps']} forgetting steps (others +{rise(loss_forg):.3f} nats), "
+        f"eta {eta:.3g} (eta*lambda {eta * lam_forg:.2f} -> {eta * lam_rec:.2f}), mix eval loss "
+        f"{loss_mt['mix_loss']:.3f} -> {loss_forg['mix_loss']:.3f} -> {loss_rec['mix_loss']:.3f}")
+
+    # ---- capture in LoRA space ---------------------------------------------------------------
+    delta = (theta_rec - theta_forg).double()
+    upd = rec.updates
+    ks = list(range(1, kmax + 1))
+    c: dict[str, list[float]] = {}
+    c["prefix"] = prefix_capture_curve(upd, delta).tolist()
+    c["prefix_rest"] = rest_capture_curve(upd, delta).tolist()
+    walk = random_walk_prefix_null(rec.step_norms, ks, d, seed=1000 + r)
+    c["walk"], c["walk_rest"] = [walk[k]["total"] for k in ks], [walk[k]["rest"] for k in ks]
+    with swapped_params(tail, theta_forg):
+        indep = record_phase(tail, mix, PhaseConfig(steps=kmax, lr=eta, optimizer="sgd"), dense_steps=kmax,
+                             snapshot_every=kmax, phase="independent", index_offset=3_000_000 + r * STREAM)
+    c["independent"] = prefix_capture_curve(indep.updates, delta).tolist()
+    c["independent_rest"] = rest_capture_curve(indep.updates, delta, steps=upd).tolist()
+    nseq = {t: data[t]["labels"].shape[0] for t in tasks}
+    draws = {t: _draws(nseq[t], cfg.plane_batch, cfg.batches_per_task, 10 + 1000 * r + k) for k, t in enumerate(tasks)}
+    local = top_directions(_grads(tail, data, theta_forg, draws), len(tasks) * cfg.batches_per_task)
+    pre = top_directions(_grads(tail, data, theta_mt, draws), len(tasks) * cfg.batches_per_task)
+    c["local_plane"] = prefix_capture_curve(local, delta).tolist()
+    c["pre_interference_plane"] = prefix_capture_curve(pre, delta).tolist()
+    w = min(kmax, local.shape[0])
+    c["static_rest"] = rest_capture_curve(local[:w], delta, steps=upd[:w]).tolist()
+    timings["capture"] = time.perf_counter() - t0
+
+    # ---- capture in BA space -----------------------------------------------------------------
+    pairs = ba_pairs(tail)
+    snaps = [rec.snapshots[t] for t in range(1, cfg.recover_steps + 1)]
+    incr, w_norms, target_w = _w_increments(snaps, theta_forg, pairs, kmax)  # (k, P), (T,), (P,)
+    p_dim = target_w.numel()
+    c["dw_prefix"] = prefix_capture_curve(incr, target_w).tolist()
+    c["dw_prefix_rest"] = rest_capture_curve(incr, target_w).tolist()
+    wwalk = random_walk_prefix_null(w_norms, ks, p_dim, seed=2000 + r)
+    c["dw_walk"], c["dw_walk_rest"] = [wwalk[k]["total"] for k in ks], [wwalk[k]["rest"] for k in ks]
+    ind_thetas = list(theta_forg + indep.updates.cumsum(0))
+    ind_w = _w_increments(ind_thetas, theta_forg, pairs, kmax)[0]
+    c["dw_independent"] = prefix_capture_curve(ind_w, target_w).tolist()
+    c["dw_independent_rest"] = rest_capture_curve(ind_w, target_w, steps=incr).tolist()
+    del ind_w
+    mapped = torch.stack([push_w(v.float(), theta_forg, pairs) for v in local])
+    c["dw_static"] = prefix_capture_curve(mapped, target_w).tolist()
+    c["dw_static_rest"] = rest_capture_curve(mapped[:w], target_w, steps=incr[:w]).tolist()
+    del mapped, incr
+    out["dw_dim"] = p_dim
+    out["dw_delta_norm"] = float(target_w.norm())
+    timings["capture_ba"] = time.perf_counter() - t0
+
+    # ---- the tasks-dim task plane: capture, resample floor, drift ------------------------------
+    two = {t: _draws(nseq[t], cfg.plane_batch, 2, 100 + 1000 * r + k) for k, t in enumerate(tasks)}
+    first = {t: v[:1] for t, v in two.items()}
+    second = {t: v[1:] for t, v in two.items()}
+    plane = lambda theta, dr: top_directions(_grads(tail, data, theta, dr), len(tasks))
+    ref = plane(theta_forg, first)
+    floor = subspace_overlap(ref, plane(theta_forg, second))
+    out["task_plane"] = {"capture_forg": capture_fraction(ref, delta),
+                         "capture_mt": capture_fraction(plane(theta_mt, first), delta),
+                         "resample_floor": floor, "random_overlap": len(tasks) / d,
+                         "batches_disjoint": all(2 * cfg.plane_batch <= nseq[t] for t in tasks)}
+    drift = {t: subspace_overlap(ref, plane(rec.snapshots[t], first)) for t in cfg.drift_steps}
+    out["drift"] = {"steps": list(drift), "overlap": list(drift.values()),
+                    "normalised": [v / floor for v in drift.values()]}
+    timings["drift"] = time.perf_counter() - t0
+
+    # ---- effective rank of per-sequence gradients -----------------------------------------------
+    rank: dict[str, dict] = {}
+    with swapped_params(tail, theta_forg):
+        for k, t in enumerate(tasks):
+            n = min(cfg.rank_n, nseq[t])
+            rows_t = torch.randperm(nseq[t], generator=torch.Generator().manual_seed(7000 + 1000 * r + k))[:n]
+            rank[t] = _rank_rows(tail, data[t], rows_t, 31 * r + k)
+    out["rank"] = rank
+    timings["rank"] = time.perf_counter() - t0
+    out["curves"] = c
+    out["timings_s"] = timings
+    log(f"replicate {r}: prefix capture k=10 {c['prefix'][min(9, kmax - 1)]:.3f} (walk "
+        f"{c['walk'][min(9, kmax - 1)]:.3f}), BA space {c['dw_prefix'][min(9, kmax - 1)]:.3f}; "
+        f"{timings['rank']:.0f}s")
+    return out
+
+
+# ------------------------------------------------------------------------------ summary
+def summarise(reps: list[dict]) -> dict[str, Any]:
+    """Mean +- SE over replicates of every number the docs use."""
+    s: dict[str, Any] = {}
+    tasks = list(reps[0]["rank"])
+    for key in reps[0]["curves"]:
+        s[f"curve.{key}"] = _mean_se([x["curves"][key] for x in reps])
+    for key in ("recover_lr", "lambda_max_forg", "lambda_max_rec", "eta_lambda_forg", "eta_lambda_rec", "max_rise"):
+        s[f"stability.{key}"] = _mean_se([x["stability"][key] for x in reps])
+    s["stability.monotone_all"] = all(x["stability"]["monotone"] for x in reps)
+    for part in ("mt", "forg", "rec", "max_during_recovery"):
+        for t in tasks + (["mix_loss"] if part != "max_during_recovery" else []):
+            s[f"loss_{part}.{t}"] = _mean_se([x["losses"][part][t] for x in reps])
+    for t in tasks:
+        s[f"forget_rise.{t}"] = _mean_se([x["forget_rise"][t] for x in reps])
+    for key in ("capture_forg", "capture_mt", "resample_floor"):
+        s[f"task_plane.{key}"] = _mean_se([x["task_plane"][key] for x in reps])
+    s["drift.steps"] = reps[0]["drift"]["steps"]
+    s["drift.overlap"] = _mean_se([x["drift"]["overlap"] for x in reps])
+    s["drift.normalised"] = _mean_se([x["drift"]["normalised"] for x in reps])
+    for t in tasks:
+        for kind in reps[0]["rank"][t]:
+            for stat in ("entropy_rank", "stable_rank"):
+                s[f"rank.{t}.{kind}.{stat}"] = _mean_se([x["rank"][t][kind][stat] for x in reps])
+    for key in ("delta_norm", "dw_delta_norm", "forget_steps"):
+        s[key] = _mean_se([x[key] for x in reps])
+    return s
+
+
+def beyond(s: Mapping[str, Any], key: str, i: int, nulls: Sequence[str]) -> bool | None:
+    """The verdict rule: mean - 2 SE of ``key`` at index i exceeds every null's mean + 2 SE
+    (None when the curve is shorter than i + 1; an SE of None, one replicate, counts as 0)."""
+    def at(k: str) -> tuple[float, float] | None:
+        ms = s[f"curve.{k}"]
+        if i >= len(ms["mean"]):
+            return None
+        return ms["mean"][i], (ms["se"][i] if ms["se"] is not None else 0.0) or 0.0
+    own = at(key)
+    if own is None:
+        return None
+    lo = own[0] - 2 * own[1]
+    return all(v is None or lo > v[0] + 2 * v[1] for v in (at(n) for n in nulls))
+
+
+def verdicts(s: Mapping[str, Any], tasks: Sequence[str], focus: str) -> dict[str, Any]:
+    """One verdict per claim, computed from the summary by the rules in the docstrings."""
+    out: dict[str, Any] = {}
+    for key, nulls in CAPTURE_CLAIMS.items():
+        for k in (10, 20):
+            out[f"{key}.k{k}"] = beyond(s, key, k - 1, nulls)
+    others = [t for t in tasks if t != focus]
+    # forgetting is clear when every other task's loss rose by more than 2 SE (and > 0.05 nats)
+    out["forgetting_clear"] = all(
+        s[f"forget_rise.{t}"]["mean"] - 2 * (s[f"forget_rise.{t}"]["se"] or 0.0) > 0.05 for t in others)
+    out["recovery_stable"] = bool(s["stability.monotone_all"]) and s["stability.eta_lambda_rec"]["mean"] < 2
+    out["static_local_gt_pre"] = s["task_plane.capture_forg"]["mean"] > s["task_plane.capture_mt"]["mean"]
+    out["rule"] = "beyond the nulls: mean - 2 SE > every null's mean + 2 SE (SE over replicates)"
+    return out
+
+
+def run(config: LoRARecoveryConfig, out_dir: Path) -> Result:
+    """Capture the tasks, train theta_mt once, run every replicate and summarise."""
+    t0 = time.perf_counter()
+    log = functools.partial(print, flush=True)
+    lc = config.lora
+    model, tok = heads.load_model(config.model)
+    fp = heads.fingerprint(model, tok)
+    data, evals = {}, {}
+    for t in config.tasks:
+        for split, tokens, dest in (("train", config.train_tokens, data), ("eval", config.eval_tokens, evals)):
+            texts = load_texts(t, split, 8 * tokens)
+            dest[t] = lora_gt.capture_block_inputs(model, tok, texts, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len,
+                                                   max_tokens=tokens, desc=f"{t} {split}")
+    counted = {split: {t: int((d["labels"] != IGNORE_INDEX).sum()) for t, d in src.items()}
+               for split, src in (("train", data), ("eval", evals))}
+    seqs = {t: int(d["labels"].shape[0]) for t, d in data.items()}
+    log(f"captured block inputs: train tokens {counted['train']}, eval tokens {counted['eval']} "
+        f"({time.perf_counter() - t0:.0f}s)")
+
+    tail = lora_tail(model, data[config.tasks[0]], config)
+    mets = _eval_fn(evals)
+    loss_base = mets(tail)  # B = 0 at initialisation: the base model
+    mt = PhaseConfig(steps=lc.steps, lr=lc.lr, warmup=max(1, lc.steps // 10), eval_every=max(1, lc.steps // 4))
+    mt_log = train_phase(tail, _mix(_task_losses(data, lc.batch)), mt, phase="multitask", metrics=mets)
+    theta_mt = flat_params(tail).float()
+    loss_mt = mets(tail)
+    log(f"multitask LoRA ({theta_mt.numel():,} parameters): eval loss {loss_base['mix_loss']:.3f} -> "
+        f"{loss_mt['mix_loss']:.3f} ({time.perf_counter() - t0:.0f}s)")
+
+    reps = [_replicate(config, r, tail, data, evals, theta_mt, loss_mt, log) for r in range(config.seeds)]
+    s = summarise(reps)
+    for t in config.tasks:
+        s[f"loss_base.{t}"] = loss_base[t]
+    metrics = {"dim": reps[0]["dim"], "dw_dim": reps[0]["dw_dim"], "seeds": config.seeds, "tasks": list(config.tasks),
+               "focus": config.focus, "tokens": counted, "sequences": seqs, "summary": s,
+               "verdicts": verdicts(s, config.tasks, config.focus),
+               "multitask_history": [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in mt_log],
+               "replicates": reps, "seconds_per_replicate": [x["timings_s"]["rank"] for x in reps]}
+    record = config_record(config, replicates="shared theta_mt; fresh forgetting, recovery and measurement "
+                                               "minibatches per replicate")
+    return Result(NAME, record, metrics, time.perf_counter() - t0,
+                  figures={FIGURE: lambda path: figures.lora_recovery_figure(metrics, path)})

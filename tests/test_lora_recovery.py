@@ -1,0 +1,193 @@
+"""The ``lora-recovery`` experiment: config checks, the BA-space maps against peft's own delta
+weights, the verdict rule, and a tiny end-to-end run on a random Llama."""
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from updatescope.errors import InputError
+from updatescope.experiments import heads, lora_recovery
+from updatescope.experiments.configs import LoRAConfig, LoRARecoveryConfig
+
+from _tiny_lm import WordTokenizer, reproduce, tiny_llama
+
+WORDS = {"a": "alpha beta gamma delta epsilon", "b": "one two three four five", "c": "red green blue cyan teal"}
+
+
+def _texts(name, split, max_chars):
+    words = WORDS[name[-1]].split()
+    salt = {"train": 1, "eval": 2, "sketch": 0}[split]
+    return [" ".join(words[(i * 3 + j * (i + 1) + salt) % 5] for j in range(20)) for i in range(6)]
+
+
+TINY = {"tasks": ["dom_a", "dom_b", "dom_c"], "focus": "dom_c", "train_tokens": 96, "eval_tokens": 32,
+        "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"], "lr": 2e-2,
+                 "steps": 6, "batch": 2, "seq_len": 8},
+        "forget_lr": 3e-2, "forget_cap": 4, "forget_rise": 0.05, "forget_eval_every": 2, "recover_steps": 6,
+        "dense_steps": 4, "recover_eval_every": 3, "power_iters": 2, "hessian_batch": 2, "batches_per_task": 2,
+        "plane_batch": 2, "rank_n": 3, "drift_steps": [1, 3, 6], "seeds": 2}
+
+
+# ------------------------------------------------------------------------------ config
+def test_defaults_are_valid_and_quick_is_small():
+    full, quick = LoRARecoveryConfig.defaults(False, 2), LoRARecoveryConfig.defaults(True, 2)
+    assert full.seed == quick.seed == 2 and quick.quick and not full.quick
+    assert full.seeds >= 3 and quick.seeds >= 2 and full.focus in full.tasks
+    assert quick.train_tokens < full.train_tokens and quick.recover_steps < full.recover_steps
+    assert quick.dense_steps >= 20 and full.dense_steps >= 20  # the paper's k = 10 and k = 20
+    assert set(full.lora.targets) <= {"q_proj", "k_proj", "v_proj", "o_proj"}
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"focus": "reviews"}, "focus"), ({"tasks": ("code_email",), "focus": "code_email"}, "tasks"),
+    ({"seeds": 2}, "seeds"), ({"dense_steps": 500}, "dense_steps"), ({"drift_steps": (1, 10**4)}, "drift_steps"),
+    ({"eta_lambda": 2.0}, "eta_lambda"), ({"rank_n": 1}, "rank_n"), ({"forget_rise": 0.0}, "forget_rise")])
+def test_bad_configs_are_refused(change, words):
+    with pytest.raises(InputError, match=words):
+        dataclasses.replace(LoRARecoveryConfig(), **change)
+
+
+def test_quick_may_use_two_replicates_but_not_one():
+    assert dataclasses.replace(LoRARecoveryConfig.defaults(True), seeds=2).seeds == 2
+    with pytest.raises(InputError, match="seeds"):
+        dataclasses.replace(LoRARecoveryConfig.defaults(True), seeds=1)
+
+
+# ------------------------------------------------------------------------------ BA space
+@pytest.fixture
+def tail():
+    from updatescope.experiments.groundtruth import lora as lora_gt
+
+    model, tok = tiny_llama(64), WordTokenizer(64)
+    data = lora_gt.capture_block_inputs(model, tok, _texts("x_a", "train", 0), n_last=1, fp="t", seq_len=8,
+                                        use_cache=False)
+    cfg = dataclasses.replace(LoRARecoveryConfig.defaults(True), lora=LoRAConfig(
+        n_last=1, r=2, alpha=6, targets=("q_proj", "v_proj"), lr=1e-2, steps=1, batch=2, seq_len=8))
+    t = lora_recovery.lora_tail(model, data, cfg)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in t.parameters():
+            if p.requires_grad:
+                p.normal_()  # B != 0, so BA and its Jacobian are non-trivial
+    return t
+
+
+def test_delta_w_equals_peft_delta_weights(tail):
+    from updatescope.locallinear import flat_params
+
+    theta = flat_params(tail).double()
+    pairs = lora_recovery.ba_pairs(tail)
+    assert len(pairs) == 2 and {s for *_, s in pairs} == {3.0}
+    # oracle: peft's own delta weight of every adapted module, in layout order
+    mods = [m for n, m in tail.named_modules() if hasattr(m, "get_delta_weight")]
+    ref = torch.cat([m.get_delta_weight("default").detach().double().reshape(-1) for m in mods])
+    got = lora_recovery.delta_w(theta, torch.zeros_like(theta), pairs).double()
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
+    # relative to itself: zero
+    assert float(lora_recovery.delta_w(theta, theta, pairs).abs().max()) == 0.0
+
+
+def test_push_w_is_the_jacobian_of_ba(tail):
+    from updatescope.locallinear import flat_params
+
+    theta0 = flat_params(tail).double()
+    pairs = lora_recovery.ba_pairs(tail)
+    v = torch.randn(theta0.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    eps = 1e-4
+    # central difference of the bilinear map: exact up to float32 rounding of delta_w
+    fd = (lora_recovery.delta_w(theta0 + eps * v, theta0, pairs).double()
+          - lora_recovery.delta_w(theta0 - eps * v, theta0, pairs).double()) / (2 * eps)
+    jv = lora_recovery.push_w(v, theta0, pairs).double()
+    assert float((fd - jv).norm() / jv.norm()) < 1e-2
+    # and BA increments sum to the end point
+    thetas = [theta0 + (j + 1) * 0.1 * v for j in range(4)]
+    kept, norms, end = lora_recovery._w_increments(thetas, theta0, pairs, keep=2)
+    assert kept.shape[0] == 2 and norms.shape == (4,)
+    torch.testing.assert_close(end, lora_recovery.delta_w(thetas[-1], theta0, pairs).double(), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------ verdict rule
+def test_beyond_rule():
+    s = {"curve.a": {"mean": [0.9, 0.5], "se": [0.01, 0.2]}, "curve.n1": {"mean": [0.5, 0.5], "se": [0.05, 0.0]},
+         "curve.n2": {"mean": [0.8], "se": [0.01]}}
+    assert lora_recovery.beyond(s, "a", 0, ["n1", "n2"]) is True
+    assert lora_recovery.beyond(s, "a", 1, ["n1", "n2"]) is False  # 0.5 - 0.4 below 0.5
+    assert lora_recovery.beyond(s, "a", 2, ["n1"]) is None  # curve too short
+    s["curve.n2"]["mean"][0] = 0.86  # 0.88 > 0.88 fails: within 2 SE of a null
+    assert lora_recovery.beyond(s, "a", 0, ["n1", "n2"]) is False
+
+
+# ------------------------------------------------------------------------------ tiny end to end
+@pytest.fixture
+def tiny(monkeypatch, tmp_path):
+    from _tiny_lm import loader
+
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(heads, "load_model", loader(vocab_size=64))
+    monkeypatch.setattr(lora_recovery, "load_texts", _texts)
+    return tmp_path
+
+
+def test_lora_recovery_tiny_run(tiny):
+    rec = reproduce("lora-recovery", tiny / "out", TINY)
+    m = rec["metrics"]
+    s, reps = m["summary"], m["replicates"]
+    assert len(reps) == 2 and m["tasks"] == TINY["tasks"] and m["figures"] == [lora_recovery.FIGURE]
+    # LoRA space is the adapters: q, k, v, o of one block at r = 2, hidden 16 (2 heads of 8, 2 kv heads)
+    assert m["dim"] == 4 * (2 * 16 + 16 * 2) and m["dw_dim"] == 4 * 16 * 16
+    for key in lora_recovery.CAPTURE_CLAIMS:
+        for name in (key, *lora_recovery.CAPTURE_CLAIMS[key]):
+            curve = s[f"curve.{name}"]
+            width = len(TINY["tasks"]) * TINY["batches_per_task"]  # static planes span their full width
+            assert len(curve["mean"]) == (width if name in ("local_plane", "dw_static") else TINY["dense_steps"])
+            assert curve["n"] == 2
+            assert all(-1e-9 <= v <= 1 + 1e-9 for v in curve["mean"] if not math.isnan(v))
+    for r in reps:
+        c = r["curves"]
+        # a prefix curve never falls (nested spans) and the walk's last step is its own end point's
+        assert all(b >= a - 1e-12 for a, b in zip(c["prefix"], c["prefix"][1:]))
+        assert all(b >= a - 1e-12 for a, b in zip(c["dw_prefix"], c["dw_prefix"][1:]))
+        st = r["stability"]
+        assert st["eta_lambda_forg"] == pytest.approx(1.0) and st["recover_lr"] > 0
+        assert len(r["step_norms"]) == TINY["recover_steps"] and r["forget_steps"] >= 1
+        assert set(r["forget_rise"]) == set(TINY["tasks"])
+        assert r["drift"]["steps"] == [1, 3, 6] and r["task_plane"]["batches_disjoint"]
+        for t in TINY["tasks"]:
+            assert set(r["rank"][t]) == {"task", "task_unit", "gaussian", "gaussian_unit", "shuffled", "shuffled_unit"}
+            assert 1 <= r["rank"][t]["task"]["entropy_rank"] <= TINY["rank_n"] + 1e-9
+    # k = 10 and 20 lie past the 4 recorded steps: no verdict rather than a wrong one
+    assert m["verdicts"]["prefix.k10"] is None and isinstance(m["verdicts"]["forgetting_clear"], bool)
+    assert r["step_norms"] != reps[0]["step_norms"] or r is reps[0]  # fresh minibatches per replicate
+    assert reps[0]["step_norms"] != reps[1]["step_norms"]
+    pytest.importorskip("matplotlib")
+    assert (tiny / "out" / lora_recovery.FIGURE).stat().st_size > 0
+
+
+
+# ------------------------------------------------------------------------------ docs table
+def test_docs_table_follows_the_record():
+    import copy
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("locallinear_table", root / "docs" / "locallinear_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (root / "docs" / "locallinear.md").read_text()
+    assert any(kind == "lora-recovery" for _, kind, *_ in mod.BLOCK.findall(text))
+    rec = json.loads((root / "docs" / "results" / "lora_recovery_quick.json").read_text())
+    m = {**rec["metrics"], "config": rec["config"]}
+    before = "\n".join(mod.lora_recovery_table(m))
+    m2 = copy.deepcopy(m)
+    s = m2["summary"]
+    s["curve.dw_prefix"]["mean"][9] += 0.05
+    assert "\n".join(mod.lora_recovery_table(m2)) != before
+    # the verdict follows the numbers: a prefix at 100% with no spread above nulls at 0 is beyond them
+    for key in ("curve.prefix", "curve.walk", "curve.independent", "curve.local_plane"):
+        s[key]["mean"] = [1.0 if key == "curve.prefix" else 0.0] * len(s[key]["mean"])
+        s[key]["se"] = [0.0] * len(s[key]["mean"])
+    rows = [r for r in mod.lora_recovery_table(m2) if "trajectory prefix captures Δ_GD, k = 10" in r]
+    assert rows and rows[0].endswith("| beyond every null |")
