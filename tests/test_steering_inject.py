@@ -34,7 +34,7 @@ def test_hooks_removed_on_exit_and_on_error():
     before = n_hooks(model)
     v = torch.ones(32, dtype=torch.float64)
     with steer(model, v, layers=[0, 1], scale=2.0):
-        assert n_hooks(model) == before + 3  # two layers + the model's pre-hook
+        assert n_hooks(model) == before + 4  # two layers + pre-hooks on the model and its decoder body
     assert n_hooks(model) == before
     with pytest.raises(RuntimeError, match="boom"):
         with steer(model, v, layers=[0, 1], scale=2.0):
@@ -99,6 +99,29 @@ def test_batched_padded_equals_unbatched(side, positions):
     with torch.no_grad():
         plain = model(input_ids=torch.tensor([seqs[0]])).logits[0]
     assert (plain - singles[0]).abs().max() > 1e-3  # negative control: steering did act
+
+
+@pytest.mark.parametrize("positions", ["last", "all"])
+def test_inner_model_called_directly_sees_the_mask(positions):
+    """Scoring code often calls the decoder body (``model.base_model``) and applies the head
+    itself; the hooks must see that call's attention mask too, or "last" would steer the
+    last *padded* position of every shorter row (and leave it unsteered)."""
+    model = tiny()
+    seqs = rows()
+    v = SteeringVector(torch.randn(2, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64),
+                       layers=(0, 1))
+    ids, mask = pad_sequences(seqs, pad_id=0, side="right")
+    body = model.base_model
+    with torch.no_grad(), steer(model, v, scale=3.0, positions=positions):
+        batched = body(input_ids=ids, attention_mask=mask).last_hidden_state
+        singles = [body(input_ids=torch.tensor([s])).last_hidden_state[0] for s in seqs]
+    with torch.no_grad():
+        plain = [body(input_ids=torch.tensor([s])).last_hidden_state[0] for s in seqs]
+    for i, s in enumerate(seqs):
+        last = len(s) - 1
+        torch.testing.assert_close(batched[i, last], singles[i][last], rtol=1e-5, atol=1e-5)
+        assert (singles[i][last] - plain[i][last]).abs().max() > 1e-3  # every row was steered
+    assert n_hooks(model) == 0
 
 
 def test_generate_under_steering_and_generated_positions_leave_prompt_alone():

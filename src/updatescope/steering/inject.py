@@ -66,6 +66,16 @@ def _past_length(kwargs: dict[str, Any], mask: Tensor | None, q: int | None) -> 
     return 0
 
 
+def _ancestors(model: nn.Module, blocks: nn.Module) -> list[nn.Module]:
+    """``model`` and every module between it and ``blocks`` (outermost first)."""
+    path = next((name for name, m in model.named_modules() if m is blocks), None)
+    if not path:
+        return [model]
+    mods = dict(model.named_modules())
+    parts = path.split(".")
+    return [model] + [mods[".".join(parts[:i])] for i in range(1, len(parts))]
+
+
 @contextmanager
 def steer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | None = None,
           scale: float = 1.0, positions: str = "all") -> Iterator[None]:
@@ -139,7 +149,11 @@ def steer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | None 
         # Adding zero can still flip -0.0 to +0.0; skipping keeps the no-op exact.
         yield
         return
-    handles = [model.register_forward_pre_hook(pre_hook, with_kwargs=True)]
+    # The pre-hook must see every call that reaches the blocks: the model's own forward, and
+    # also a direct call of an inner module (``model.base_model(...)``, a PEFT wrapper's inner
+    # model), which would otherwise run the blocks without the attention mask and steer the
+    # last *padded* position of shorter rows.  So it goes on every ancestor of the block list.
+    handles = [m.register_forward_pre_hook(pre_hook, with_kwargs=True) for m in _ancestors(model, blocks)]
     try:
         for layer, v in table.items():
             handles.append(blocks[layer].register_forward_hook(make_hook(v)))
