@@ -24,6 +24,7 @@ from updatescope.errors import InputError, MissingExtraError
 from updatescope.experiments.configs import (EstimatorConfig, LoRARecoveryConfig, NetworkExperimentConfig,
                                              RandomSearchConfig, RecoveryConfig, SelectEvidenceConfig,
                                              SelectionConfig, SmilesConfig, SteeringConfig, VerbalizerConfig)
+from updatescope.experiments.configs import NetworkSelectionConfig
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
@@ -74,6 +75,8 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
                "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them"),
     Experiment("lora-recovery", LoRARecoveryConfig, "lora_recovery",
                "recovery after forgetting with LoRA on SmolLM2: capture in LoRA and BA space (paper B)"),
+    Experiment("network-selection", NetworkSelectionConfig, "network_selection",
+               "LoRA-layer vs head sketch: which predicts the LoRA transfer of a source-selection record"),
 )}
 
 

@@ -16,7 +16,7 @@ from updatescope.errors import InputError
 
 __all__ = ["TokenSplits", "LoRAConfig", "HeadFinetuneConfig", "SelectionConfig", "SmilesConfig", "VerbalizerConfig",
            "VisionEstimatorConfig", "EstimatorConfig", "RecoveryConfig", "RandomSearchConfig", "SteeringConfig", "NetworkExperimentConfig",
-           "SelectEvidenceConfig", "LoRARecoveryConfig",
+           "SelectEvidenceConfig", "LoRARecoveryConfig", "NetworkSelectionConfig",
            "QUICK_DOMAINS", "FULL_DOMAINS", "LORA_TARGETS"]
 
 #: the source-selection domains (``updatescope domains`` lists them all)
@@ -603,4 +603,48 @@ class LoRARecoveryConfig:
                        train_tokens=384, eval_tokens=128, forget_cap=40, forget_rise=0.2, recover_steps=30,
                        dense_steps=20, power_iters=6, hessian_batch=2, batches_per_task=5, plane_batch=2,
                        rank_n=8, drift_steps=(1, 5, 10, 20, 30), seeds=2, seed=seed, quick=True)
+        return cls(seed=seed)
+
+
+@dataclass(frozen=True)
+class NetworkSelectionConfig:
+    """``network-selection``: does a sketch of the LoRA-targeted layers predict LoRA transfer
+    better than the head sketch?  Reads the ground truth of a ``source-selection`` record
+    (``ground_truth_record``; nothing is retrained), re-creates its sketch-split token streams
+    and ranks sources by the head sketch, the network sketch of the LoRA-targeted layers
+    (record's ``lora.targets`` × last ``lora.n_last`` blocks) and, with ``all_layers``, the
+    network sketch of every linear layer of those blocks plus the head.
+
+    ``sketch_tokens`` / ``sketch_dim``: None takes the record's values (the same streams and
+    basis size its head sketch used); fewer tokens take a prefix of the same streams.
+    ``mode``: the network sketch's sample unit ("token", the library default, or "sequence").
+    ``profile_pairs``: domain pairs whose per-block profile is reported (highest, median,
+    lowest mean transfer first)."""
+
+    ground_truth_record: str = "docs/results/source_selection_full.json"
+    sketch_tokens: int | None = None
+    sketch_dim: int | None = None
+    mode: str = "token"
+    all_layers: bool = True
+    profile_pairs: int = 3
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self, "sketch_tokens")
+        if self.sketch_dim is not None:
+            _sketch_dim(self.sketch_dim)
+        _seed(self.seed)
+        if not str(self.ground_truth_record).endswith(".json"):
+            raise InputError(f"ground_truth_record must be a source-selection record (.json), "
+                             f"got {self.ground_truth_record!r}")
+        if self.mode not in ("token", "sequence"):
+            raise InputError(f"mode must be 'token' or 'sequence', got {self.mode!r}")
+        if not 0 <= self.profile_pairs <= 20:
+            raise InputError(f"profile_pairs must be in [0, 20], got {self.profile_pairs}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "NetworkSelectionConfig":
+        if quick:
+            return cls(ground_truth_record="docs/results/source_selection_quick.json", seed=seed, quick=True)
         return cls(seed=seed)

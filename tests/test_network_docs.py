@@ -1,0 +1,42 @@
+"""docs/network.md's generated tables equal what docs/network_table.py makes of the records."""
+import copy
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("network_table", ROOT / "docs" / "network_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_doc_tables_match_records():
+    mod = _script()
+    text = (ROOT / "docs" / "network.md").read_text()
+    blocks = mod.BLOCK.findall(text)
+    assert {kind for _, kind, *_ in blocks} >= {"selection", "profiles", "cost"}
+    assert mod.render(text) == text, "docs/network.md is stale: run `python docs/network_table.py --write`"
+    assert mod.main(["--check"]) == 0
+
+
+def test_table_and_verdict_follow_the_numbers():
+    mod = _script()
+    text = (ROOT / "docs" / "network.md").read_text()
+    name = re.search(r"<!-- generated: selection (\w+) -->", text).group(1)
+    m = json.loads((ROOT / "docs" / "results" / f"{name}.json").read_text())["metrics"]
+    before = "\n".join(mod.selection_table(m))
+    m2 = copy.deepcopy(m)
+    m2["methods"]["lora_layers"]["spearman"]["mean"] += 0.05
+    assert "\n".join(mod.selection_table(m2)) != before
+    # the verdict is read off the paired CI: one excluding 0 from above says "better", from below "worse"
+    m2["paired"]["lora_layers - head"]["spearman"]["ci"] = [0.01, 0.2]
+    assert "**better**" in mod.verdict(m2)
+    m2["paired"]["lora_layers - head"]["spearman"]["ci"] = [-0.2, -0.01]
+    assert "**worse**" in mod.verdict(m2)
+    m2["paired"]["lora_layers - head"]["spearman"]["ci"] = [-0.2, 0.1]
+    assert "no resolvable difference" in mod.verdict(m2)
