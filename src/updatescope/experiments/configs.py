@@ -597,12 +597,12 @@ class LoRARecoveryConfig:
     def defaults(cls, quick: bool, seed: int = 0) -> "LoRARecoveryConfig":
         if quick:
             # 2 shared CPU cores (about 2.5 minutes): a few hundred tokens per task, short phases,
-            # 2 replicates (the recorded quick run; 3 fit the 10-minute box too: --set seeds=3)
+            # 3 replicates (the recorded quick run: 154 s on an idle 2-core machine)
             return cls(lora=LoRAConfig(n_last=2, r=4, alpha=8, targets=("q_proj", "k_proj", "v_proj", "o_proj"),
                                        lr=3e-3, steps=40, batch=2, seq_len=32),
                        train_tokens=384, eval_tokens=128, forget_cap=40, forget_rise=0.2, recover_steps=30,
                        dense_steps=20, power_iters=6, hessian_batch=2, batches_per_task=5, plane_batch=2,
-                       rank_n=8, drift_steps=(1, 5, 10, 20, 30), seeds=2, seed=seed, quick=True)
+                       rank_n=8, drift_steps=(1, 5, 10, 20, 30), seeds=3, seed=seed, quick=True)
         return cls(seed=seed)
 
 
