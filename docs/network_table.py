@@ -22,8 +22,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # docs/_blocks.py, also when loaded by path from the tests
+import _blocks  # noqa: E402
+
 DOC = HERE / "network.md"
-BLOCK = re.compile(r"(<!-- generated: (\w[\w-]*) (\w+) -->\n)(.*?)(<!-- end generated -->)", re.S)
 
 LABELS = {"head": "head sketch (FisherSketch, as source-selection)",
           "lora_layers": "LoRA-targeted layers, A_F",
@@ -140,25 +142,18 @@ def cost_table(m: dict) -> list[str]:
 KINDS = {"selection": selection_table, "profiles": profile_table, "cost": cost_table}
 
 
+def block(kind: str, name: str) -> list[str]:
+    """The lines of one generated block: table ``kind`` of record ``name``."""
+    return KINDS[kind](_blocks.load(name)["metrics"])
+
+
 def render(text: str) -> str:
-    def sub(mt: re.Match) -> str:
-        kind, name = mt.group(2), mt.group(3)
-        rec = json.loads((HERE / "results" / f"{name}.json").read_text())
-        return mt.group(1) + "\n".join(KINDS[kind](rec["metrics"])) + "\n" + mt.group(5)
-    return BLOCK.sub(sub, text)
+    """``text`` with every generated block re-rendered from its record."""
+    return _blocks.regenerate(text, block)
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    text = DOC.read_text()
-    new = render(text)
-    if "--write" in argv:
-        DOC.write_text(new)
-        return 0
-    if "--check" in argv:
-        return 0 if new == text else 1
-    print(new)
-    return 0
+    return _blocks.run(sys.argv[1:] if argv is None else argv, [DOC], block, "docs/network_table.py")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # docs/_blocks.py, also when loaded by path from the tests
+import _blocks  # noqa: E402
 
 
 def _ci(block: dict, fmt: str = "{:.2f}") -> str:
@@ -358,20 +360,12 @@ PAPER_ESTIMATOR_SPEARMAN = 0.97  # paper A: sketch vs exact A_F Spearman on ViT-
 KINDS["vision"] = vision_groups_table
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
 RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines}
-BEGIN = re.compile(r"^<!-- generated: (\w+) ([\w.+-]+) -->$")  # "a+b": a block over several records
-END = "<!-- end generated -->"
-
-
-def _load(record: str, results_dir: Path) -> dict:
-    rec = json.loads((results_dir / f"{record}.json").read_text())
-    rec["_file"] = f"{record}.json"
-    return rec
 
 
 def render(kind: str, record: str, results_dir: Path) -> list[str]:
     if kind in MULTI_KINDS:
-        return MULTI_KINDS[kind]([_load(r, results_dir) for r in record.split("+")])
-    rec = _load(record, results_dir)
+        return MULTI_KINDS[kind]([_blocks.load(r, results_dir) for r in record.split("+")])
+    rec = _blocks.load(record, results_dir)
     if kind in RECORD_KINDS:
         return RECORD_KINDS[kind](rec)
     return KINDS[kind](rec["metrics"])
@@ -379,21 +373,7 @@ def render(kind: str, record: str, results_dir: Path) -> list[str]:
 
 def regenerate(text: str, results_dir: Path) -> str:
     """``text`` with every generated block re-rendered from its record."""
-    out, lines, i = [], text.split("\n"), 0
-    while i < len(lines):
-        out.append(lines[i])
-        m = BEGIN.match(lines[i])
-        i += 1
-        if not m:
-            continue
-        while i < len(lines) and lines[i] != END:
-            i += 1
-        if i == len(lines):
-            raise SystemExit(f"unterminated generated block {m.group(1)} {m.group(2)}")
-        out.extend(render(m.group(1), m.group(2), results_dir))
-        out.append(END)
-        i += 1
-    return "\n".join(out)
+    return _blocks.regenerate(text, lambda kind, record: render(kind, record, results_dir))
 
 
 def reanalyse(out: str, paths: list[str]) -> int:
@@ -438,17 +418,8 @@ def main(argv: list[str]) -> int:
         return reanalyse(argv[1], argv[2:])
     if argv and argv[0] in ("--write", "--check"):
         docs = [Path(argv[1])] if len(argv) > 1 else [HERE / "results.md", HERE.parent / "README.md"]
-        bad = 0
-        for doc in docs:
-            old = doc.read_text()
-            new = regenerate(old, HERE / "results")
-            if argv[0] == "--write":
-                doc.write_text(new)
-            elif new != old:
-                print(f"{doc}: generated blocks differ from docs/results/*.json; run docs/results_table.py --write",
-                      file=sys.stderr)
-                bad = 1
-        return bad
+        return _blocks.run(argv[:1], docs, lambda kind, record: render(kind, record, HERE / "results"),
+                           "docs/results_table.py")
     if len(argv) != 1:
         print("usage: python docs/results_table.py RESULT.json", file=sys.stderr)
         return 2

@@ -23,8 +23,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # docs/_blocks.py, also when loaded by path from the tests
+import _blocks  # noqa: E402
+
 DOC = HERE / "steering.md"
-BLOCK = re.compile(r"(<!-- generated: (\w[\w-]*) (\w+) -->\n)(.*?)(<!-- end generated -->)", re.S)
 
 PAPER_COSINE = 0.58  # paper B: cosine of the step's shift with CAA at layers 19-20 of 24
 PAPER_DEPTH = (19 / 24, 20 / 24)  # relative depth of those layers
@@ -263,25 +265,18 @@ KINDS = {"run": run_block, "setup": setup_block, "cosine": cosine_block, "steeri
          "search": search_block}
 
 
+def block(kind: str, name: str) -> list[str]:
+    """The lines of one generated block: table ``kind`` of record ``name``."""
+    return KINDS[kind](_blocks.load(name), name)
+
+
 def render(text: str) -> str:
-    def sub(mt: re.Match) -> str:
-        kind, name = mt.group(2), mt.group(3)
-        rec = json.loads((HERE / "results" / f"{name}.json").read_text())
-        return mt.group(1) + "\n".join(KINDS[kind](rec, name)) + "\n" + mt.group(5)
-    return BLOCK.sub(sub, text)
+    """``text`` with every generated block re-rendered from its record."""
+    return _blocks.regenerate(text, block)
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    text = DOC.read_text()
-    new = render(text)
-    if "--write" in argv:
-        DOC.write_text(new)
-        return 0
-    if "--check" in argv:
-        return 0 if new == text else 1
-    print(new)
-    return 0
+    return _blocks.run(sys.argv[1:] if argv is None else argv, [DOC], block, "docs/steering_table.py")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,7 @@ def _script():
 def test_doc_tables_match_records():
     mod = _script()
     text = (ROOT / "docs" / "network.md").read_text()
-    blocks = mod.BLOCK.findall(text)
-    assert {kind for _, kind, *_ in blocks} >= {"selection", "profiles", "cost"}
+    assert {kind for kind, _ in mod._blocks.blocks(text)} >= {"selection", "profiles", "cost"}
     assert mod.render(text) == text, "docs/network.md is stale: run `python docs/network_table.py --write`"
     assert mod.main(["--check"]) == 0
 

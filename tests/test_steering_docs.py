@@ -25,7 +25,7 @@ def _record():
 def test_doc_blocks_match_records():
     mod = _script()
     text = (ROOT / "docs" / "steering.md").read_text()
-    kinds = {kind for _, kind, *_ in mod.BLOCK.findall(text)}
+    kinds = {kind for kind, _ in mod._blocks.blocks(text)}
     assert {"run", "setup", "cosine", "steering", "search"} <= kinds
     assert mod.render(text) == text, "docs/steering.md is stale: run `python docs/steering_table.py --write`"
     assert mod.main(["--check"]) == 0
@@ -34,7 +34,7 @@ def test_doc_blocks_match_records():
 def test_no_table_row_outside_a_generated_block():
     # every table in the doc is generated: strip the blocks, no table row may remain
     mod = _script()
-    rest = mod.BLOCK.sub("", (ROOT / "docs" / "steering.md").read_text())
+    rest = mod._blocks.strip((ROOT / "docs" / "steering.md").read_text())
     assert not [ln for ln in rest.splitlines() if ln.startswith("|")]
 
 
