@@ -139,11 +139,39 @@ def cost_table(m: dict) -> list[str]:
     return rows
 
 
+def layer_cost_table(rec: dict) -> list[str]:
+    """``benchmarks/layer_sketch_cost.py``'s record: seconds per batch and ratios to the
+    forward pass, the forward + backward pass and the head sketch (medians of per-repetition
+    ratios; the arms alternate within each repetition)."""
+    r = rec["result"]
+    env = rec.get("env", {})
+    labels = {"forward": "bare forward (logits)", "forward_backward": "forward + backward (summed CE)",
+              "head_sketch": "head sketch (capture + update_logits)",
+              "layers_last_block": f"layer sketch: last block's linear layers + head ({r['layers']['layers_last_block']})",
+              "layers_lora_targets": f"layer sketch: q/v of the last 2 blocks + head ({r['layers']['layers_lora_targets']})",
+              "layers_all": f"layer sketch: every linear layer + head, per sequence ({r['layers']['layers_all']})"}
+    rows = [f"`{rec['command']}` — SmolLM2-135M, {r['tokens_per_batch']:,} tokens per batch, m = "
+            f"{rec['config']['sketch_dim']}, {rec['config']['threads']} threads, {rec['config']['reps']} repetitions, "
+            f"load average {r['loadavg_before'][0]:.1f} before / {r['loadavg_after'][0]:.1f} after, commit "
+            f"{str(env.get('git_commit'))[:8]}.", "",
+            "| step | median s per batch | × forward | × forward + backward | × head sketch |", "|---|---|---|---|---|"]
+    for arm, label in labels.items():
+        q = r["ratios"][arm]
+        rows.append(f"| {label} | {r['median_s'][arm]:.3f} | {q['forward']:.2f} | {q['forward_backward']:.2f} | "
+                    f"{q['head_sketch']:.2f} |")
+    return rows
+
+
+BENCH = HERE.parent / "benchmarks" / "results"
 KINDS = {"selection": selection_table, "profiles": profile_table, "cost": cost_table}
+#: kinds rendered from a benchmark record (benchmarks/results/NAME.json), whole
+BENCH_KINDS = {"layercost": layer_cost_table}
 
 
 def block(kind: str, name: str) -> list[str]:
     """The lines of one generated block: table ``kind`` of record ``name``."""
+    if kind in BENCH_KINDS:
+        return BENCH_KINDS[kind](_blocks.load(name, BENCH))
     return KINDS[kind](_blocks.load(name)["metrics"])
 
 
