@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from updatescope.errors import InputError, MissingExtraError
-from updatescope.experiments.configs import (EstimatorConfig, LoRARecoveryConfig, NetworkExperimentConfig,
-                                             RandomSearchConfig, RecoveryConfig, SelectEvidenceConfig,
-                                             SelectionConfig, SmilesConfig, SteeringConfig, VerbalizerConfig)
-from updatescope.experiments.configs import NetworkSelectionConfig
+from updatescope.experiments.configs import (EstimatorConfig, LLMSearchConfig, LoRARecoveryConfig,
+                                             NetworkExperimentConfig, NetworkSelectionConfig, RandomSearchConfig,
+                                             RecoveryConfig, SchedulesConfig, SelectEvidenceConfig, SelectionConfig,
+                                             SmilesConfig, SteeringConfig, VerbalizerConfig)
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
@@ -77,6 +77,10 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
                "recovery after forgetting with LoRA on SmolLM2: capture in LoRA and BA space (paper B)"),
     Experiment("network-selection", NetworkSelectionConfig, "network_selection",
                "LoRA-layer vs head sketch: which predicts the LoRA transfer of a source-selection record"),
+    Experiment("llm-search", LLMSearchConfig, "llm_search",
+               "Best-of-N random search around SmolLM2's weights: sigma window, gain vs N, prefix basis (paper B)"),
+    Experiment("schedules", SchedulesConfig, "schedules",
+               "simultaneous multitask vs sequential specialisation: forgetting and recovery cost (paper B)"),
 )}
 
 

@@ -16,7 +16,9 @@ from updatescope.errors import InputError
 
 __all__ = ["TokenSplits", "LoRAConfig", "HeadFinetuneConfig", "SelectionConfig", "SmilesConfig", "VerbalizerConfig",
            "VisionEstimatorConfig", "EstimatorConfig", "RecoveryConfig", "RandomSearchConfig", "SteeringConfig", "NetworkExperimentConfig",
-           "SelectEvidenceConfig", "LoRARecoveryConfig", "NetworkSelectionConfig",
+           "SelectEvidenceConfig", "LoRARecoveryConfig",
+           "NetworkSelectionConfig", "LLMSearchConfig",
+           "SchedulesConfig",
            "QUICK_DOMAINS", "FULL_DOMAINS", "LORA_TARGETS"]
 
 #: the source-selection domains (``updatescope domains`` lists them all)
@@ -528,6 +530,50 @@ class SelectEvidenceConfig:
         return cls(seed=seed)
 
 
+@dataclass(frozen=True)
+class NetworkSelectionConfig:
+    """``network-selection``: does a sketch of the LoRA-targeted layers predict LoRA transfer
+    better than the head sketch?  Reads the ground truth of a ``source-selection`` record
+    (``ground_truth_record``; nothing is retrained), re-creates its sketch-split token streams
+    and ranks sources by the head sketch, the network sketch of the LoRA-targeted layers
+    (record's ``lora.targets`` × last ``lora.n_last`` blocks) and, with ``all_layers``, the
+    network sketch of every linear layer of those blocks plus the head.
+
+    ``sketch_tokens`` / ``sketch_dim``: None takes the record's values (the same streams and
+    basis size its head sketch used); fewer tokens take a prefix of the same streams.
+    ``mode``: the network sketch's sample unit ("token", the library default, or "sequence").
+    ``profile_pairs``: domain pairs whose per-block profile is reported (highest, median,
+    lowest mean transfer first)."""
+
+    ground_truth_record: str = "docs/results/source_selection_full.json"
+    sketch_tokens: int | None = None
+    sketch_dim: int | None = None
+    mode: str = "token"
+    all_layers: bool = True
+    profile_pairs: int = 3
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self, "sketch_tokens")
+        if self.sketch_dim is not None:
+            _sketch_dim(self.sketch_dim)
+        _seed(self.seed)
+        if not str(self.ground_truth_record).endswith(".json"):
+            raise InputError(f"ground_truth_record must be a source-selection record (.json), "
+                             f"got {self.ground_truth_record!r}")
+        if self.mode not in ("token", "sequence"):
+            raise InputError(f"mode must be 'token' or 'sequence', got {self.mode!r}")
+        if not 0 <= self.profile_pairs <= 20:
+            raise InputError(f"profile_pairs must be in [0, 20], got {self.profile_pairs}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "NetworkSelectionConfig":
+        if quick:
+            return cls(ground_truth_record="docs/results/source_selection_quick.json", seed=seed, quick=True)
+        return cls(seed=seed)
+
+
 #: the tasks of ``lora-recovery``: code, prose, an encyclopedia topic, molecules
 LORA_RECOVERY_TASKS = ("code_email", "news_lee", "wiki_people", "smiles_nci_tpsa_low")
 
@@ -607,44 +653,102 @@ class LoRARecoveryConfig:
 
 
 @dataclass(frozen=True)
-class NetworkSelectionConfig:
-    """``network-selection``: does a sketch of the LoRA-targeted layers predict LoRA transfer
-    better than the head sketch?  Reads the ground truth of a ``source-selection`` record
-    (``ground_truth_record``; nothing is retrained), re-creates its sketch-split token streams
-    and ranks sources by the head sketch, the network sketch of the LoRA-targeted layers
-    (record's ``lora.targets`` × last ``lora.n_last`` blocks) and, with ``all_layers``, the
-    network sketch of every linear layer of those blocks plus the head.
+class LLMSearchConfig:
+    """``llm-search``: Best-of-N random search around SmolLM2's weights on true/false statements.
 
-    ``sketch_tokens`` / ``sketch_dim``: None takes the record's values (the same streams and
-    basis size its head sketch used); fewer tokens take a prefix of the same streams.
-    ``mode``: the network sketch's sample unit ("token", the library default, or "sequence").
-    ``profile_pairs``: domain pairs whose per-block profile is reported (highest, median,
-    lowest mean transfer first)."""
+    Loss = minus the mean signed answer margin (``data.statements``).  Splits: candidates are
+    chosen on the statements' select split, sigma is tuned on one half of the test split's
+    subjects ("tune"), gains are reported on the other half ("heldout") with fresh candidate
+    seeds; the prefix trajectory trains on the train split.  sigma is absolute, per coordinate
+    (as the paper's 1e-4); the record also gives it relative to the searched weights' RMS."""
 
-    ground_truth_record: str = "docs/results/source_selection_full.json"
-    sketch_tokens: int | None = None
-    sketch_dim: int | None = None
-    mode: str = "token"
-    all_layers: bool = True
-    profile_pairs: int = 3
+    model: str = "smollm2"
+    task: str = "capitals"  # see updatescope.data.statements.TASKS
+    answers: str = "yes_no"
+    n_last: int | None = 6  # search the weights of the last n_last decoder blocks; None: every weight
+    n_train: int | None = None  # subjects (true/false pairs) per split; None: all of them
+    n_select: int | None = None
+    n_test: int | None = None  # split by subject into tune and heldout halves
+    sigmas: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+    n_sweep: int = 8  # candidates per sigma in the sweep
+    ns: tuple[int, ...] = (1, 2, 4, 8, 16)  # gain vs N: best of the first n of max(ns) candidates
+    n_compare: int = 8  # candidates per search in the prefix-vs-isotropic comparison
+    prefix_steps: int = 6  # k SGD steps on the train split span the prefix basis
+    prefix_batch: int = 8  # statements per SGD step
+    prefix_step: float = 2e-3  # first step's norm as a fraction of the searched weights' norm
+    seeds: int = 3  # candidate seeds per setting (mean +- SE)
+    batch_size: int = 16
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
-        _positive(self, "sketch_tokens")
-        if self.sketch_dim is not None:
-            _sketch_dim(self.sketch_dim)
+        _positive(self, "n_last", "n_train", "n_select", "n_test", "n_sweep", "n_compare", "prefix_steps",
+                  "prefix_batch", "prefix_step", "seeds", "batch_size")
         _seed(self.seed)
-        if not str(self.ground_truth_record).endswith(".json"):
-            raise InputError(f"ground_truth_record must be a source-selection record (.json), "
-                             f"got {self.ground_truth_record!r}")
-        if self.mode not in ("token", "sequence"):
-            raise InputError(f"mode must be 'token' or 'sequence', got {self.mode!r}")
-        if not 0 <= self.profile_pairs <= 20:
-            raise InputError(f"profile_pairs must be in [0, 20], got {self.profile_pairs}")
+        if self.task not in ("capitals", "currencies", "cities", "sentiment"):
+            raise InputError(f"task must be capitals, currencies, cities or sentiment, got {self.task!r}")
+        if self.answers not in ("yes_no", "true_false"):
+            raise InputError(f"answers must be yes_no or true_false, got {self.answers!r}")
+        if len(self.sigmas) < 3 or any(not s > 0 for s in self.sigmas) or list(self.sigmas) != sorted(set(self.sigmas)):
+            raise InputError(f"sigmas must be >= 3 distinct positive values in increasing order, got {list(self.sigmas)}")
+        if not self.ns or any(n < 1 for n in self.ns) or list(self.ns) != sorted(set(self.ns)) or self.ns[0] != 1:
+            raise InputError(f"ns must be distinct increasing budgets starting at 1, got {list(self.ns)}")
+        if self.n_test is not None and self.n_test < 2:
+            raise InputError(f"n_test must be >= 2 (its subjects are split into tune and heldout), got {self.n_test}")
+        if self.seeds < 2 or (self.seeds < 3 and not self.quick):
+            raise InputError(f"seeds must be >= 3 for a recorded run (>= 2 with quick), got {self.seeds}")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "NetworkSelectionConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> "LLMSearchConfig":
         if quick:
-            return cls(ground_truth_record="docs/results/source_selection_quick.json", seed=seed, quick=True)
+            # 2 shared CPU cores: the last 2 blocks, a 6-point grid, 4 candidates per sweep point
+            return cls(n_last=2, sigmas=(1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2), n_sweep=4, n_compare=8,
+                       prefix_steps=4, seed=seed, quick=True)
         return cls(seed=seed)
+
+
+@dataclass(frozen=True)
+class SchedulesConfig:
+    """``schedules``: simultaneous multitask training vs sequential specialisation, each
+    followed by the lab's forgetting on ``lab.focus`` and its stable recovery.  ``lab`` as in
+    recovery (both schedules use its step budget ``lab.mt_steps`` and optimiser settings)."""
+
+    lab: Any = field(default_factory=lambda: _lab(False, 0))
+    # sequential task order; () = the focus task first (its specialisation is the oldest),
+    # then the other tasks in the lab's order
+    order: tuple[str, ...] = ()
+    recover_tol: float = 0.05  # nats: recovered once the eval mix loss is within this of its pre-forgetting value
+    share_steps: tuple[int, ...] = (10, 50, 100, 200)  # recovery steps k for "share of the rise undone"
+    capture_k: tuple[int, ...] = (10, 20)  # prefix widths for the capture of Delta_GD
+    seeds: int = 3  # replicates (fresh forgetting/recovery batches, shared by both schedules)
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        from updatescope.locallinear.config import TASKS  # torch-free
+
+        _positive(self, "recover_tol", "seeds")
+        _seed(self.seed)
+        if self.order and sorted(self.order) != sorted(TASKS):
+            raise InputError(f"order must list every task once, got {list(self.order)}; tasks: {list(TASKS)}")
+        lab = self.lab
+        if lab.mt_steps < len(TASKS):
+            raise InputError(f"lab.mt_steps={lab.mt_steps} is fewer than one step per task ({len(TASKS)})")
+        if not self.share_steps or not self.capture_k:
+            raise InputError("share_steps and capture_k must not be empty")
+        every = lab.recover_eval_every
+        for k in self.share_steps:
+            if not 1 <= k <= lab.recover_steps or (k % every and k != lab.recover_steps):
+                raise InputError(f"share_steps must be evaluated recovery steps (multiples of lab.recover_eval_every="
+                                 f"{every} up to lab.recover_steps={lab.recover_steps}), got {k}")
+        for k in self.capture_k:
+            if not 1 <= k <= lab.dense_steps:
+                raise InputError(f"capture_k must lie in 1..lab.dense_steps={lab.dense_steps}, got {k}")
+        if self.seeds < 2 or (self.seeds < 3 and not self.quick):
+            raise InputError(f"seeds must be >= 3 for a recorded run (>= 2 with quick), got {self.seeds}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> "SchedulesConfig":
+        if quick:
+            return cls(lab=_lab(True, seed), share_steps=(10, 50, 100, 150), seed=seed, quick=True)
+        return cls(lab=_lab(False, seed), seed=seed)

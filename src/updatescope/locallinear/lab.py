@@ -49,7 +49,7 @@ from updatescope.locallinear.trajectory import (
 from updatescope.errors import InputError
 
 __all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthetic_recovery", "mix_loss_fn",
-           "lambda_max", "independent_recovery", "STREAM"]
+           "lambda_max", "independent_recovery", "STREAM", "sequential_model", "forget_and_recover"]
 
 STREAM = 100_000  # batch-index shift between replicates
 
@@ -78,16 +78,26 @@ def mix_loss_fn(tasks: DigitTasks, index: int, n: int, split: str = "select"):
 
 
 def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters: int, seed: int = 0) -> float:
-    """Top Hessian eigenvalue of the mix loss (n sequences per task) at theta (power iteration)."""
+    """Top Hessian eigenvalue of the mix loss (n sequences per task) at theta (power iteration).
+
+    Power iteration finds the eigenvalue of largest magnitude.  Far from a minimum it can be
+    negative; then the top eigenvalue is found by a second power iteration on H - lam_neg I,
+    whose spectrum is >= 0 with the top eigenvalue shifted by -lam_neg (same seed and iters).
+    """
     with swapped_params(model, theta):
-        lam, _ = top_eigenvalue(make_hvp(mix_loss_fn(tasks, 900 + seed, n), model), theta.numel(), iters, seed)
+        hvp = make_hvp(mix_loss_fn(tasks, 900 + seed, n), model)
+        lam, _ = top_eigenvalue(hvp, theta.numel(), iters, seed)
+        if lam < 0:
+            shifted, _ = top_eigenvalue(lambda v: hvp(v) - lam * v, theta.numel(), iters, seed)
+            lam = shifted + lam
     return lam
 
 
-def _key(cfg: LabConfig) -> str:
+def _key(cfg: LabConfig, **extra) -> str:
+    # ``extra`` names another training schedule; without it the key is theta_mt's (unchanged)
     blob = json.dumps(
         {"model": asdict(cfg.model), "seed": cfg.seed, "bs": cfg.batch_size, "steps": cfg.mt_steps,
-         "lr": cfg.mt_lr, "torch": torch.__version__, "v": 2},
+         "lr": cfg.mt_lr, "torch": torch.__version__, "v": 2, **extra},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -118,15 +128,59 @@ def multitask_model(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransfo
         return model, tasks, {"cached": True, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": []}
     losses = task_losses(tasks)
     mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
-    phase = PhaseConfig(steps=cfg.mt_steps, lr=cfg.mt_lr, warmup=50, schedule="cosine",
-                        eval_every=max(1, cfg.mt_steps // 10))
-    hist = train_phase(model, mix, phase, phase="multitask", metrics=accuracy_fn(tasks, cfg.eval_n))
+    hist = train_phase(model, mix, _train_phase_config(cfg), phase="multitask", metrics=accuracy_fn(tasks, cfg.eval_n))
     if use_cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        torch.save(flat_params(model), buf)
-        write_bytes_atomic(buf.getvalue(), path)  # concurrent runs never see half a file
+        _save_theta(model, path)
     return model, tasks, {"cached": False, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist}
+
+
+def _train_phase_config(cfg: LabConfig) -> PhaseConfig:
+    """The training schedule of theta_mt (Adam, warm-up, cosine decay), shared by every schedule."""
+    return PhaseConfig(steps=cfg.mt_steps, lr=cfg.mt_lr, warmup=50, schedule="cosine",
+                       eval_every=max(1, cfg.mt_steps // 10))
+
+
+def _save_theta(model: nn.Module, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    torch.save(flat_params(model), buf)
+    write_bytes_atomic(buf.getvalue(), path)  # concurrent runs never see half a file
+
+
+@_own_rng
+def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = True
+                     ) -> tuple[TinyTransformer, DigitTasks, dict]:
+    """The sequential-specialisation counterpart of :func:`multitask_model`.
+
+    Same initialisation (``torch.manual_seed(cfg.seed)``), same step budget ``cfg.mt_steps``
+    and the same optimiser and learning-rate schedule (one Adam run, warm-up and cosine
+    decay over the whole budget, so the two schedules differ only in their batches), but
+    the tasks come one after another in ``order``: task j owns steps
+    ``j * mt_steps // 4 + 1 .. (j + 1) * mt_steps // 4``.  Each step takes
+    ``4 * batch_size`` sequences of its one task, so every step sees as many sequences as a
+    multitask step and each task is seen as often in both schedules.  Cached like theta_mt.
+
+    Returns (model, tasks, info) with info = {"cached", "accuracy", "history", "order"}.
+    """
+    if sorted(order) != sorted(TASKS):
+        raise InputError(f"order must list every task once, got {list(order)}; tasks: {list(TASKS)}")
+    torch.manual_seed(cfg.seed)
+    model = TinyTransformer(cfg.model)
+    tasks = DigitTasks(seq_len=cfg.model.seq_len, batch_size=cfg.batch_size, seed=cfg.seed)
+    path = cache_dir("locallinear") / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order))}.pt"
+    info = {"order": list(order)}
+    if use_cache and path.exists():
+        set_flat_params(model, torch.load(path, weights_only=True))
+        return model, tasks, {"cached": True, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": [], **info}
+    n, block = len(TASKS) * cfg.batch_size, cfg.mt_steps / len(order)
+
+    def loss(m: nn.Module, i: int) -> Tensor:  # train_phase passes i = t, the step (1-based)
+        return tasks.loss(m, order[min(len(order) - 1, int((i - 1) // block))], i, n=n)
+
+    hist = train_phase(model, loss, _train_phase_config(cfg), phase="sequential", metrics=accuracy_fn(tasks, cfg.eval_n))
+    if use_cache:
+        _save_theta(model, path)
+    return model, tasks, {"cached": False, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist, **info}
 
 
 def _recover_phase(cfg: LabConfig, lr: float, steps: int) -> PhaseConfig:
@@ -143,6 +197,27 @@ def synthetic_recovery(
     "eta_lambda" (eta * lambda_max at theta_forg) and "replicate" to multitask_model's.
     """
     model, tasks, info = multitask_model(cfg, use_cache)
+    run, extra = forget_and_recover(model, tasks, cfg, replicate, history=info["history"])
+    return model, tasks, run, {**info, **extra}
+
+
+@_own_rng
+def forget_and_recover(
+    model: TinyTransformer, tasks: DigitTasks, cfg: LabConfig, replicate: int = 0, history: list | None = None,
+) -> tuple[RecoveryRun, dict]:
+    """Forgetting and stable recovery from the model's *current* parameters (any start).
+
+    The rules of :func:`synthetic_recovery`: Adam at ``cfg.forget_lr`` on ``cfg.focus``
+    until the mean exact match of the other tasks falls below ``cfg.forget_fraction`` of its
+    value at the start (checked every 10 steps, ``cfg.forget_cap`` at most), then SGD on the
+    mix at eta = ``cfg.eta_lambda`` / lambda_max(theta_forg) (or ``cfg.recover_lr``).  The
+    batch streams depend only on ``replicate``, so two starts with the same replicate see the
+    same batches.  The model ends at theta_rec; ``run.theta_mt`` is the start.
+    ``history`` is prepended to the run's log.
+
+    Returns (run, info) with info = {"lambda_max_forg", "recover_lr", "eta_lambda",
+    "replicate", "metrics_mt" (at the start), "metrics_forg"}.
+    """
     theta_mt = flat_params(model).float()
     losses = task_losses(tasks)
     mets = accuracy_fn(tasks, cfg.eval_n, with_loss=True)
@@ -152,7 +227,7 @@ def synthetic_recovery(
     stop = lambda m: sum(m[t] for t in others) / len(others) < cfg.forget_fraction * ref
     torch.manual_seed(cfg.seed + 1 + replicate)
     forget = PhaseConfig(steps=cfg.forget_cap, lr=cfg.forget_lr, eval_every=10)
-    history = info["history"] + train_phase(
+    history = list(history or []) + train_phase(
         model, lambda m, i: losses[cfg.focus](m, i), forget, phase="forget",
         index_offset=1_000_000 + replicate * STREAM, metrics=mets, stop=stop)
     forget_steps = sum(1 for r in history if r["phase"] == "forget")
@@ -167,9 +242,9 @@ def synthetic_recovery(
                       updates=rec.updates, snapshots=rec.snapshots, step_norms=rec.step_norms,
                       history=history + rec.history, forget_steps=forget_steps)
     forg = [r["metrics"] for r in history if r["phase"] == "forget" and "metrics" in r]
-    info = {**info, "lambda_max_forg": lam, "recover_lr": lr, "eta_lambda": lr * lam, "replicate": replicate,
+    info = {"lambda_max_forg": lam, "recover_lr": lr, "eta_lambda": lr * lam, "replicate": replicate,
             "metrics_mt": base, "metrics_forg": forg[-1] if forg else base}
-    return model, tasks, run, info
+    return run, info
 
 
 @_own_rng

@@ -440,3 +440,66 @@ def network_selection_profiles(layers: Sequence[str], pairs: Sequence[Mapping[st
         bx.set_ylabel("block energy share\n(solid: source, dashed: target)", fontsize=8)
     bx.set_xticks(x, list(layers), rotation=60, ha="right", fontsize=7)
     return _save(fig, Path(path))
+
+
+def llm_search_figure(m: Mapping[str, Any], path: Path) -> Path:
+    """An llm-search record: tune-split gain vs σ (left) and held-out gain vs N at the tuned σ
+    against σ‖g‖E[max_N] (right); mean ± SE over candidate seeds."""
+    plt = pyplot()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    sw = m["sigma_window"]
+    s = [r["sigma"] for r in sw]
+    a.errorbar(s, [r["gain_tune"]["mean"] for r in sw], yerr=[r["gain_tune"]["se"] for r in sw], fmt="-o", ms=3,
+               capsize=2, label="best of N, tune split")
+    a.plot(s, [r["pred_tune"] for r in sw], ":", label="linear prediction")
+    a.axhline(0, color="k", lw=0.5)
+    a.axvline(1e-4, color="grey", lw=0.8, ls="--", label="paper: σ ≈ 1e-4 (Qwen2.5-0.5B)")
+    a.set_xscale("log")
+    hi = max(max(r["gain_tune"]["mean"] + r["gain_tune"]["se"] for r in sw), 1e-6)
+    a.set_ylim(max(min(r["gain_tune"]["mean"] - r["gain_tune"]["se"] for r in sw), -3 * hi), 1.5 * hi)
+    a.set_xlabel("σ (absolute, per coordinate)")
+    a.set_ylabel("gain (decrease of − mean signed margin)")
+    a.set_title(f"σ window, isotropic, D = {m['dim']:,}", fontsize=9)
+    a.legend(fontsize=7)
+    c = m["gain_vs_n"]
+    b.errorbar(c["n"], [x["mean"] for x in c["gain_heldout"]], yerr=[x["se"] for x in c["gain_heldout"]],
+               fmt="-s", ms=3, capsize=2, label="held out")
+    b.errorbar(c["n"], [x["mean"] for x in c["gain_select"]], yerr=[x["se"] for x in c["gain_select"]],
+               fmt="-o", ms=3, capsize=2, label="selection split")
+    b.plot(c["n"], c["pred_heldout"], ":", label="σ⟨g_sel, g_held⟩/‖g_sel‖ E[max_N]")
+    b.plot(c["n"], c["pred_select"], "--", lw=0.8, label="σ‖g_sel‖E[max_N]")
+    b.axhline(0, color="k", lw=0.5)
+    b.set_xscale("log", base=2)
+    b.set_xlabel("budget N")
+    b.set_title(f"gain vs N at σ = {c['sigma']:.0e}", fontsize=9)
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def schedules_figure(m: Mapping[str, Any], path: Path) -> Path:
+    """A ``schedules`` record: the eval mix loss and the share of the forgetting rise undone
+    along recovery, for the simultaneous and the sequential schedule (means over replicates,
+    ±1 SE bands; dotted lines: each schedule's pre-forgetting loss + the tolerance)."""
+    plt = pyplot()
+    per = m["summary"]["per_schedule"]
+    steps = np.asarray(m["replicates"][0]["simultaneous"]["eval_steps"], dtype=float)
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.0))
+    for name, per_s in per.items():
+        for ax, key in zip(axes, ("eval_mix_loss", "share_undone_curve")):
+            mean = np.asarray(per_s[key]["mean"], dtype=float)
+            line = ax.plot(steps, mean, "-o", ms=2, label=name)[0]
+            if per_s[key]["se"] is not None:
+                se = np.asarray(per_s[key]["se"], dtype=float)
+                ax.fill_between(steps, mean - se, mean + se, alpha=0.2, color=line.get_color())
+        target = per_s["mix_loss_start"]["mean"] + m["recover_tol"]
+        axes[0].axhline(target, ls=":", color=line.get_color(), label=f"{name}: start + {m['recover_tol']:g} nats")
+    axes[0].set_ylabel("eval mix loss (nats)")
+    axes[0].set_title("recovery after forgetting on " + m["focus"], fontsize=9)
+    axes[1].set_ylabel("share of the forgetting rise undone")
+    axes[1].axhline(1.0, color="gray", ls="--", lw=0.8)
+    axes[1].set_title("(L_forg − L_k) / (L_forg − L_start)", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("recovery step k")
+        ax.legend(fontsize=7)
+    return _save(fig, path)

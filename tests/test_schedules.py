@@ -1,0 +1,136 @@
+"""``schedules``: config checks, the paired verdict rule, and an end-to-end run on a tiny lab."""
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from _tiny_lm import reproduce
+from updatescope.errors import InputError
+from updatescope.experiments import configure
+from updatescope.experiments.configs import SchedulesConfig
+
+TINY = {"model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3}, "mt_steps": 40, "forget_cap": 30,
+        "recover_steps": 30, "dense_steps": 10, "snapshot_every": 10, "eval_n": 32, "hessian_n": 8, "power_iters": 5}
+
+
+def _table_script():
+    path = Path(__file__).resolve().parents[1] / "docs" / "locallinear_table.py"
+    spec = importlib.util.spec_from_file_location("locallinear_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("settings, field", [
+    ({"order": ["copy", "sort", "reverse"]}, "order"),
+    ({"order": ["copy", "copy", "sort", "reverse"]}, "order"),
+    ({"recover_tol": 0.0}, "recover_tol"),
+    ({"share_steps": [7]}, "share_steps"),  # not an evaluated step (every 5)
+    ({"share_steps": [1000]}, "share_steps"),
+    ({"capture_k": [31]}, "capture_k"),  # beyond dense_steps = 30
+    ({"seeds": 1}, "seeds"),
+])
+def test_config_refuses_bad_settings(settings, field):
+    with pytest.raises(InputError, match=field):
+        configure("schedules", quick=True, settings=settings)
+
+
+def test_config_defaults_and_full_needs_three_replicates():
+    q, full = SchedulesConfig.defaults(True), SchedulesConfig.defaults(False)
+    assert q.quick and q.seeds >= 2 and full.seeds >= 3
+    assert max(full.share_steps) <= full.lab.recover_steps and max(q.share_steps) <= q.lab.recover_steps
+    with pytest.raises(InputError, match="seeds"):
+        configure("schedules", quick=False, settings={"seeds": 2})
+    assert configure("schedules", quick=True, settings={"seeds": 2}).seeds == 2
+
+
+def test_paired_interval_and_verdict_rule():
+    from updatescope.experiments.schedules import paired, verdict
+
+    d = paired([10.0, 12.0, 11.0], [20.0, 21.0, 23.0])  # differences -10, -9, -12
+    assert d["mean"] == pytest.approx(-31 / 3)
+    se = math.sqrt(((-10 + 31 / 3) ** 2 + (-9 + 31 / 3) ** 2 + (-12 + 31 / 3) ** 2) / 2 / 3)
+    assert d["se"] == pytest.approx(se)
+    assert d["ci"][1] - d["mean"] == pytest.approx(4.302652729911275 * se)  # t_{0.975, 2}
+    assert verdict(d) == "more robust"
+    assert verdict(paired([20.0, 21.0, 23.0], [10.0, 12.0, 11.0])) == "opposite"
+    assert verdict(paired([10.0, 30.0, 11.0], [20.0, 21.0, 12.0])) == "not shown"  # interval covers 0
+
+
+def test_schedules_experiment_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
+    res = reproduce("schedules", tmp_path, {"lab": TINY, "seeds": 2, "share_steps": [5, 30], "capture_k": [5, 10]})
+    m = res["metrics"]
+    assert m["order"][0] == "copy" and sorted(m["order"]) == sorted(m["tasks"])  # focus first by default
+    assert res["config"]["order"] == m["order"]
+    sim, seq = m["start"]["simultaneous"], m["start"]["sequential"]
+    assert sim["mix_loss"] != seq["mix_loss"]  # the schedules end at different points
+    rep0, rep1 = m["replicates"]
+    for s in ("simultaneous", "sequential"):
+        a = rep0[s]
+        # the arm starts where its schedule ended
+        assert a["start"]["mix_loss"] == pytest.approx(m["start"][s]["mix_loss"], rel=1e-6)
+        st = a["stability"]
+        assert st["eta_lambda_forg"] == pytest.approx(1.0) and st["stable"] == (st["eta_lambda_rec"] < 2)
+        assert 0 <= a["recovery_cost"] <= 30 and a["recovery_cost"] % 5 == 0
+        if not a["censored"]:  # the cost is the first evaluated step within the tolerance
+            i = a["eval_steps"].index(a["recovery_cost"])
+            assert a["eval_mix_loss"][i] <= a["mix_loss_start"] + m["recover_tol"]
+            assert all(v > a["mix_loss_start"] + m["recover_tol"] for v in a["eval_mix_loss"][:i])
+        # share of the rise undone: 0 at step 0; undefined (NaN) when forgetting did not raise the
+        # mix loss (the tiny lab barely learns, so training on the focus task can lower it)
+        share0 = a["share_undone_curve"][0]
+        assert share0 == pytest.approx(0.0) if a["mix_loss_rise"] > 0 else math.isnan(share0)
+        assert set(a["capture"]) == {"5", "10"} and a["capture"]["5"] <= a["capture"]["10"] + 1e-12
+        assert set(a["damage_loss"]) == {"reverse", "sort", "mod-add"}
+    # replicate r shares batches across schedules, differs between replicates
+    assert rep0["simultaneous"]["delta_norm"] != rep1["simultaneous"]["delta_norm"]
+    diff = m["summary"]["paired"]["recovery_cost"]
+    want = [rep[s]["recovery_cost"] for rep in (rep0, rep1) for s in ("simultaneous", "sequential")]
+    assert diff["values"] == pytest.approx([want[0] - want[1], want[2] - want[3]])
+    assert m["verdict"]["result"] in {"more robust", "not shown", "opposite"}
+    assert json.loads((tmp_path / "schedules.json").read_text())["name"] == "schedules"
+    assert (tmp_path / "schedules.png").stat().st_size > 1000
+    table = "\n".join(_table_script().schedules_table(m))
+    assert "recovery cost" in table and m["verdict"]["result"] in table
+
+
+def test_sequential_schedule_differs_from_multitask_and_is_cached(tmp_path, monkeypatch):
+    from updatescope.locallinear import flat_params
+    from updatescope.locallinear.config import LabConfig, ModelConfig
+    from updatescope.locallinear.lab import multitask_model, sequential_model
+
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
+    lab = LabConfig(model=ModelConfig(n_layer=1, d_model=16, n_head=2, seq_len=3), mt_steps=8, eval_n=8)
+    order = ("copy", "reverse", "sort", "mod-add")
+    a, _, info = sequential_model(lab, order)
+    b, _, info2 = sequential_model(lab, order)
+    assert not info["cached"] and info2["cached"]
+    assert (flat_params(a) == flat_params(b)).all()
+    c, _, _ = sequential_model(lab, tuple(reversed(order)))
+    m, _, _ = multitask_model(lab)
+    assert not (flat_params(a) == flat_params(c)).all() and not (flat_params(a) == flat_params(m)).all()
+    with pytest.raises(InputError, match="order"):
+        sequential_model(lab, ("copy", "sort"))
+
+
+def test_lambda_max_finds_the_top_eigenvalue_when_the_dominant_one_is_negative(monkeypatch):
+    """Far from a minimum the largest-|lambda| eigenvalue can be negative (a negative step
+    size would follow); the shifted second power iteration must return the top one.
+    Dense oracle: a 6 x 6 symmetric matrix with known spectrum; power iteration stops at a
+    1e-3 relative change, so the shifted problem (eigen-gap 6/7) is within about 1%."""
+    import contextlib
+
+    import torch
+
+    from updatescope.locallinear import lab
+
+    q, _ = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
+    for spectrum, top in (([-5.0, 2.0, 1.0, 0.5, -1.0, 0.1], 2.0), ([5.0, 2.0, -1.0, 0.5, -3.0, 0.1], 5.0)):
+        h = q @ torch.diag(torch.tensor(spectrum, dtype=torch.float64)) @ q.T
+        monkeypatch.setattr(lab, "make_hvp", lambda loss, model, h=h: (lambda v: (h @ v.double()).float()))
+        monkeypatch.setattr(lab, "mix_loss_fn", lambda *a, **k: None)
+        monkeypatch.setattr(lab, "swapped_params", lambda *a: contextlib.nullcontext())
+        assert lab.lambda_max(None, None, torch.zeros(6), n=1, iters=300) == pytest.approx(top, rel=2e-2)
