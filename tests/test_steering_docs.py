@@ -55,6 +55,9 @@ def test_blocks_change_with_the_numbers():
 
     st = r2["metrics"]["steering_test"]
     st["caa"]["gain"], st["caa"]["gain_se"] = 0.2, 0.05
+    st["caa"]["layer"], st["caa"]["scale"] = 24, -0.25
+    st["caa"]["test"]["accuracy"] = 0.458
+    st["pushforward"]["gain"], st["pushforward"]["gain_se"] = 0.0, 0.05
     text = "\n".join(mod.steering_block(r2, name))
     assert "Verdict: not reproduced: CAA steers, the one-step shift does not." in text
     assert "| CAA | 24, -0.25 | 0.458 | +0.200 ± 0.050 |" in text
@@ -76,7 +79,8 @@ def test_search_block_from_a_record_with_search():
                     "cosine": [0.01 * k] * n_layers} for k in range(3)]
     m["cosine"]["search_mean"] = {"mean": [0.01] * n_layers, "se": [0.005] * n_layers}
     for k in range(3):
-        m["steering_test"][f"search_{k}"] = copy.deepcopy(m["steering_test"]["caa"])
+        m["steering_test"][f"search_{k}"] = {**copy.deepcopy(m["steering_test"]["caa"]), "layer": 24,
+                                             "scale": -0.25, "gain": 0.0, "gain_se": 0.0}
     m["steering_test"]["search_mean"] = {"gain": 0.0, "gain_se": 0.0}
     text = "\n".join(mod.search_block(r2, name))
     assert "| 2 | 2 / 4, 0.1 | +0.300 | -0.030 | 0.020 | 24, -0.25 | +0.000 ± 0.000 |" in text
