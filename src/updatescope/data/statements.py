@@ -152,6 +152,25 @@ def _body_and_head(model: Any, yes: int, no: int) -> tuple[Any, Tensor, float]:
     return body, w[yes] - w[no], b_diff
 
 
+def right_padded(tokenizer: Any, prompts: Sequence[str], batch_size: int) -> list[tuple[Tensor, Tensor]]:
+    """Token batches of ``prompts``, right-padded: [(ids (b, S) int64, mask (b, S) int64), ...],
+    so each row's last real token sits at its own length − 1 whatever the batch."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    pad = 0 if pad is None else int(pad)
+    seqs = [list(tokenizer(p)["input_ids"]) for p in prompts]
+    out = []
+    for start in range(0, len(seqs), batch_size):
+        chunk = seqs[start:start + batch_size]
+        width = max(len(x) for x in chunk)
+        tokens = torch.full((len(chunk), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, x in enumerate(chunk):
+            tokens[i, :len(x)] = torch.as_tensor(x)
+            mask[i, :len(x)] = 1
+        out.append((tokens, mask))
+    return out
+
+
 @torch.no_grad()
 def answer_margins(model: Any, tokenizer: Any, prompts: Sequence[str], ids: tuple[int, int],
                    batch_size: int = 16) -> Tensor:
@@ -164,22 +183,12 @@ def answer_margins(model: Any, tokenizer: Any, prompts: Sequence[str], ids: tupl
         raise InputError("no prompts to score")
     yes, no = int(ids[0]), int(ids[1])
     device = next(model.parameters()).device
-    pad = getattr(tokenizer, "pad_token_id", None)
-    pad = 0 if pad is None else int(pad)
-    seqs = [list(tokenizer(p)["input_ids"]) for p in prompts]
     body, w_diff, b_diff = _body_and_head(model, yes, no)
     out = []
-    for start in range(0, len(seqs), batch_size):
-        chunk = seqs[start:start + batch_size]
-        width = max(len(s) for s in chunk)
-        tokens = torch.full((len(chunk), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for i, s in enumerate(chunk):
-            tokens[i, :len(s)] = torch.as_tensor(s)
-            mask[i, :len(s)] = 1
+    for tokens, mask in right_padded(tokenizer, prompts, batch_size):
         # Only two head rows matter: h_last . (W_yes - W_no) skips the (B, L, K) logits.
         hidden = body(input_ids=tokens.to(device), attention_mask=mask.to(device), use_cache=False)[0]
-        last = hidden[torch.arange(len(chunk), device=device), mask.sum(1).to(device) - 1].double()
+        last = hidden[torch.arange(tokens.shape[0], device=device), mask.sum(1).to(device) - 1].double()
         out.append((last @ w_diff + b_diff).cpu())
     return torch.cat(out)
 

@@ -83,20 +83,13 @@ Batch = tuple[Tensor, Tensor, Tensor]  # (input ids (b, S) or block inputs (b, S
 
 def encode(tok: Any, prompts: list[str], sign: Tensor, batch_size: int) -> list[Batch]:
     """Right-padded token batches (as ``answer_margins``: each row's last real token at its length − 1)."""
-    pad = getattr(tok, "pad_token_id", None)
-    pad = 0 if pad is None else int(pad)
-    seqs = [list(tok(p)["input_ids"]) for p in prompts]
-    out = []
-    for start in range(0, len(seqs), batch_size):
-        chunk = seqs[start:start + batch_size]
-        width = max(len(x) for x in chunk)
-        tokens = torch.full((len(chunk), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for i, x in enumerate(chunk):
-            tokens[i, :len(x)] = torch.as_tensor(x)
-            mask[i, :len(x)] = 1
-        out.append((tokens, mask, sign[start:start + len(chunk)]))
-    return out
+    from updatescope.data.statements import right_padded
+
+    batches = right_padded(tok, prompts, batch_size)
+    starts = [0]
+    for tokens, _ in batches:
+        starts.append(starts[-1] + tokens.shape[0])
+    return [(tokens, mask, sign[a:b]) for (tokens, mask), a, b in zip(batches, starts, starts[1:])]
 
 
 class _Stop(Exception):
