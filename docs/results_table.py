@@ -356,10 +356,51 @@ def readme_trust(recs: list[dict]) -> list[str]:
 
 METRIC = {"spearman": "per-target Spearman", "top1": "top-1"}
 MULTI_KINDS = {"readme_methods": readme_methods, "readme_trust": readme_trust}
+def example_bank(rec: dict) -> list[str]:
+    """The README's bank example: what ``index query`` and ``index dedup`` printed."""
+    q, d = rec["metrics"]["query"], rec["metrics"]["dedup"]
+    rows = q["rows"]
+
+    def cell(r: dict) -> str:
+        return (f"{r['source']} (fisher {_num(r['fisher'], '{:.2f}')} ± {_num(r['fisher_se'], '{:.2f}')}, "
+                f"activation {_num(r['activation'], '{:.2f}')})")
+    skipped = "skips the target itself, " if q.get("skipped") else ""
+    order = " above ".join(cell(r) for r in rows)
+    dup = ("finds no near-duplicates" if not d["duplicates"] else
+           f"lists {len(d['duplicates'])} near-duplicate pair(s)")
+    return [f"The query {skipped}ranks {order} — the same values `rank` prints — and dedup {dup} "
+            f"(`docs/results/readme_examples.json`, written by `python docs/readme_examples.py`)."]
+
+
+def example_select(rec: dict) -> list[str]:
+    """The README's select example: the top k with their scores, and where the rest of the
+    target's own documents ranked."""
+    s = rec["metrics"]["select"]
+    dom, scores, k = s["domains"], s["scores"], len(s["top"])
+    target = rec["config"]["target"]
+
+    def fmt(r: dict) -> str:
+        return f"{_num(r['score'], '{:.2f}')} ± {_num(r['score_se'], '{:.2f}')}"
+    top = s["top"]
+    own = sum(dom[r["index"]] == target for r in top)
+    head = (f"The top {k} are all {target} documents" if own == k else
+            f"{own} of the top {k} are {target} documents")
+    line = f"{head} (scores {', '.join(fmt(r) for r in top)})"
+    rest = sorted((r for r in scores if r["rank"] > k), key=lambda r: r["rank"])
+    later = [r for r in rest if dom[r["index"]] == target]
+    if later:
+        first = later[0]
+        ahead = [r for r in rest if r["rank"] < first["rank"] and dom[r["index"]] != target]
+        line += (f"; the next {target} document ranks {first['rank']} ({fmt(first)})"
+                 + (f", behind {len(ahead)} other document(s) ({', '.join(fmt(r) for r in ahead)})" if ahead else ""))
+    return [line + " (`docs/results/readme_examples.json`)."]
+
+
 PAPER_ESTIMATOR_SPEARMAN = 0.97  # paper A: sketch vs exact A_F Spearman on ViT-B/16
 KINDS["vision"] = vision_groups_table
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
-RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines}
+RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines,
+                "example_bank": example_bank, "example_select": example_select}
 
 
 def render(kind: str, record: str, results_dir: Path) -> list[str]:
