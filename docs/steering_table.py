@@ -255,9 +255,16 @@ def search_block(rec: dict, name: str) -> list[str]:
     g = st["search_mean"]
     verdict = ("the searched perturbations improve the test margin in every seed" if all(x > 0 for x in held) else
                "the searched perturbations do not improve the test margin in every seed")
-    verdict += "; their shadows " + ("steer" if g["gain"] - 2 * g["gain_se"] > 0 else "do not steer")
+    r = m["steering_test"].get("random_mean")
+    above_zero = g["gain"] - 2 * g["gain_se"] > 0
+    above_random = r is None or g["gain"] - 2 * g["gain_se"] > r["gain"] + 2 * r["gain_se"]
+    verdict += "; their shadows " + ("steer beyond same-norm random vectors" if above_zero and above_random else
+                                     "move the accuracy, but no more than same-norm random vectors do"
+                                     if above_zero else "do not steer")
+    ref = "" if r is None else f"; random vectors {_gain(r['gain'], r['gain_se'])}"
     rows += ["", f"**Verdict: {verdict}.** Rule: a weight gain counts when > 0 on the test split; the shadows steer "
-                 f"when their mean test gain over seeds minus 2 SE is > 0 (here {_gain(g['gain'], g['gain_se'])})."]
+                 f"when their mean test gain over seeds minus 2 SE is > 0 and above the same-norm random vectors' "
+                 f"mean + 2 SE (here {_gain(g['gain'], g['gain_se'])}{ref})."]
     return rows
 
 
