@@ -128,7 +128,9 @@ def test_lambda_max_finds_the_top_eigenvalue_when_the_dominant_one_is_negative(m
     from updatescope.locallinear import lab
 
     q, _ = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
-    for spectrum, top in (([-5.0, 2.0, 1.0, 0.5, -1.0, 0.1], 2.0), ([5.0, 2.0, -1.0, 0.5, -3.0, 0.1], 5.0)):
+    # all-negative spectrum: no positive curvature, the spectral radius bounds the step
+    for spectrum, top in (([-5.0, 2.0, 1.0, 0.5, -1.0, 0.1], 2.0), ([5.0, 2.0, -1.0, 0.5, -3.0, 0.1], 5.0),
+                          ([-5.0, -2.0, -1.0, -0.5, -1.5, -0.1], 5.0)):
         h = q @ torch.diag(torch.tensor(spectrum, dtype=torch.float64)) @ q.T
         monkeypatch.setattr(lab, "make_hvp", lambda loss, model, h=h: (lambda v: (h @ v.double()).float()))
         monkeypatch.setattr(lab, "mix_loss_fn", lambda *a, **k: None)

@@ -83,13 +83,18 @@ def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters
     Power iteration finds the eigenvalue of largest magnitude.  Far from a minimum it can be
     negative; then the top eigenvalue is found by a second power iteration on H - lam_neg I,
     whose spectrum is >= 0 with the top eigenvalue shifted by -lam_neg (same seed and iters).
+    When that still resolves no positive curvature (every eigenvalue <= 0, or too few
+    iterations to separate a small positive top from the shift), the spectral radius |lam_neg|
+    is returned: it bounds every eigenvalue, so a step eta = c / |lam_neg| keeps eta * lambda
+    <= c for the whole spectrum, and the step size is never negative.
     """
     with swapped_params(model, theta):
         hvp = make_hvp(mix_loss_fn(tasks, 900 + seed, n), model)
         lam, _ = top_eigenvalue(hvp, theta.numel(), iters, seed)
         if lam < 0:
             shifted, _ = top_eigenvalue(lambda v: hvp(v) - lam * v, theta.numel(), iters, seed)
-            lam = shifted + lam
+            top = shifted + lam
+            lam = top if top > 0 else abs(lam)
     return lam
 
 
