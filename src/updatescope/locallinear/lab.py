@@ -157,15 +157,13 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
                      ) -> tuple[TinyTransformer, DigitTasks, dict]:
     """The sequential-specialisation counterpart of :func:`multitask_model`.
 
-    Same initialisation (``torch.manual_seed(cfg.seed)``) and the same total step budget
-    ``cfg.mt_steps``, but the tasks come one after another in ``order``, each a fine-tuning
-    run of its own: ``mt_steps // 4`` Adam steps with theta_mt's learning rate, a warm-up
-    and a cosine decay within the run (a fresh optimiser per task, as when a model is
-    fine-tuned on one task after another).  One schedule decaying over the whole budget
-    would leave the later tasks a learning rate near 0, so they would not be learned at all.
-    Each step takes ``4 * batch_size`` sequences of its one task, so every step sees as many
-    sequences as a multitask step and each task is seen as often in both schedules.  Cached
-    like theta_mt.
+    Same initialisation (``torch.manual_seed(cfg.seed)``), same step budget ``cfg.mt_steps``
+    and the same optimiser and learning-rate schedule (one Adam run, warm-up and cosine
+    decay over the whole budget, so the two schedules differ only in their batches), but
+    the tasks come one after another in ``order``: task j owns steps
+    ``j * mt_steps // 4 + 1 .. (j + 1) * mt_steps // 4``.  Each step takes
+    ``4 * batch_size`` sequences of its one task, so every step sees as many sequences as a
+    multitask step and each task is seen as often in both schedules.  Cached like theta_mt.
 
     Returns (model, tasks, info) with info = {"cached", "accuracy", "history", "order"}.
     """
@@ -174,20 +172,17 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
     torch.manual_seed(cfg.seed)
     model = TinyTransformer(cfg.model)
     tasks = DigitTasks(seq_len=cfg.model.seq_len, batch_size=cfg.batch_size, seed=cfg.seed)
-    key = _key(cfg, schedule="sequential", order=list(order), per_task_schedule=True)
-    path = cache_dir("locallinear") / f"theta_seq_{key}.pt"
+    path = cache_dir("locallinear") / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order))}.pt"
     info = {"order": list(order)}
     if use_cache and path.exists():
         set_flat_params(model, torch.load(path, weights_only=True))
         return model, tasks, {"cached": True, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": [], **info}
-    n, block = len(TASKS) * cfg.batch_size, max(1, cfg.mt_steps // len(order))
-    phase = PhaseConfig(steps=block, lr=cfg.mt_lr, warmup=min(50, block // 4), schedule="cosine",
-                        eval_every=max(1, block // 5))
-    hist: list[dict] = []
-    for j, task in enumerate(order):  # batches of task j start at step j * block: none is seen twice
-        hist += train_phase(model, lambda m, i, task=task: tasks.loss(m, task, i, n=n), phase,
-                            phase=f"sequential:{task}", index_offset=j * block,
-                            metrics=accuracy_fn(tasks, cfg.eval_n))
+    n, block = len(TASKS) * cfg.batch_size, cfg.mt_steps / len(order)
+
+    def loss(m: nn.Module, i: int) -> Tensor:  # train_phase passes i = t, the step (1-based)
+        return tasks.loss(m, order[min(len(order) - 1, int((i - 1) // block))], i, n=n)
+
+    hist = train_phase(model, loss, _train_phase_config(cfg), phase="sequential", metrics=accuracy_fn(tasks, cfg.eval_n))
     if use_cache:
         _save_theta(model, path)
     return model, tasks, {"cached": False, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist, **info}
