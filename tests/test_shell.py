@@ -142,3 +142,19 @@ def test_imports_run_one_way():
                     if top and top not in base:
                         problems.append(f"base module {module} imports {name}")
     assert not problems, problems
+
+
+def test_a_diverged_run_ends_in_one_line(monkeypatch, tmp_path, capsys):
+    """An experiment whose training diverges (the lab raises FloatingPointError on a NaN
+    loss) ends with one line and exit 1, not a traceback; nothing is written."""
+    import updatescope.experiments.random_search as rs
+    from updatescope.cli import main
+
+    def diverge(config, out_dir):
+        raise FloatingPointError("recover: loss is nan at step 5")
+
+    monkeypatch.setattr(rs, "run", diverge)
+    out = tmp_path / "r.json"
+    assert main(["reproduce", "random-search", "--quick", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "loss is nan" in err and not out.exists()

@@ -398,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("updatescope: interrupted; no output was written", file=sys.stderr)
         return 130
-    except (OSError, MemoryError) as exc:
+    except (OSError, MemoryError, FloatingPointError) as exc:  # FloatingPointError: a training run diverged
         if os.environ.get("UPDATESCOPE_DEBUG"):
             raise
         print(f"updatescope: error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
