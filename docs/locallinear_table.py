@@ -59,6 +59,36 @@ def _beyond(ms: dict, i: int, nulls: list[dict]) -> bool:
     return all(m is None or lo > m + 2 * (s or 0.0) for m, s in (_at(n, i) for n in nulls))
 
 
+def _rank_rows(s: dict, tasks: list[str]) -> list[str]:
+    """One effective-rank row per task (entropy / stable rank against shuffled labels and
+    Gaussian rows); shared by the synthetic and the LoRA recovery tables."""
+    rows = []
+    for t in tasks:
+        e = lambda kind: num(s[f"rank.{t}.{kind}.entropy_rank"], fmt="{:.1f}")
+        st = lambda kind: num(s[f"rank.{t}.{kind}.stable_rank"], fmt="{:.2f}")
+        low = s[f"rank.{t}.task.stable_rank"]["mean"] <= 8
+        below = s[f"rank.{t}.task_unit.stable_rank"]["mean"] < s[f"rank.{t}.shuffled_unit.stable_rank"]["mean"]
+        rows.append(
+            f"| effective rank, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
+            f"{e('shuffled')} / {st('shuffled')}; Gaussian, same norms {e('gaussian')} / {st('gaussian')}; unit rows: "
+            f"task {st('task_unit')}, shuffled {st('shuffled_unit')}, Gaussian {st('gaussian_unit')} (stable) | "
+            f"{'stable rank ≤ 8' if low else 'stable rank > 8'}; directions "
+            f"{'lower-rank than' if below else 'not lower-rank than'} shuffled labels |")
+    return rows
+
+
+def _drift_row(s: dict, pick: list[int], floor: dict) -> str:
+    """The drift row: overlap with the plane at θ_forg at the steps ``pick`` (indices into
+    ``drift.steps``), raw and divided by the same-point resample floor."""
+    steps = s["drift.steps"]
+    ov = ", ".join(f"step {steps[i]}: {num(s['drift.overlap'], i, '{:.3f}')} (÷ floor {num(s['drift.normalised'], i, '{:.2f}')})"
+                   for i in pick)
+    last = s["drift.normalised"]["mean"][pick[-1]] if pick else None
+    return (f"| the task plane drifts | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
+            f"floor {num(floor, None, '{:.3f}')} | "
+            f"{'drift beyond resampling' if last is not None and last < 0.5 else 'little drift beyond resampling'} |")
+
+
 def recovery_table(m: dict) -> list[str]:
     s = m["summary"]
     k10, k20 = 9, 19
@@ -103,25 +133,8 @@ def recovery_table(m: dict) -> list[str]:
         f"random 4/D = {4 / m['dim']:.1e} | "
         f"{'little, local > pre-interference' if s['task_plane.capture_forg']['mean'] > s['task_plane.capture_mt']['mean'] else 'little'} |")
     steps = s["drift.steps"]
-    pick = [steps.index(t) for t in (10, 100) if t in steps]
-    ov = ", ".join(f"step {steps[i]}: {num(s['drift.overlap'], i, '{:.3f}')} (÷ floor {num(s['drift.normalised'], i, '{:.2f}')})"
-                   for i in pick)
-    last = s["drift.normalised"]["mean"][pick[-1]] if pick else None
-    rows.append(
-        f"| the task plane drifts | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
-        f"floor {num(floor, None, '{:.3f}')} | "
-        f"{'drift beyond resampling' if last is not None and last < 0.5 else 'little drift beyond resampling'} |")
-    for t in tasks:
-        e = lambda kind: num(s[f"rank.{t}.{kind}.entropy_rank"], fmt="{:.1f}")
-        st = lambda kind: num(s[f"rank.{t}.{kind}.stable_rank"], fmt="{:.2f}")
-        low = s[f"rank.{t}.task.stable_rank"]["mean"] <= 8
-        below_shuf = s[f"rank.{t}.task_unit.stable_rank"]["mean"] < s[f"rank.{t}.shuffled_unit.stable_rank"]["mean"]
-        rows.append(
-            f"| effective rank, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
-            f"{e('shuffled')} / {st('shuffled')}; Gaussian, same norms {e('gaussian')} / {st('gaussian')}; unit rows: "
-            f"task {st('task_unit')}, shuffled {st('shuffled_unit')}, Gaussian {st('gaussian_unit')} (stable) | "
-            f"{'stable rank ≤ 8' if low else 'stable rank > 8'}; directions "
-            f"{'lower-rank than' if below_shuf else 'not lower-rank than'} shuffled labels |")
+    rows.append(_drift_row(s, [steps.index(t) for t in (10, 100) if t in steps], floor))
+    rows += _rank_rows(s, tasks)
     kk = len(s["krylov.gd_capture"]["mean"])
     ks = [k for k in (1, 5, 10, 20, 30) if k <= kk]
     gd = ", ".join(f"{k}: {pct(s['krylov.gd_capture'], k - 1)}" for k in ks)
@@ -248,25 +261,9 @@ def lora_recovery_table(m: dict) -> list[str]:
         f"local {pct(loc, None, 2)}; pre-interference {pct(pre, None, 2)} | random {nt}/D = {nt / m['dim']:.1e} | "
         f"{'little, local > pre-interference' if loc['mean'] > pre['mean'] else 'little'} |")
     steps = s["drift.steps"]
-    pick = [i for i, t in enumerate(steps) if t in (10, steps[-1])]
-    ov = ", ".join(f"step {steps[i]}: {num(s['drift.overlap'], i, '{:.3f}')} (÷ floor {num(s['drift.normalised'], i, '{:.2f}')})"
-                   for i in pick)
-    last = s["drift.normalised"]["mean"][pick[-1]]
-    rows.append(
-        f"| the task plane drifts | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample floor "
-        f"{num(s['task_plane.resample_floor'], None, '{:.3f}')} | "
-        f"{'drift beyond resampling' if last < 0.5 else 'little drift beyond resampling'} |")
-    for t in tasks:
-        e = lambda kind: num(s[f"rank.{t}.{kind}.entropy_rank"], fmt="{:.1f}")
-        st = lambda kind: num(s[f"rank.{t}.{kind}.stable_rank"], fmt="{:.2f}")
-        low = s[f"rank.{t}.task.stable_rank"]["mean"] <= 8
-        below = s[f"rank.{t}.task_unit.stable_rank"]["mean"] < s[f"rank.{t}.shuffled_unit.stable_rank"]["mean"]
-        rows.append(
-            f"| effective rank, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
-            f"{e('shuffled')} / {st('shuffled')}; Gaussian, same norms {e('gaussian')} / {st('gaussian')}; unit rows: "
-            f"task {st('task_unit')}, shuffled {st('shuffled_unit')}, Gaussian {st('gaussian_unit')} (stable) | "
-            f"{'stable rank ≤ 8' if low else 'stable rank > 8'}; directions "
-            f"{'lower-rank than' if below else 'not lower-rank than'} shuffled labels |")
+    rows.append(_drift_row(s, [i for i, t in enumerate(steps) if t in (10, steps[-1])],
+                           s["task_plane.resample_floor"]))
+    rows += _rank_rows(s, tasks)
     return rows
 
 
