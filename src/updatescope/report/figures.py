@@ -168,6 +168,35 @@ def plot_smiles(pairs: Mapping[str, Sequence[float]], truth: Sequence[float], te
     _save(fig, out_png)
 
 
+def _band(ax: Any, s: Mapping[str, Any], x: Any, key: str, style: str, label: str, color: Any = None) -> None:
+    """Plot ``s[key]``'s mean over ``x`` with a ±1 SE band (a curve may be shorter or longer
+    than ``x``, e.g. a static plane wider than the prefix: both are cut to the shorter)."""
+    n = min(len(x), len(s[key]["mean"]))
+    mean = np.asarray(s[key]["mean"][:n], dtype=float)
+    line = ax.plot(x[:n], mean, style, ms=3, label=label, color=color)[0]
+    if s[key]["se"] is not None:
+        se = np.asarray(s[key]["se"][:n], dtype=float)
+        ax.fill_between(x[:n], mean - se, mean + se, alpha=0.2, color=line.get_color())
+
+
+def _capture_panel(ax: Any, s: Mapping[str, Any], k: Any, space: str, suffix: str, title: str) -> None:
+    """One capture panel of a recovery summary: the trajectory prefix against its nulls (the
+    random walk with the real step norms, an independent run's prefix, a static plane of the
+    same width; the pre-interference plane on the main LoRA-space / synthetic panel).
+    ``space``: "" or "dw_" (the BA space of a LoRA record); ``suffix``: "" (Δ_GD) or "_rest"
+    (the displacement left after k steps)."""
+    _band(ax, s, k, f"curve.{space}prefix{suffix}", "-o", "trajectory prefix")
+    _band(ax, s, k, f"curve.{space}walk{suffix}", "--", "null: random walk, real step norms")
+    _band(ax, s, k, f"curve.{space}independent{suffix}", "-s", "null: independent run's prefix")
+    static = f"curve.dw_static{suffix}" if space else ("curve.static_rest" if suffix else "curve.local_plane")
+    _band(ax, s, k, static, "-^", "static local plane, same width")
+    if not space and not suffix:
+        _band(ax, s, k, "curve.pre_interference_plane", "-v", "pre-interference plane")
+    ax.set_xlabel("k (steps / dimensions)")
+    ax.set_title(title, fontsize=9)
+    ax.set_ylim(-0.02, 1.02)
+
+
 def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     """One figure of a recovery record, chosen by the file name (see RECOVERY_FIGURES):
     capture curves with nulls, drift over the resample floor, effective ranks against
@@ -178,27 +207,14 @@ def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     s = m["summary"]
 
     def band(ax, x, key, style, label, color=None):
-        mean = np.asarray(s[key]["mean"], dtype=float)
-        line = ax.plot(x[: len(mean)], mean, style, ms=3, label=label, color=color)[0]
-        if s[key]["se"] is not None:
-            se = np.asarray(s[key]["se"], dtype=float)
-            ax.fill_between(x[: len(mean)], mean - se, mean + se, alpha=0.2, color=line.get_color())
+        _band(ax, s, x, key, style, label, color)
 
     if which == "recovery_capture.png":
         fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0))
         k = np.arange(1, len(s["curve.prefix"]["mean"]) + 1)
         for ax, suffix, title in [(axes[0], "", "capture of Δ_GD by a k-dim basis"),
                                   (axes[1], "_rest", "capture of the displacement left after k steps")]:
-            band(ax, k, f"curve.prefix{suffix}", "-o", "trajectory prefix")
-            band(ax, k, f"curve.walk{suffix}", "--", "null: random walk, real step norms")
-            band(ax, k, f"curve.independent{suffix}", "-s", "null: independent run's prefix")
-            key = "curve.local_plane" if not suffix else "curve.static_rest"
-            band(ax, k, key, "-^", "static local plane, same width")
-            if not suffix:
-                band(ax, k, "curve.pre_interference_plane", "-v", "pre-interference plane")
-            ax.set_xlabel("k (steps / dimensions)")
-            ax.set_title(title, fontsize=9)
-            ax.set_ylim(-0.02, 1.02)
+            _capture_panel(ax, s, k, "", suffix, title)
         axes[0].set_ylabel("||P_U x||² / ||x||²")
         axes[0].legend(fontsize=7)
     elif which == "recovery_drift.png":
@@ -368,28 +384,14 @@ def lora_recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     s = m["summary"]
 
     def band(ax, x, key, style, label):
-        n = min(len(x), len(s[key]["mean"]))  # a static plane may be wider than the prefix
-        mean = np.asarray(s[key]["mean"][:n], dtype=float)
-        line = ax.plot(x[:n], mean, style, ms=3, label=label)[0]
-        if s[key]["se"] is not None:
-            se = np.asarray(s[key]["se"][:n], dtype=float)
-            ax.fill_between(x[:n], mean - se, mean + se, alpha=0.2, color=line.get_color())
+        _band(ax, s, x, key, style, label)
 
     fig, axes = plt.subplots(1, 5, figsize=(22.0, 4.0))
     k = np.arange(1, len(s["curve.prefix"]["mean"]) + 1)
     panels = [("", "", "LoRA space: capture of Δ_GD"), ("", "_rest", "LoRA space: displacement left after k steps"),
               ("dw_", "", "BA space: capture of ΔW"), ("dw_", "_rest", "BA space: ΔW left after k steps")]
     for ax, (space, suffix, title) in zip(axes, panels):
-        band(ax, k, f"curve.{space}prefix{suffix}", "-o", "trajectory prefix")
-        band(ax, k, f"curve.{space}walk{suffix}", "--", "null: random walk, real step norms")
-        band(ax, k, f"curve.{space}independent{suffix}", "-s", "null: independent run's prefix")
-        static = {"": "curve.local_plane", "_rest": "curve.static_rest"}[suffix] if not space else f"curve.dw_static{suffix}"
-        band(ax, k, static, "-^", "static local plane, same width")
-        if not space and not suffix:
-            band(ax, k, "curve.pre_interference_plane", "-v", "pre-interference plane")
-        ax.set_xlabel("k (steps / dimensions)")
-        ax.set_title(title, fontsize=9)
-        ax.set_ylim(-0.02, 1.02)
+        _capture_panel(ax, s, k, space, suffix, title)
     axes[0].set_ylabel("||P_U x||² / ||x||²")
     axes[0].legend(fontsize=7)
     ax = axes[4]
