@@ -1,4 +1,4 @@
-"""Model loading: local folders, one-line errors, head fingerprints; the packaged SmolLM2."""
+"""Model loading: local folders, one-line errors, model fingerprints; the packaged SmolLM2."""
 from __future__ import annotations
 
 import os

@@ -114,7 +114,7 @@ def test_model_scores_equal_per_document_streams(tiny):
     # target = the code half: code documents (odd) score above prose documents
     assert float(res.score[1::2].min()) > float(res.score[0::2].max())
     assert torch.all(target_directions(target).isfinite())
-    # a target of another model (head fingerprint, widths) is refused before any forward pass;
+    # a target of another model (model fingerprint, widths) is refused before any forward pass;
     # the basis (seed, sketch_dim, maps) is taken from the target
     from dataclasses import replace
 

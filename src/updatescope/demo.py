@@ -48,7 +48,7 @@ def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature
     model, tok = load_causal_lm("smollm2")
     fp = head_fingerprint(model, tok)
     if not quiet:
-        print(f"loaded SmolLM2-135M-Instruct in {time.perf_counter() - t0:.1f} s (head fingerprint {fp})")
+        print(f"loaded SmolLM2-135M-Instruct in {time.perf_counter() - t0:.1f} s (model fingerprint {fp})")
     family_of = {d.name: d.family for d in list_domains()}
     sigs, families = {}, {}
     for name, texts in demo_domains(split="sketch").items():

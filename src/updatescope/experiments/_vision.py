@@ -4,7 +4,7 @@
   random network whose last layer is an ``nn.Linear``).
 - ``capture_pool``: head inputs of a *pool* of augmented views of the built-in photographs
   (``updatescope.data.images``), one forward pass shared by every task, cached on disk under
-  ``$UPDATESCOPE_CACHE/experiments`` (key = head fingerprint + photo files + view recipe).
+  ``$UPDATESCOPE_CACHE/experiments`` (key = model fingerprint + photo files + view recipe).
   Logits are not cached: they are ``acts @ W.T + b``.
 - ``task_specs`` / ``make_tasks``: many classification tasks over that pool.  A task is a
   subset of the photographs, ``n`` of their views drawn without replacement, and a *label

@@ -104,7 +104,7 @@ def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Sig
     document with none counts no token and gets an undefined score.  Default: every
     next-token target.
 
-    The model's head, the target's sketch_dim/seed/maps and the head fingerprint define the
+    The model's head, the target's sketch_dim/seed/maps and the model fingerprint define the
     basis; a target of another model or config raises IncompatibleSignatureError naming the
     field, before any forward pass.  One forward pass per batch of ``token_budget`` tokens.
     """

@@ -23,8 +23,8 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
     One forward pass per batch; the head input and logits are captured by a hook and
     streamed into the sketch (float64 accumulation), so memory is O(token_budget × K).
     A head with a bias is sketched with its bias block (``SketchConfig.head_bias``).
-    The model's head fingerprint goes into the config: signatures of different models
-    or tokenizers can never be compared silently.
+    The model's fingerprint (every weight and the vocabulary) goes into the config:
+    signatures of different models or tokenizers can never be compared silently.
     """
     from updatescope.capture.causal_lm import capture_causal_lm
     from updatescope.capture.hook import find_output_linear

@@ -36,7 +36,7 @@ class SketchConfig:
     seed:        fixes the random basis; regenerated from it, never stored
     act_map / error_map: projection family per side ("auto" resolves by width and m, see
                  resolve_map); part of the basis, hence of the key
-    fingerprint: hash of the model's head weight and tokenizer vocabulary ("" when the
+    fingerprint: hash of the model's weights (head and body) and tokenizer vocabulary ("" when the
                  streams do not come from a named model, e.g. synthetic tasks)
     head_bias:   the head has a bias b (logits = W a + b).  Its gradient e is part of the
                  per-sample gradient (e aᵀ, e) = e ⊗ (a, 1), so the activation is augmented
