@@ -60,7 +60,6 @@ from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import minibatch_indices
 from updatescope.experiments.recovery import _mean_se, _unit
 from updatescope.locallinear import (
-    ParamLayout,
     PhaseConfig,
     capture_fraction,
     effective_rank,
@@ -79,6 +78,8 @@ from updatescope.locallinear import (
     top_eigenvalue,
     train_phase,
 )
+from updatescope.locallinear.lora import ba_increments as _w_increments
+from updatescope.locallinear.lora import ba_pairs, delta_w, push_w  # noqa: F401 (public here too)
 from updatescope.report import figures
 
 NAME = "lora-recovery"
@@ -159,67 +160,46 @@ def lora_tail(model: nn.Module, data: Mapping[str, Tensor], cfg: LoRARecoveryCon
     return _eager(tail)
 
 
-def ba_pairs(tail: nn.Module) -> list[tuple[slice, tuple, slice, tuple, float]]:
-    """(slice of A, shape of A, slice of B, shape of B, scaling) of every adapted module, in
-    layout order of the flat LoRA vector."""
-    layout = ParamLayout.of(tail)
-    sl = layout.slices()
-    shapes = dict(zip(layout.names, layout.shapes))
-    out = []
-    for name in layout.names:
-        if ".lora_A." not in name:
-            continue
-        prefix, rest = name.split(".lora_A.", 1)
-        b = f"{prefix}.lora_B.{rest}"
-        adapter = rest.split(".", 1)[0]
-        scale = float(tail.get_submodule(prefix).scaling[adapter])
-        out.append((sl[name], shapes[name], sl[b], shapes[b], scale))
-    return out
-
-
-def delta_w(theta: Tensor, theta0: Tensor, pairs: Sequence[tuple]) -> Tensor:
-    """concat vec(s (B A - B_0 A_0)) over modules.  (D,), (D,) -> (P,) float32."""
-    parts = []
-    for a, sa, b, sb, s in pairs:
-        A, B = theta[a].double().view(sa), theta[b].double().view(sb)
-        A0, B0 = theta0[a].double().view(sa), theta0[b].double().view(sb)
-        parts.append((s * (B @ A - B0 @ A0)).reshape(-1))
-    return torch.cat(parts).float()
-
-
-def push_w(v: Tensor, theta0: Tensor, pairs: Sequence[tuple]) -> Tensor:
-    """Jacobian of theta -> BA at theta0 applied to v: concat vec(s (dB A_0 + B_0 dA)).  (D,) -> (P,)."""
-    parts = []
-    for a, sa, b, sb, s in pairs:
-        dA, dB = v[a].double().view(sa), v[b].double().view(sb)
-        A0, B0 = theta0[a].double().view(sa), theta0[b].double().view(sb)
-        parts.append((s * (dB @ A0 + B0 @ dA)).reshape(-1))
-    return torch.cat(parts).float()
-
-
-def _w_increments(thetas: Sequence[Tensor], theta0: Tensor, pairs: Sequence[tuple],
-                  keep: int) -> tuple[Tensor, Tensor, Tensor]:
-    """BA-space increments x_t - x_{t-1} of a parameter sequence starting at theta0, one at a
-    time (T x P would not fit) -> (the first ``keep`` increments (keep, P), every increment's
-    norm (T,) float64, the end point x_T (P,) float64)."""
-    prev = delta_w(theta0, theta0, pairs)
-    kept, norms = [], []
-    for t, th in enumerate(thetas):
-        now = delta_w(th, theta0, pairs)
-        step = now - prev
-        norms.append(float(step.double().norm()))
-        if t < keep:
-            kept.append(step)
-        prev = now
-    return torch.stack(kept), torch.tensor(norms, dtype=torch.float64), prev.double()
-
-
 # ------------------------------------------------------------------------------ measures
-def _grads(tail, data, theta, draws: Mapping[str, Sequence[Tensor]]) -> Tensor:
-    """Task-major gradients at theta, one per (task, minibatch) in ``draws``.  -> (n, D)."""
+def plane_draws(n: int, batch: int, seed: int) -> tuple[Tensor, Tensor, bool]:
+    """Two draws of ``batch`` rows out of n for the task plane and its resample floor ->
+    (first, second, disjoint).  Disjoint, without replacement, while 2 * batch <= n; otherwise
+    each draw samples its rows with replacement, independently (the record says so)."""
+    g = torch.Generator().manual_seed(seed)
+    if 2 * batch <= n:
+        order = torch.randperm(n, generator=g)
+        return order[:batch], order[batch:2 * batch], True
+    return torch.randint(n, (batch,), generator=g), torch.randint(n, (batch,), generator=g), False
+
+
+def _part_grads(tail, data, rows: Tensor, parts: int) -> tuple[Tensor, Tensor]:
+    """Gradients of the mean CE over ``rows``, accumulated over ``parts`` equal micro-batches
+    (the whole batch never sits in memory at once) -> (each part's own mean-CE gradient
+    (parts, D) float32, the whole batch's gradient (D,) float64 = the parts weighted by their
+    counted targets)."""
+    chunks = rows.chunk(parts)
+    counts = torch.tensor([float((data["labels"][c] != IGNORE_INDEX).sum()) for c in chunks], dtype=torch.float64)
+    g = gradient_stack(tail, [(lambda m, c=c: _loss(m, data, c)) for c in chunks])  # (parts, D)
+    return g, (counts[:, None] * g.double()).sum(0) / counts.sum()
+
+
+def _plane_grads(tail, data, theta, draws: Mapping[str, Sequence[Tensor]], parts: int) -> tuple[Tensor, Tensor]:
+    """At theta, for every task and draw: the draw's gradient and its micro-batch gradients
+    -> (task-major draw gradients (tasks * draws, D), micro-batch gradients (tasks * draws *
+    parts, D))."""
+    whole, micro = [], []
     with swapped_params(tail, theta):
-        return gradient_stack(tail, [(lambda m, t=t, rows=rows: _loss(m, data[t], rows))
-                                     for t in data for rows in draws[t]])
+        for t in data:
+            for rows in draws[t]:
+                g, full = _part_grads(tail, data[t], rows, parts)
+                micro.append(g)
+                whole.append(full)
+    return torch.stack(whole), torch.cat(micro)
+
+
+def _grads(tail, data, theta, draws: Mapping[str, Sequence[Tensor]], parts: int = 1) -> Tensor:
+    """Task-major gradients at theta, one per (task, draw) in ``draws``.  -> (n, D)."""
+    return _plane_grads(tail, data, theta, draws, parts)[0].float()
 
 
 def _shuffled(labels: Tensor, seed: int) -> Tensor:

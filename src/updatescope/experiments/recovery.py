@@ -54,6 +54,7 @@ from updatescope.locallinear import (
     top_directions,
 )
 from updatescope.locallinear.lab import independent_recovery, lambda_max, mix_loss_fn, synthetic_recovery
+from updatescope.locallinear.protocol import unit_rows as _unit
 from updatescope.report import figures
 
 NAME = "recovery"
@@ -76,10 +77,6 @@ def _example_grads(model: nn.Module, tasks, task: str, index: int, n: int, shuff
     def loss(i):
         return lambda mod: nn.functional.cross_entropy(tasks.answer_logits(mod, seq[i:i + 1])[0], y[i])
     return gradient_stack(model, [loss(i) for i in range(n)])
-
-
-def _unit(g: torch.Tensor) -> torch.Tensor:
-    return g / g.norm(dim=1, keepdim=True).clamp_min(1e-30)
 
 
 def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:

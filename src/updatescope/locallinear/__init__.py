@@ -1,5 +1,7 @@
 """Local-linear lab: recovery trajectories, subspace capture and drift, effective rank,
 Krylov bases and Best-of-N random search (paper B, see docs/locallinear.md).
+:func:`run_protocol` runs the whole recovery protocol and its measures on any model;
+:mod:`.lora` maps a peft model's LoRA vector to its weight change Delta W = s B A.
 
 Vectors live in the flat parameter space R^D; subspaces are orthonormal bases (r, D).
 Nothing stores a D x D matrix.
@@ -15,22 +17,29 @@ from typing import Any
 
 #: public name -> module that defines it
 _LAZY = {
+    "BAPair": "updatescope.locallinear.lora",
     "DigitTasks": "updatescope.locallinear.synthetic",
+    "INDEX_OFFSETS": "updatescope.locallinear.protocol",
     "LabConfig": "updatescope.locallinear.config",
     "ModelConfig": "updatescope.locallinear.synthetic",
     "ParamLayout": "updatescope.locallinear.params",
     "PhaseConfig": "updatescope.locallinear.trajectory",
     "PhaseRecord": "updatescope.locallinear.trajectory",
+    "ProtocolConfig": "updatescope.locallinear.protocol",
+    "ProtocolRecord": "updatescope.locallinear.protocol",
     "RankStats": "updatescope.locallinear.rank",
     "RecoveryConfig": "updatescope.locallinear.trajectory",
     "RecoveryRun": "updatescope.locallinear.trajectory",
     "SearchResult": "updatescope.locallinear.search",
     "TASKS": "updatescope.locallinear.synthetic",
     "TinyTransformer": "updatescope.locallinear.synthetic",
+    "ba_increments": "updatescope.locallinear.lora",
+    "ba_pairs": "updatescope.locallinear.lora",
     "best_of_n": "updatescope.locallinear.search",
     "candidate_direction": "updatescope.locallinear.search",
     "candidate_seed": "updatescope.locallinear.search",
     "capture_fraction": "updatescope.locallinear.capture",
+    "delta_w": "updatescope.locallinear.lora",
     "drift_curve": "updatescope.locallinear.drift",
     "effective_rank": "updatescope.locallinear.rank",
     "expected_max_normal": "updatescope.locallinear.search",
@@ -45,12 +54,14 @@ _LAZY = {
     "orthonormal_basis": "updatescope.locallinear.subspaces",
     "prefix_capture_curve": "updatescope.locallinear.capture",
     "principal_angles": "updatescope.locallinear.drift",
+    "push_w": "updatescope.locallinear.lora",
     "random_basis": "updatescope.locallinear.subspaces",
     "random_subspace_null": "updatescope.locallinear.capture",
     "random_walk_prefix_null": "updatescope.locallinear.capture",
     "record_phase": "updatescope.locallinear.trajectory",
     "rest_capture_curve": "updatescope.locallinear.capture",
     "restrict": "updatescope.locallinear.subspaces",
+    "run_protocol": "updatescope.locallinear.protocol",
     "run_recovery": "updatescope.locallinear.trajectory",
     "set_flat_params": "updatescope.locallinear.params",
     "singular_values": "updatescope.locallinear.rank",
@@ -59,6 +70,7 @@ _LAZY = {
     "top_directions": "updatescope.locallinear.subspaces",
     "top_eigenvalue": "updatescope.locallinear.krylov",
     "train_phase": "updatescope.locallinear.trajectory",
+    "unit_rows": "updatescope.locallinear.protocol",
 }
 
 __all__ = sorted(_LAZY)
