@@ -193,6 +193,23 @@ def search_table(m: dict) -> list[str]:
     return rows
 
 
+def _lora_samples(m: dict) -> str:
+    """The sample sizes behind the planes, the drift and the effective rank, as the record
+    states them (records before ``plane_n`` took each static-plane gradient as its own draw)."""
+    cfg = m["config"]
+    if "plane_n" not in m:
+        return (f"Task planes, resample floor and drift: gradients of {cfg['plane_batch']} sequences per task; "
+                f"static planes from {cfg['batches_per_task']} such gradients per task; effective rank from "
+                f"{cfg['rank_n']} per-sequence gradients per task.")
+    n, repl = m["plane_n"], m["plane_with_replacement"]
+    how = (f"sampled with replacement for {', '.join(repl)}, which have fewer than {2 * n} sequences" if repl
+           else "two disjoint draws per task")
+    return (f"Task planes, resample floor and drift: gradients of {n} sequences per task ({how}); static planes "
+            f"of width {m['static_width']} spanned by their micro-batch gradients; effective rank from "
+            f"{m['rank_n']} per-sequence gradients per task against shuffled labels and Gaussian rows of the same "
+            f"norms.")
+
+
 def lora_recovery_table(m: dict) -> list[str]:
     """The ``lora-recovery`` record (LoRA on the packaged model; LoRA space and BA space)."""
     s, cfg = m["summary"], m["config"]
@@ -207,7 +224,8 @@ def lora_recovery_table(m: dict) -> list[str]:
         f"{lc['n_last']} blocks: D = {m['dim']:,} LoRA parameters, P = {m['dw_dim']:,} entries of ΔW = BA. "
         f"Train / eval tokens per task: {min(toks['train'].values())}–{max(toks['train'].values())} / "
         f"{min(toks['eval'].values())}–{max(toks['eval'].values())}; sequences of {lc['seq_len']} tokens. "
-        f"Recovery: {cfg['recover_steps']} SGD steps, the first {cfg['dense_steps']} kept.",
+        f"Recovery: {cfg['recover_steps']} SGD steps, the first {cfg['dense_steps']} kept. "
+        + _lora_samples(m),
         "",
         "| claim | paper | ours | nulls / references | verdict |",
         "|---|---|---|---|---|",

@@ -191,3 +191,31 @@ def test_docs_table_follows_the_record():
         s[key]["se"] = [0.0] * len(s[key]["mean"])
     rows = [r for r in mod.lora_recovery_table(m2) if "trajectory prefix captures Δ_GD, k = 10" in r]
     assert rows and rows[0].endswith("| beyond every null |")
+
+
+# ------------------------------------------------------------------------------ plane sample sizes
+def test_plane_draws_are_disjoint_while_they_fit_else_with_replacement():
+    a, b, disjoint = lora_recovery.plane_draws(10, 5, 0)
+    assert disjoint and len(set(a.tolist()) | set(b.tolist())) == 10
+    a, b, disjoint = lora_recovery.plane_draws(10, 8, 0)
+    assert not disjoint and a.numel() == b.numel() == 8 and int(a.max()) < 10
+
+
+def test_micro_batch_accumulation_equals_the_whole_batch(tail):
+    from updatescope.experiments.groundtruth import lora as lora_gt
+    from updatescope.locallinear import flat_grad
+
+    data = lora_gt.capture_block_inputs(tiny_llama(64), WordTokenizer(64), _texts("x_a", "train", 0), n_last=1,
+                                        fp="t", seq_len=8, use_cache=False)
+    rows = torch.arange(data["labels"].shape[0])
+    whole = flat_grad(lora_recovery._loss(tail, data, rows), tail).double()
+    parts, acc = lora_recovery._part_grads(tail, data, rows, 3)
+    assert parts.shape[0] == 3 and not torch.allclose(parts[0], parts[1])  # the parts differ ...
+    torch.testing.assert_close(acc, whole, rtol=1e-4, atol=1e-6)  # ... their count-weighted mean does not
+
+
+def test_static_plane_width_must_split_into_the_two_draws():
+    with pytest.raises(InputError, match="batches_per_task"):
+        dataclasses.replace(LoRARecoveryConfig(), batches_per_task=7)
+    full, quick = LoRARecoveryConfig.defaults(False), LoRARecoveryConfig.defaults(True)
+    assert min(full.plane_batch, quick.plane_batch) >= 256 and min(full.rank_n, quick.rank_n) >= 100

@@ -600,7 +600,7 @@ class LoRARecoveryConfig:
     focus: str = "smiles_nci_tpsa_low"
     lora: LoRAConfig = LoRAConfig(n_last=2, r=8, alpha=16, targets=("q_proj", "k_proj", "v_proj", "o_proj"),
                                   lr=2e-3, steps=120, batch=4, seq_len=64)
-    train_tokens: int = 2048
+    train_tokens: int = 32768  # >= 2 x plane_batch sequences of 64 tokens, where the split has them
     eval_tokens: int = 512
     forget_lr: float = 3e-3
     forget_cap: int = 200
@@ -612,9 +612,13 @@ class LoRARecoveryConfig:
     hessian_batch: int = 4
     power_iters: int = 20
     recover_eval_every: int = 5
-    batches_per_task: int = 8  # gradients per task in the static planes (width tasks x this)
-    plane_batch: int = 4  # sequences per task gradient (planes, drift, resample floor)
-    rank_n: int = 24  # per-sequence gradients per task for the effective rank
+    # task plane, resample floor and drift: gradients of plane_batch sequences per task (two
+    # draws at each point, disjoint while the task has 2 x plane_batch sequences, else sampled
+    # with replacement and recorded so); each draw is accumulated over batches_per_task / 2
+    # micro-batches, whose gradients span the static planes (width tasks x batches_per_task)
+    batches_per_task: int = 8
+    plane_batch: int = 256
+    rank_n: int = 100  # per-sequence gradients per task for the effective rank
     drift_steps: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
     seeds: int = 3
     seed: int = 0
@@ -634,6 +638,9 @@ class LoRARecoveryConfig:
             raise InputError(f"dense_steps={self.dense_steps} exceeds recover_steps={self.recover_steps}")
         if self.rank_n < 2:
             raise InputError(f"rank_n must be >= 2, got {self.rank_n}")
+        if self.batches_per_task % 2 or self.batches_per_task // 2 > self.plane_batch:
+            raise InputError(f"batches_per_task must be even (half per draw) and at most 2 x plane_batch="
+                             f"{2 * self.plane_batch}, got {self.batches_per_task}")
         if not self.drift_steps or any(not 1 <= k <= self.recover_steps for k in self.drift_steps):
             raise InputError(f"drift_steps must lie in 1..recover_steps={self.recover_steps}, got {list(self.drift_steps)}")
         if self.seeds < 2 or (self.seeds < 3 and not self.quick):
@@ -642,13 +649,14 @@ class LoRARecoveryConfig:
     @classmethod
     def defaults(cls, quick: bool, seed: int = 0) -> "LoRARecoveryConfig":
         if quick:
-            # 2 shared CPU cores (about 2.5 minutes): a few hundred tokens per task, short phases,
-            # 3 replicates (the recorded quick run: 154 s on an idle 2-core machine)
+            # 2 shared CPU cores (under 10 minutes): sequences of 8 tokens so that gradients of 256
+            # sequences stay affordable (the LM head over the whole vocabulary dominates), >= 512
+            # sequences per task, short phases, 3 replicates, drift at the steps the docs use
             return cls(lora=LoRAConfig(n_last=2, r=4, alpha=8, targets=("q_proj", "k_proj", "v_proj", "o_proj"),
-                                       lr=3e-3, steps=40, batch=2, seq_len=32),
-                       train_tokens=384, eval_tokens=128, forget_cap=40, forget_rise=0.2, recover_steps=30,
-                       dense_steps=20, power_iters=6, hessian_batch=2, batches_per_task=5, plane_batch=2,
-                       rank_n=8, drift_steps=(1, 5, 10, 20, 30), seeds=3, seed=seed, quick=True)
+                                       lr=3e-3, steps=40, batch=8, seq_len=8),
+                       train_tokens=4096, eval_tokens=128, forget_cap=40, forget_rise=0.2, recover_steps=30,
+                       dense_steps=20, power_iters=6, hessian_batch=8, batches_per_task=8, plane_batch=256,
+                       rank_n=100, drift_steps=(1, 10, 30), seeds=3, seed=seed, quick=True)
         return cls(seed=seed)
 
 

@@ -33,9 +33,13 @@ Measures (per replicate; mean +- SE over replicates in ``summary``), as in
   (the span of the first k of them is the span of x_1..x_k); nulls: a random walk with the
   BA step norms, the independent run's BA increments, and the static plane pushed into BA
   space by the Jacobian at theta_forg, d(BA) = dB A_0 + B_0 dA;
-- static planes: top directions of ``batches_per_task`` gradients per task at theta_forg
-  (local) and theta_mt (pre-interference); the tasks-dim task plane's capture, its drift
-  along the recovery and the same-point resample floor (disjoint batches);
+- task plane: top ``len(tasks)`` directions of one gradient per task over ``plane_batch``
+  sequences (accumulated over micro-batches), at theta_forg (local) and theta_mt
+  (pre-interference); its capture, its drift along the recovery (same sequences at every
+  point) and the same-point resample floor (a second draw, disjoint while the task has
+  2 x ``plane_batch`` sequences, else both drawn with replacement and recorded so);
+- static planes of width tasks x ``batches_per_task``: top directions of the micro-batch
+  gradients of both draws (``batches_per_task`` / 2 per draw) at theta_forg and theta_mt;
 - effective rank of ``rank_n`` per-sequence gradients per task at theta_forg against
   shuffled labels (next tokens permuted across the counted positions of the same sequences)
   and Gaussian rows with the same norms.
@@ -106,11 +110,6 @@ def load_texts(name: str, split: str, max_chars: int) -> list[str]:
 def _rows(n: int, batch: int, seed: int) -> Tensor:
     """One minibatch of ``batch`` row indices out of n, by the ground truth's rule."""
     return next(minibatch_indices(n, batch, 1, seed))
-
-
-def _draws(n: int, batch: int, count: int, seed: int) -> list[Tensor]:
-    """``count`` minibatches, disjoint while they fit in one epoch (count * batch <= n)."""
-    return list(minibatch_indices(n, batch, count, seed))
 
 
 def _loss(tail: nn.Module, data: Mapping[str, Tensor], rows: Tensor, labels: Tensor | None = None) -> Tensor:
@@ -295,10 +294,18 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
                              snapshot_every=kmax, phase="independent", index_offset=3_000_000 + r * STREAM)
     c["independent"] = prefix_capture_curve(indep.updates, delta).tolist()
     c["independent_rest"] = rest_capture_curve(indep.updates, delta, steps=upd).tolist()
+    # the task plane's two draws of plane_batch sequences per task, each gradient accumulated
+    # over batches_per_task / 2 micro-batches; those micro-batch gradients span the static planes
     nseq = {t: data[t]["labels"].shape[0] for t in tasks}
-    draws = {t: _draws(nseq[t], cfg.plane_batch, cfg.batches_per_task, 10 + 1000 * r + k) for k, t in enumerate(tasks)}
-    local = top_directions(_grads(tail, data, theta_forg, draws), len(tasks) * cfg.batches_per_task)
-    pre = top_directions(_grads(tail, data, theta_mt, draws), len(tasks) * cfg.batches_per_task)
+    picks = {t: plane_draws(nseq[t], cfg.plane_batch, 100 + 1000 * r + k) for k, t in enumerate(tasks)}
+    two = {t: list(v[:2]) for t, v in picks.items()}
+    parts = cfg.batches_per_task // 2
+    width = len(tasks) * cfg.batches_per_task
+    g_forg, micro_forg = _plane_grads(tail, data, theta_forg, two, parts)  # (2 tasks, D), (width, D)
+    g_mt, micro_mt = _plane_grads(tail, data, theta_mt, two, parts)
+    local = top_directions(micro_forg, width)
+    pre = top_directions(micro_mt, width)
+    del micro_forg, micro_mt
     c["local_plane"] = prefix_capture_curve(local, delta).tolist()
     c["pre_interference_plane"] = prefix_capture_curve(pre, delta).tolist()
     w = min(kmax, local.shape[0])
@@ -328,17 +335,17 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
     timings["capture_ba"] = time.perf_counter() - t0
 
     # ---- the tasks-dim task plane: capture, resample floor, drift ------------------------------
-    two = {t: _draws(nseq[t], cfg.plane_batch, 2, 100 + 1000 * r + k) for k, t in enumerate(tasks)}
     first = {t: v[:1] for t, v in two.items()}
-    second = {t: v[1:] for t, v in two.items()}
-    plane = lambda theta, dr: top_directions(_grads(tail, data, theta, dr), len(tasks))
-    ref = plane(theta_forg, first)
-    floor = subspace_overlap(ref, plane(theta_forg, second))
-    out["task_plane"] = {"capture_forg": capture_fraction(ref, delta),
-                         "capture_mt": capture_fraction(plane(theta_mt, first), delta),
+    plane = lambda g: top_directions(g, len(tasks))
+    ref = plane(g_forg[0::2])  # task-major: draw 0 of every task
+    floor = subspace_overlap(ref, plane(g_forg[1::2]))
+    out["task_plane"] = {"capture_forg": capture_fraction(ref, delta), "capture_mt": capture_fraction(plane(g_mt[0::2]), delta),
                          "resample_floor": floor, "random_overlap": len(tasks) / d,
-                         "batches_disjoint": all(2 * cfg.plane_batch <= nseq[t] for t in tasks)}
-    drift = {t: subspace_overlap(ref, plane(rec.snapshots[t], first)) for t in cfg.drift_steps}
+                         "sequences_per_gradient": cfg.plane_batch,
+                         "batches_disjoint": all(v[2] for v in picks.values()),
+                         "with_replacement": [t for t, v in picks.items() if not v[2]]}
+    drift = {t: subspace_overlap(ref, plane(_grads(tail, data, rec.snapshots[t], first, parts)))
+             for t in cfg.drift_steps}
     out["drift"] = {"steps": list(drift), "overlap": list(drift.values()),
                     "normalised": [v / floor for v in drift.values()]}
     timings["drift"] = time.perf_counter() - t0
@@ -454,7 +461,12 @@ def run(config: LoRARecoveryConfig, out_dir: Path) -> Result:
     for t in config.tasks:
         s[f"loss_base.{t}"] = loss_base[t]
     metrics = {"dim": reps[0]["dim"], "dw_dim": reps[0]["dw_dim"], "seeds": config.seeds, "tasks": list(config.tasks),
-               "focus": config.focus, "tokens": counted, "sequences": seqs, "summary": s,
+               "focus": config.focus, "tokens": counted, "sequences": seqs,
+               # sample sizes the docs state: sequences per task gradient (planes, floor, drift),
+               # micro-batch gradients spanning the static planes, per-sequence gradients per task
+               "plane_n": config.plane_batch, "static_width": len(config.tasks) * config.batches_per_task,
+               "plane_with_replacement": sorted({t for x in reps for t in x["task_plane"]["with_replacement"]}),
+               "rank_n": min(x["rank"][t]["task"]["n"] for x in reps for t in config.tasks), "summary": s,
                "verdicts": verdicts(s, config.tasks, config.focus),
                "multitask_history": [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in mt_log],
                "replicates": reps, "seconds_per_replicate": [x["timings_s"]["rank"] for x in reps]}
