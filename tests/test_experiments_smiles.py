@@ -8,6 +8,9 @@ from updatescope.experiments import heads, smiles
 
 from _tiny_lm import loader, reproduce
 
+# within-collection names (collection "nci", property families tpsa / logp) -> an alphabet above
+WITHIN = [("tpsa", 1), ("tpsa", 2), ("logp", 1), ("logp", 2), ("logp", 3)]
+WITHIN_ALPHABET = {f"smiles_nci_{p}_q{k}": a for (p, k), a in zip(WITHIN, "abcde")}
 ALPHABETS = {"a": "C O N c1 ccc", "b": "C O N Cl Br", "c": "S P F ( )", "d": "c1 ccc = # ( )", "e": "C C O O N"}
 
 
@@ -15,10 +18,11 @@ ALPHABETS = {"a": "C O N c1 ccc", "b": "C O N Cl Br", "c": "S P F ( )", "d": "c1
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(heads, "load_model", loader(vocab_size=96))
-    monkeypatch.setattr(smiles, "smiles_domains", lambda: [f"smi_{k}" for k in ALPHABETS])
+    monkeypatch.setattr(smiles, "smiles_domains", lambda collection=None: (
+        [f"smi_{k}" for k in ALPHABETS] if collection is None else [f"smiles_nci_{p}_q{k}" for p, k in WITHIN]))
 
     def texts(name, split, max_chars):
-        words = ALPHABETS[name[-1]].split()
+        words = ALPHABETS[WITHIN_ALPHABET.get(name, name[-1])].split()
         salt = {"sketch": 0, "train": 1, "eval": 2}[split]
         return [" ".join(words[(i * 5 + j * (j + salt)) % len(words)] for j in range(20)) for i in range(4)]
 
@@ -71,3 +75,39 @@ def test_correlation_tests_detect_signal_and_not_noise():
     # a constant similarity has no correlation (NaN, not an error)
     const = smiles.correlation_tests(names, _tables(np.ones((9, 9)), names), _tables(truth, names), n_perm=10)
     assert math.isnan(const["pooled"]["rho"]) and const["per_target"]["n"] == 0
+
+
+def test_smiles_within_one_collection(tiny):
+    """collection="nci": every domain from NCI, the collection indicator constant and flagged,
+    "family" = same property, FisherSketch bootstrapped against every baseline."""
+    cfg = {"tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
+           "n_perm": 50, "ground_truth": "head", "collection": "nci",
+           "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
+    res = reproduce("smiles", tiny / "out", cfg)
+    m, names = res["metrics"], [f"smiles_nci_{p}_q{k}" for p, k in WITHIN]
+    assert res["config"]["domains"] == names and res["config"]["collection"] == "nci"
+    assert set(m["collections"].values()) == {"nci"}
+    assert m["collection_indicator"]["constant"] and "cannot rank" in m["collection_indicator"]["note"]
+    assert "collection" in m["constant_methods"] and "fisher" not in m["constant_methods"]
+    assert {v for row in m["scores"]["collection"].values() for v in row.values()} == {1.0}
+    assert math.isnan(m["correlation"]["collection"]["pooled"]["rho"])
+    assert m["property_families"]["smiles_nci_logp_q3"] == "logp"
+    fam = m["scores"]["family"]["smiles_nci_tpsa_q1"]  # same property = 1, another property = 0
+    assert fam["smiles_nci_tpsa_q2"] == 1.0 and fam["smiles_nci_logp_q1"] == 0.0
+    for b in ("cka", "family", "easiness", "size", "collection", "exact_fisher", "activation", "error"):
+        assert "spearman" in m["paired"][f"fisher - {b}"]
+    assert m["truth_noise"]["n_seeds"] == 3 and (tiny / "out" / "smiles_nci.png").is_file()
+
+
+def test_within_collection_domains_are_disjoint_nci_bins():
+    pytest.importorskip("rdkit")
+    from updatescope.data import domains
+
+    names = smiles.smiles_domains("nci")
+    assert len(names) == 12 and {smiles.collection_of(n) for n in names} == {"nci"}
+    assert {smiles.property_of(n) for n in names} == {"tpsa", "logp", "mw", "fsp3"}
+    assert not set(names) & set(smiles.smiles_domains())  # the recorded two-collection run is unchanged
+    cells = domains._nci_partition()
+    mols = [m for cell in cells.values() for m in cell]
+    assert len(mols) == len(set(mols)) > 4800  # every distinct parseable NCI molecule in exactly one bin
+    assert max(map(len, cells.values())) - min(map(len, cells.values())) < 60

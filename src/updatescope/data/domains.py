@@ -8,6 +8,10 @@ Families and sources (all read from disk, nothing downloaded):
            (``pydoc_data``), dependency licence texts, word-analogy lists
   smiles   NCI molecules shipped with RDKit binned by TPSA (3 domains); WEHI screening
            molecules by element class x upper/lower half of N+O atom count (6)
+  smiles_nci  one collection only (for the within-collection SMILES experiment): the NCI
+           molecules split by a hash of their SMILES into 4 disjoint quarters, one per
+           property (TPSA, Crippen logP, molecular weight, fraction sp3 carbons), each
+           quarter cut into exact terciles of its property (q1 lowest): 12 disjoint domains
   numeric  stock price tables (matplotlib sample data), NumPy floating-point validation
            vectors (hex), NumPy random-generator test vectors
 
@@ -38,7 +42,7 @@ SPLITS = {"train": (0, 40), "sketch": (40, 70), "eval": (70, 100)}  # hash perce
 @dataclass(frozen=True)
 class DomainInfo:
     name: str
-    family: str  # code | wiki | prose | smiles | numeric
+    family: str  # code | wiki | prose | smiles | smiles_nci | numeric
     source: str  # where the text comes from, for reports
     package: str | None = None  # package that must be installed (None: the stdlib)
 
@@ -96,6 +100,39 @@ def _nci(lo: float, hi: float) -> list[str]:
     return _smiles_units([s for s, v in src.nci_tpsa() if lo <= v < hi])
 
 
+@lru_cache(maxsize=1)
+def _nci_partition() -> dict[tuple[str, int], tuple[str, ...]]:
+    """(property, tercile 1..3) -> molecules; every NCI molecule in exactly one cell.
+
+    The property a molecule is binned by is chosen by a hash of its SMILES (not by its
+    value), so the four quarters are exchangeable samples of NCI and bins of different
+    properties share no molecule: no source can train on a target's eval molecules."""
+    quarters: dict[str, list[tuple[float, str, str]]] = {p: [] for p in src.NCI_PROPERTIES}
+    seen: set[str] = set()
+    for smi, props in src.nci_properties():
+        if smi in seen:  # ~100 SMILES occur twice in the file: keep one, or a bin could hold it in two splits
+            continue
+        seen.add(smi)
+        digest = hashlib.sha256(smi.encode()).hexdigest()
+        prop = src.NCI_PROPERTIES[int(digest[:8], 16) % len(src.NCI_PROPERTIES)]
+        quarters[prop].append((props[prop], digest, smi))
+    out: dict[tuple[str, int], tuple[str, ...]] = {}
+    for prop, rows in quarters.items():
+        rows.sort()  # exact terciles by (value, hash) rank: ties (e.g. fsp3 = 0) cannot unbalance them
+        cuts = [len(rows) * k // 3 for k in range(4)]
+        for k in range(3):
+            out[(prop, k + 1)] = tuple(smi for _, _, smi in rows[cuts[k] : cuts[k + 1]])
+    return out
+
+
+def _nci_bin(prop: str, k: int) -> list[str]:
+    # a tuple is sorted by value: restore a value-independent order before cutting units
+    mols = sorted(_nci_partition()[(prop, k)], key=lambda m: hashlib.sha256(m.encode()).hexdigest())
+    # ~400 molecules per bin: units of ~7 molecules (half the usual) give ~30-90 units per
+    # bin, so the hash split stays near 40/30/30 (at ~12 per unit train shares fell to ~30%)
+    return src.line_units(mols, target=250)
+
+
 def _polar_atoms(smiles: str) -> int:
     # N and O atoms (aromatic or not), a string-level stand-in for polarity; "Na"/"Nb" are rare
     return sum(1 for i, ch in enumerate(smiles) if ch in "NOno" and smiles[i + 1 : i + 2] not in {"a", "b", "e", "i", "p", "s"})
@@ -151,6 +188,11 @@ def _registry() -> dict[str, tuple[DomainInfo, Callable[[], list[str]]]]:
                            f"WEHI screening molecules (RDKit PAINS data): {kind}, "
                            f"{'upper' if polar else 'lower'} half by N+O atom count", "rdkit"),
                 lambda kind=kind, polar=polar: _wehi(kind, polar))
+    for prop in src.NCI_PROPERTIES:
+        for k in (1, 2, 3):
+            add(DomainInfo(f"smiles_nci_{prop}_q{k}", "smiles_nci",
+                           f"NCI molecules (RDKit data), hash quarter binned by {prop}, tercile {k} of 3", "rdkit"),
+                lambda prop=prop, k=k: _nci_bin(prop, k))
     add(DomainInfo("num_stocks", "numeric", "monthly stock prices (matplotlib sample data)", "matplotlib"), src.stock_units)
     add(DomainInfo("num_float_vectors", "numeric", "NumPy umath validation vectors (hex floats)"),
         lambda: src.numpy_csv_units("_core/tests/data", "umath-validation-set-*.csv"))

@@ -157,14 +157,23 @@ class SelectionConfig:
 
 @dataclass(frozen=True)
 class SmilesConfig(SelectionConfig):
-    """``smiles``: the SMILES domains (None: all of them), correlation with perplexity reduction."""
+    """``smiles``: the SMILES domains (None: all of them), correlation with perplexity reduction.
+
+    ``collection``: None (default, the recorded experiment): the 9 ``smiles`` domains from two
+    collections (NCI, WEHI).  "nci": the 12 ``smiles_nci`` property bins of one collection
+    (9 with ``--quick``), so the same-collection indicator is constant and only the sketch
+    geometry (or the property-family label, easiness, size) can rank sources."""
 
     domains: tuple[str, ...] | None = None  # type: ignore[assignment]
     n_perm: int = 5000  # permutations of the Mantel-style test
+    collection: Literal["nci"] | None = None  # within one collection (see above)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _positive(self, "n_perm")
+        if self.collection not in (None, "nci"):
+            raise InputError(f"collection must be None or 'nci' (the one collection with >= 9 bins), "
+                             f"got {self.collection!r}")
 
     @classmethod
     def defaults(cls, quick: bool, seed: int = 0) -> "SmilesConfig":

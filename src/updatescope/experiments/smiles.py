@@ -29,6 +29,16 @@ baselines, random):
   between pairs that share a domain.
 - per-target Spearman (8 candidates per target): mean ± sd and each target's p-value.
 - the selection metrics of ``select.metrics.summarise`` (top-1, regret, ...) for reference.
+
+Within one collection (``collection="nci"``): the 12 ``smiles_nci`` domains, disjoint NCI
+property bins (TPSA, logP, molecular weight, fraction sp3; terciles each; ``--quick``: the 9
+of :data:`QUICK_WITHIN_PROPERTIES`).  The 0/1
+same-collection indicator, which beats FisherSketch across NCI/WEHI, is then 1 for every
+pair: it is kept in the record as method "collection" (constant, so it cannot rank: its
+per-target Spearman is undefined and counts as 0 in the paired bootstrap) and flagged under
+``collection_indicator``.  The trivial baselines that still vary are "family" (here: the
+source is binned by the same property as the target), "easiness" and "size"; the paired
+bootstrap compares FisherSketch with each of them and with every similarity method.
 """
 from __future__ import annotations
 
@@ -47,11 +57,12 @@ from updatescope.report import console, figures
 NAME = "smiles"
 
 
-def smiles_domains() -> list[str]:
-    """Names of the SMILES-family domains (monkeypatched in tests)."""
+def smiles_domains(collection: str | None = None) -> list[str]:
+    """Names of the SMILES domains: family ``smiles`` (two collections), or with a
+    ``collection`` the one-collection family ``smiles_<collection>`` (monkeypatched in tests)."""
     from updatescope.data.domains import list_domains
 
-    return [d.name for d in list_domains("smiles")]
+    return [d.name for d in list_domains("smiles" if collection is None else f"smiles_{collection}")]
 
 
 def load_texts(name: str, split: str, max_chars: int) -> list[str]:
@@ -66,6 +77,31 @@ def collection_of(name: str) -> str:
     "family" trivial baseline scores a source 1 when it shares the target's collection."""
     parts = name.split("_")
     return parts[1] if len(parts) > 2 else name
+
+
+def property_of(name: str) -> str:
+    """The property a one-collection bin was cut by ("smiles_nci_logp_q2" -> "logp"); the
+    "family" baseline of the within-collection run scores a same-property source 1."""
+    parts = name.split("_")
+    return parts[2] if len(parts) > 3 else name
+
+
+#: ``--quick`` within one collection: 3 of the 4 property families (9 bins, 8 candidates per
+#: target), so it costs what the recorded two-collection quick run costs.  "mw" is left out:
+#: it is the family most correlated with the others, and its low bin is short of train tokens.
+QUICK_WITHIN_PROPERTIES = ("tpsa", "logp", "fsp3")
+
+#: within one collection, FisherSketch against every method whose per-target difference is bootstrapped
+WITHIN_PAIRED = tuple(("fisher", m) for m in ("exact_fisher", "activation", "error", "cka", "grad_cos", "family",
+                                              "easiness", "size", "collection", "random"))
+
+
+def collection_indicator(collections: Mapping[str, str]) -> dict[str, Any]:
+    """Whether the same-collection indicator can rank anything among these domains."""
+    values = sorted(set(collections.values()))
+    return {"collections": values, "constant": len(values) == 1,
+            "note": ("one collection: the same-collection indicator is 1 for every pair and cannot rank"
+                     if len(values) == 1 else "several collections: the indicator varies across pairs")}
 
 
 def ppl_reduction(base_loss: Mapping[str, float], loss: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
@@ -137,7 +173,14 @@ def correlation_tests(names: Sequence[str], scores: Mapping[str, Mapping[str, fl
 
 def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
-    domains = list(cfg.domains or smiles_domains())
+    if cfg.domains:
+        domains = list(cfg.domains)
+    elif cfg.collection:
+        domains = smiles_domains(cfg.collection)
+        if cfg.quick:
+            domains = [d for d in domains if property_of(d) in QUICK_WITHIN_PROPERTIES]
+    else:
+        domains = smiles_domains()
     log = functools.partial(print, flush=True)
 
     model, tok = heads.load_model(cfg.model)
@@ -148,13 +191,24 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, log, loader=load_texts, data=data)
     del model
     truth = ppl_reduction(gt["base_loss"], gt["loss"])
-    groups = {d: collection_of(d) for d in domains}
-    sc, by_method, head = source_selection.score_and_evaluate(
-        w0, b0, data["sketch"], truth, fp=fp, cfg=cfg, log=log, groups=groups,
-        per_source=source_selection.trivial_values(w0, b0, data["sketch"], gt))
+    collections = {d: collection_of(d) for d in domains}
+    # within one collection the collection label is constant: group by property instead
+    groups = {d: property_of(d) for d in domains} if cfg.collection else collections
+    per_source = source_selection.trivial_values(w0, b0, data["sketch"], gt)
+    if cfg.collection:
+        sc = scoring.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg.sketch_dim, seed=cfg.seed,
+                                   exact_n=cfg.exact_n, baseline_n=cfg.baseline_n, log=log)
+        sc["scores"].update(scoring.trivial_scores(domains, groups=groups, per_source=per_source))
+        sc["scores"]["collection"] = scoring.trivial_scores(domains, groups=collections)["family"]
+        by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed, groups=groups)
+        head = scoring.headline(by_method)
+    else:
+        sc, by_method, head = source_selection.score_and_evaluate(
+            w0, b0, data["sketch"], truth, fp=fp, cfg=cfg, log=log, groups=groups, per_source=per_source)
     noise = scoring.truth_noise(gt, groups=groups, seed=cfg.seed,
                                 tables=[ppl_reduction(gt["base_loss"], lo) for lo in gt["loss_by_seed"]])
-    paired = scoring.paired_comparisons(by_method, seed=cfg.seed)
+    paired = scoring.paired_comparisons(by_method, seed=cfg.seed,
+                                        **({"pairs": WITHIN_PAIRED} if cfg.collection else {}))
     tests = {m: correlation_tests(domains, table, truth, n_perm=cfg.n_perm, seed=cfg.seed)
              for m, table in sc["scores"].items()}
     console.print_correlation_table(tests, sc["cannot_run"])
@@ -163,14 +217,21 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     pairs = {m: _offdiag(domains, sc["scores"][m])[mask].tolist() for m in ("fisher", "activation")
              if m in sc["scores"]}
     y = _offdiag(domains, truth)[mask].tolist()
-    title = f"SMILES, SmolLM2-135M, {len(domains)} domains, {cfg.ground_truth} fine-tuning ground truth"
+    where = f"within {cfg.collection.upper()}, " if cfg.collection else ""
+    title = f"SMILES, SmolLM2-135M, {where}{len(domains)} domains, {cfg.ground_truth} fine-tuning ground truth"
     metrics = {
         "n_domains": len(domains),
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": {**gt, "ppl_reduction": truth},
         "correlation": tests,
-        "collections": groups,
+        "collections": collections,
         **scoring.method_metrics(sc, by_method, head, paired, noise),
     }
+    if cfg.collection:
+        scores = sc["scores"]
+        metrics.update(property_families=groups, collection_indicator=collection_indicator(collections),
+                       constant_methods=sorted(m for m, tab in scores.items()
+                                               if len({v for row in tab.values() for v in row.values()}) <= 1))
+    fig = f"smiles_{cfg.collection}.png" if cfg.collection else "smiles.png"
     return Result(NAME, config_record(cfg, domains=domains), metrics, time.perf_counter() - t0, figures={
-        "smiles.png": lambda path: figures.plot_smiles(pairs, y, tests, path, title)})
+        fig: lambda path: figures.plot_smiles(pairs, y, tests, path, title)})
