@@ -9,7 +9,7 @@ import torch
 
 from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
 import updatescope as us
-from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SRHTMap, build_maps
+from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap, build_maps
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 64, 128, 4096, 8192])
@@ -69,6 +69,36 @@ def test_fold_factors_equal_explicit_rows_of_HD(dim, m):
         assert len(set(mp.sel.tolist())) == m  # rows without replacement
 
 
+def _spread_rows(mp: SpreadMap, which: int) -> torch.Tensor:
+    """The (m, dim) ±1 matrix of one factor of a spread map from its documented definition:
+    output j reads row rows[which, j] of the Sylvester matrix at every coordinate's column,
+    times the coordinate's sign."""
+    h = hadamard_entries(mp.rows[which], mp.cols[which], torch.float64)
+    return h * mp.signs[which].double()
+
+
+@pytest.mark.parametrize("dim,m", [(10, 64), (300, 256), (5000, 256), (4096, 64), (1000, 4096), (700, 48),
+                                   (577, 1024), (4097, 4096), (12345, 512), (49152, 4096)])
+def test_spread_factors_equal_explicit_rows(dim, m):
+    """Narrow inputs: rows of H_F on runs placed at random rows of the (P, Q) view, all m
+    distinct (the fold's zero padding repeats rows); wide: kept rows of H_N with factored
+    signs D_(b,a) = R_b C_a, rows without repeats where enough block rows exist."""
+    mp = SpreadMap(dim, m, torch.Generator().manual_seed(8))
+    x = torch.randn(3, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    u, v = mp.factors(x)
+    for q, which in ((u, 0), (v, 1)):
+        explicit = _spread_rows(mp, which)
+        assert bool((explicit.abs() == 1).all())
+        assert torch.allclose(q, x @ explicit.T, atol=1e-9)
+        if mp.wide or mp.runs >= 2 * (mp.p.bit_length() - 1):  # (narrow) enough runs for ρ to span
+            assert torch.unique(explicit, dim=0).shape[0] == m  # no repeated projection
+    if dim == 1000 and m == 4096:  # what the spread fixes: the fold's padded rows repeat
+        fold = FoldMap(dim, m, torch.Generator().manual_seed(8))
+        cols = torch.arange(dim) % fold.f
+        order = torch.arange(fold.f).view(fold.p, fold.q).T.reshape(-1)
+        assert torch.unique(hadamard_entries(order, cols), dim=0).shape[0] == 1024
+
+
 @pytest.mark.parametrize("ignored", [[0, 4, 5, 17], [2, 30], []])  # gathered chunks; runs as slices; all kept
 def test_update_logits_chunks_equal_update_with_errors(monkeypatch, ignored):
     """Chunked softmax (ignored rows skipped per chunk) == update() with explicit errors."""
@@ -81,7 +111,7 @@ def test_update_logits_chunks_equal_update_with_errors(monkeypatch, ignored):
     keep = y != -100
     e = torch.softmax(z[keep], 1) - torch.nn.functional.one_hot(y[keep], 40)
     k3 = int(keep[:4].sum())
-    for kind in ("dense", "fold"):
+    for kind in ("dense", "fold", "spread"):
         kw = dict(act_dim=5, out_dim=40, sketch_dim=32, seed=4, act_map=kind, error_map=kind)
         ref = us.FisherSketch(**kw).update(a[keep][:k3], e[:k3]).update(a[keep][k3:], e[k3:])
         monkeypatch.setattr(fs, "_LOGIT_ELEMS", 3 * 40)  # 3 rows per softmax step
@@ -117,7 +147,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
     import updatescope.sketch.maps as maps
     g = torch.Generator().manual_seed(1)
     x = torch.randn(37, 700, dtype=torch.float64)
-    for cls in (DenseMap, SRHTMap, FoldMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, CountSketchMap):
         mp = cls(700, 128, torch.Generator().manual_seed(2))
         whole = mp(x)
         monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3000)  # forces chunks of a few rows
@@ -128,7 +158,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
 
 def test_float32_path_close_to_float64():
     x = torch.randn(6, 3000, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    for cls in (DenseMap, SRHTMap, FoldMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, CountSketchMap):
         mp = cls(3000, 256, torch.Generator().manual_seed(5))
         q64, q32 = mp(x), mp(x.float()).double()
         assert torch.allclose(q32, q64, rtol=1e-4, atol=1e-4 * float(q64.abs().max())), cls.kind
@@ -144,7 +174,7 @@ def test_basis_is_a_function_of_the_seed():
 
 
 @pytest.mark.parametrize("cls,dim", [(DenseMap, 12), (SRHTMap, 12), (SRHTMap, 300), (FoldMap, 12), (FoldMap, 300),
-                                     (CountSketchMap, 12)])
+                                     (SpreadMap, 12), (SpreadMap, 300), (CountSketchMap, 12)])
 def test_map_unbiased_over_seeds(cls, dim):
     """mean over seeds and coordinates of q_j(x) q_j(x') equals (x·x')².
 

@@ -9,7 +9,7 @@ import updatescope as us
 from updatescope.models.head_tasks import HeadTaskFamily
 from updatescope.sketch.align import _u_sq
 
-MAPS = ["dense", "srht", "fold", "countsketch"]
+MAPS = ["dense", "srht", "fold", "spread", "countsketch"]
 
 
 def stream(n, d=6, k=10, seed=0, shift=0.0):
@@ -63,7 +63,7 @@ def test_sketch_pieces_unbiased_over_seeds(kind):
     assert float(z.max()) < 4.0, f"max |z| = {float(z.max()):.2f} ({kind})"
 
 
-@pytest.mark.parametrize("kind", ["dense", "srht", "fold"])
+@pytest.mark.parametrize("kind", ["dense", "srht", "fold", "spread"])
 def test_sketch_close_to_exact_within_reported_se(kind):
     fam = HeadTaskFamily(act_dim=32, out_dim=256 if kind == "dense" else 2048)
     src = fam.sample(0, 0, 600, seed=1, mix_to=(1, 1), mix=0.4)
@@ -212,9 +212,9 @@ def test_config_validation():
         us.FisherSketch(0, 10)
     with pytest.raises(us.InputError, match="unknown projection kind"):
         us.FisherSketch(6, 10, error_map="fft")
-    assert us.SketchConfig(576, 49152).error_map == "srht"
-    assert us.SketchConfig(576, 1000).error_map == "dense"
-    assert us.SketchConfig(576, 1000, sketch_dim=256).act_map == "dense"
+    assert us.SketchConfig(576, 49152).error_map == "spread" and us.SketchConfig(576, 49152).act_map == "spread"
+    assert us.SketchConfig(576, 1000).error_map == "spread"
+    assert us.SketchConfig(576, 49152, act_map="dense", error_map="srht").error_map == "srht"  # the old default, by name
     assert us.SketchConfig(576, 49152, act_map="fold", error_map="fold").error_map == "fold"  # opt-in, kept as given
 
 def test_state_and_signature_sizes():

@@ -7,7 +7,7 @@ import torch
 import updatescope as us
 import updatescope.sketch.maps as maps
 from updatescope.sketch import workspace
-from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SRHTMap
+from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap
 
 
 def _poison() -> None:
@@ -21,6 +21,8 @@ def _poison() -> None:
     (SRHTMap, 1024, 64),      # fused layout
     (FoldMap, 50, 64),        # no collisions, padded to the (P, Q) view
     (FoldMap, 1000, 64),      # folded blocks plus a partial one
+    (SpreadMap, 1000, 64),    # two layouts, partial block and partial run
+    (SpreadMap, 50, 64),      # scattered into the transform
     (FoldMap, 700, 48),       # m < F: kept rows selected for u
     (CountSketchMap, 300, 64),
 ])
@@ -40,7 +42,8 @@ def test_tagged_call_equals_fresh_call(monkeypatch, cls, dim, m):
     assert workspace.held_bytes() == 0
 
 
-@pytest.mark.parametrize("act_map,error_map", [("dense", "dense"), ("fold", "fold"), ("dense", "srht")])
+@pytest.mark.parametrize("act_map,error_map", [("dense", "dense"), ("fold", "fold"), ("dense", "srht"),
+                                                   ("spread", "spread")])
 def test_sketch_unchanged_by_stale_buffers(act_map, error_map):
     """Same-kind act and error maps use distinct tags; poisoned buffers change nothing."""
     g = torch.Generator().manual_seed(5)
@@ -103,7 +106,8 @@ def test_float32_chunk_sums_stay_at_projection_precision():
         assert float(((s32.diag[:, k] - s64.diag[:, k]).abs() / s64.diag[:, k]).max()) < 4e-6
 
 
-@pytest.mark.parametrize("error_map,k", [("dense", 300), ("srht", 3000), ("srht", 4096), ("fold", 1000), ("fold", 70)])
+@pytest.mark.parametrize("error_map,k", [("dense", 300), ("srht", 3000), ("srht", 4096), ("fold", 1000), ("fold", 70),
+                                               ("spread", 1000), ("spread", 70)])
 def test_strided_inputs_equal_contiguous(error_map, k):
     """Column-strided or transposed-back inputs (views a user may pass) give the same sketch."""
     g = torch.Generator().manual_seed(9)

@@ -76,7 +76,7 @@ class NetworkConfig:
             raise InputError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         for cfg in self.layer_configs():  # validates sizes, seed and map kinds
             if "countsketch" in (cfg.act_map, cfg.error_map):
-                raise InputError("layer sketches need two-factor maps (dense, srht, fold), not countsketch")
+                raise InputError("layer sketches need two-factor maps (dense, srht, fold, spread), not countsketch")
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -129,7 +129,9 @@ class SRHTMap(QuadraticMap):
         self.rows = rows  # (2, s) sampled rows of H_Bp (the ob of each kept row)
         self.pair = torch.randperm(m, generator=g)  # v output paired with u output j
         self.h_b = hadamard_entries(rows, torch.arange(self.b))  # (2, s, B): H_Bp[S], used columns only
-        self.h_a = hadamard_matrix(a)  # (A, A)
+        bits = a.bit_length() - 1
+        self.h_a1 = hadamard_matrix(1 << (bits // 2))  # H_A = H_A1 ⊗ H_A2, A1 ≤ A2 (derived, no draw)
+        self.h_a2 = hadamard_matrix(a >> (bits // 2))
 
     def _width(self) -> int:
         return 2 * self.b * self.a
@@ -151,9 +153,16 @@ class SRHTMap(QuadraticMap):
             torch.mul(x[:, full * a :].unsqueeze(0), signs[:, full * a :].unsqueeze(1), out=z[:, full, :, :rest])
             z[:, full, :, rest:] = 0
         y = torch.bmm(self.h_b.to(x.dtype), z.view(2, b, n * a), out=temp(tag, "y", (2, s, n * a), x))  # rows ob ∈ S
-        q = torch.mm(y.view(2 * s * n, a), self.h_a.to(x.dtype), out=temp(tag, "q", (2 * s * n, a), x))  # H_A symmetric
-        # feature j = (ob index)·A + oa: lay out as (2, n, s, A)
-        f = temp(tag, "f", (2, n, s, a), x).copy_(q.view(2, s, n, a).permute(0, 2, 1, 3)).view(2, n, self.m)
+        # H_A = H_A1 ⊗ H_A2 (Sylvester): with a = a1·A2 + a2, y·H_A is H_A1ᵀ·Y·H_A2 on the (A1, A2)
+        # view of each row, two small matmuls (2·m·(A1 + A2) multiply-adds per factor instead of
+        # 2·m·A); the second leaves (…, o2, o1), which the layout copy below puts back in order.
+        a1, a2 = self.h_a1.shape[0], self.h_a2.shape[0]
+        q = torch.mm(y.view(2 * s * n * a1, a2), self.h_a2.to(x.dtype), out=temp(tag, "q", (2 * s * n * a1, a2), x))
+        q = torch.matmul(q.view(2 * s * n, a1, a2).transpose(1, 2), self.h_a1.to(x.dtype),
+                         out=temp(tag, "q2", (2 * s * n, a2, a1), x))
+        # feature j = (ob index)·A + o1·A2 + o2: lay out as (2, n, s, A1, A2)
+        f = temp(tag, "f", (2, n, s, a1, a2), x).copy_(
+            q.view(2, s, n, a2, a1).permute(0, 2, 1, 4, 3)).view(2, n, self.m)
         return f[0], torch.index_select(f[1], 1, self.pair, out=temp(tag, "v", (n, self.m), x))
 
 
@@ -257,7 +266,130 @@ class FoldMap(QuadraticMap):
         return u, torch.index_select(flat, 1, self._pair_v, out=temp(tag, "v", (n, self.m), x))
 
 
-_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, CountSketchMap)}
+class SpreadMap(QuadraticMap):
+    """Distinct ±1 rows at the fold map's cost for narrow inputs, the block SRHT's rows
+    without its signed copy of x for wide ones.
+
+    dim ≤ F = next_pow2(m) = P·Q (narrow).  The fold pads x with zeros, so only its first
+    dim columns of H_F are read, and two rows of H_F that agree on them give the same
+    projection: at dim = 576, F = 4,096 the rows fall into 1,024 groups of 4 identical ones,
+    at dim = 128 into groups of 32.  Here x is cut into R = ⌈dim/Q⌉ runs of Q coordinates
+    and run i goes to row ρ(i) of the (P, Q) view of the transform input (ρ: R distinct
+    rows of P, drawn per factor), so coordinate k sits at column ρ(k div Q)·Q + k mod Q.
+    Rows (p, q), (p', q') of H_F = H_P ⊗ H_Q agree on these columns only if q = q' and
+    p ⊕ p' is orthogonal (mod 2) to every ρ(i): when the ρ(i) span GF(2)^log2(P)
+    (R ≳ log2 P random rows; R = 9 of P = 64 at dim = 576) the m projections are all
+    distinct, as the dense map's are.  Cost: the fold's (signs, H_Q, H_P on R rows).
+
+    dim > F (wide).  The block SRHT of ``SRHTMap`` (x as a (B, A) matrix X, kept rows
+    H_Bp[S]·X·H_A), with wide blocks (A ≈ m/4, s ≈ 4 block rows of H_Bp kept, where the
+    block SRHT keeps m/√dim of width √dim) and its random signs factored as
+    D_(b,a) = R_b·C_a: still independent
+    pairwise, E[D_k D_k'] = δ_kk', which is all unbiasedness needs, and now the row signs
+    fold into H_Bp[S] and the column signs apply to the small (s, A) result.  So the first
+    stage reads x in place as (n, B, A), one GEMM for both factors, with no signed,
+    transposed copy of x (the block SRHT's costliest pass at a 49k vocabulary), and H_A is
+    applied as H_A1 ⊗ H_A2.  Output j of a factor is the kept row (S[j div A], o) of H_N,
+    with o = o2·A1 + o1 for j mod A = o1·A2 + o2 … written out in ``rows``.
+
+    Every row is ±1 under independent signs, so E[(u_j·x)(u_j·x')] = x·x' exactly; u and v
+    use independent signs and rows, and v's outputs are paired with u's through a random
+    permutation.  ``rows`` (2, m) and ``cols`` (2, dim) give, per factor, the row of the
+    Sylvester matrix (H_F or H_N) behind each output and the column of each coordinate;
+    ``signs`` (2, dim) the sign of each coordinate: u_j·x = Σ_k H[rows[0, j], cols[0, k]]
+    signs[0, k] x_k, for reference and tests.
+    """
+
+    kind = "spread"
+
+    def __init__(self, dim: int, m: int, g: torch.Generator) -> None:
+        super().__init__(dim, m, g)
+        f = next_pow2(m)
+        self.wide = dim > f
+        k = torch.arange(dim)
+        if not self.wide:
+            bits = f.bit_length() - 1
+            self.q = 1 << ((bits + 1) // 2)
+            self.p = f // self.q
+            self.runs = -(-dim // self.q)  # R ≤ P
+            rho = torch.stack([torch.randperm(self.p, generator=g)[: self.runs] for _ in range(2)])  # (2, R)
+            self.signs = _rademacher((2, dim), g)
+            sel = torch.stack([torch.randperm(f, generator=g)[:m] for _ in range(2)])  # kept output index per factor
+            self.pair = torch.randperm(m, generator=g)
+            self.h_q = hadamard_matrix(self.q)
+            self.h_p = hadamard_matrix(self.p)[rho]  # (2, R, P): H_P on each factor's rows ρ
+            self.cols = rho[:, k // self.q] * self.q + k % self.q
+            self._sel_u, self._sel_v = sel[0], sel[1][self.pair] + f  # in the (n, 2F) output layout
+            # output index i of the transform is row (i mod P)·Q + i div P of H_F (see FoldMap)
+            row_of = (torch.arange(f) % self.p) * self.q + torch.arange(f) // self.p
+            self.rows = torch.stack((row_of[sel[0]], row_of[sel[1][self.pair]]))
+            return
+        # A ≈ m/4 (a power of two dividing m), so s ≈ 4 kept block rows: the first stage costs
+        # 2·s·dim multiply-adds per factor and H_A = H_A1 ⊗ H_A2 about 2·m·2√A, instead of the
+        # block SRHT's A ≈ √dim, s = m/A (2·m·√dim + 2·m·A).  s < B always (dim > F ≥ m), so the
+        # block rows are drawn without replacement.
+        a = 1 << max(0, (m // 4).bit_length() - 1)
+        while m % a:
+            a //= 2
+        self.a, self.s = a, m // a
+        self.b = -(-dim // a)
+        bp = next_pow2(self.b)
+        kept = torch.stack([torch.randperm(bp, generator=g)[: self.s] for _ in range(2)])
+        r = _rademacher((2, self.b), g)  # R: a sign per block row b, per factor
+        c = _rademacher((2, a), g)  # C: a sign per column a, per factor
+        self.pair = torch.randperm(m, generator=g)
+        self.signs = r[:, k // a] * c[:, k % a]  # D = R_b C_a per coordinate k = b·A + a
+        self.cols = k.expand(2, dim)
+        # (2s, B): both factors' kept rows of H_Bp with R folded in
+        self.h_b = (hadamard_entries(kept, torch.arange(self.b)) * r.unsqueeze(1)).reshape(2 * self.s, self.b)
+        self.col_signs = c
+        bits = a.bit_length() - 1
+        self.a1, self.a2 = 1 << (bits // 2), a >> (bits // 2)
+        self.h_a1, self.h_a2 = hadamard_matrix(self.a1), hadamard_matrix(self.a2)
+        # output (ob index i, o2, o1) of the layout below is row S[i]·A + o1·A2 + o2 of H_N
+        i = torch.arange(self.s).repeat_interleave(a)
+        o2 = (torch.arange(a) // self.a1).repeat(self.s)
+        o1 = (torch.arange(a) % self.a1).repeat(self.s)
+        rows = kept[:, i] * a + o1 * self.a2 + o2
+        self.rows = torch.stack((rows[0], rows[1][self.pair]))
+        self._sel_v = self.pair + m  # v's outputs in the (n, 2m) layout
+
+    def _width(self) -> int:
+        return 4 * self.m + 2 * self.dim
+
+    def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
+        n, dim, m = x.shape[0], self.dim, self.m
+        if not self.wide:
+            q, p, runs = self.q, self.p, self.runs
+            z = temp(tag, "z", (n, 2, runs * q), x)
+            torch.mul(x.unsqueeze(1), self.signs.to(x.dtype).unsqueeze(0), out=z[:, :, :dim])
+            z[:, :, dim:] = 0
+            y = torch.mm(z.view(n * 2 * runs, q), self.h_q.to(x.dtype), out=temp(tag, "y1", (n * 2 * runs, q), x))
+            # H_P on the slow axis, restricted to each factor's rows ρ: (n, 2, Q, R) @ (2, R, P)
+            y = torch.matmul(y.view(n, 2, runs, q).transpose(2, 3), self.h_p.to(x.dtype),
+                             out=temp(tag, "y2", (n, 2, q, p), x))
+            flat = y.view(n, 2 * q * p)
+            u = torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (n, m), x))
+            return u, torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
+        a, s, b = self.a, self.s, self.b
+        full = dim // a
+        hb = self.h_b.to(x.dtype)
+        # stage 1, both factors: (2s, B) @ (n, B, A) -> (n, 2s, A), x read in place
+        y = torch.matmul(hb[:, :full], x[:, : full * a].reshape(n, full, a), out=temp(tag, "y", (n, 2 * s, a), x))
+        if full < b:  # the last, partial block row
+            rest = dim - full * a
+            y[:, :, :rest] += hb[:, full].view(1, 2 * s, 1) * x[:, full * a :].unsqueeze(1)
+        y.view(n, 2, s, a).mul_(self.col_signs.to(x.dtype).view(1, 2, 1, a))
+        # H_A = H_A1 ⊗ H_A2 on the (A1, A2) view of each row
+        a1, a2 = self.a1, self.a2
+        t = torch.mm(y.view(n * 2 * s * a1, a2), self.h_a2.to(x.dtype), out=temp(tag, "t", (n * 2 * s * a1, a2), x))
+        t = torch.matmul(t.view(n * 2 * s, a1, a2).transpose(1, 2), self.h_a1.to(x.dtype),
+                         out=temp(tag, "t2", (n * 2 * s, a2, a1), x))
+        flat = t.view(n, 2 * m)
+        return flat[:, :m], torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
+
+
+_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, SpreadMap, CountSketchMap)}
 
 
 def build_maps(act_dim: int, out_dim: int, m: int, seed: int, act_kind: str, error_kind: str
