@@ -15,7 +15,8 @@ Generated blocks in docs/results.md look like
     ...
     <!-- end generated -->
 
-where the first word names the table kind (:data:`KINDS`) and the second the record
+where the first word names the table kind (:data:`KINDS`, :data:`RECORD_KINDS`,
+:data:`MULTI_KINDS`) and the second the record
 ``docs/results/NAME.json``; ``--write`` replaces what lies between the markers, ``--check``
 (run by tests/test_results_docs.py) compares it.
 """
@@ -98,6 +99,56 @@ def _mci(block: dict | None, fmt: str = "{:.2f}") -> str:
     return f"{fmt.format(block['mean'])} {_ci(block, fmt)}".strip()
 
 
+#: display names of the property families of a one-collection SMILES record
+PROPERTY = {"tpsa": "TPSA", "logp": "logP", "fsp3": "Fsp3", "mw": "MW"}
+
+
+def labels(metrics: dict) -> dict[str, str]:
+    """:data:`LABEL` for this record: within one SMILES collection ("property_families" in
+    the record) the "family" baseline is the same-property label and "collection" the
+    constant same-collection indicator."""
+    props = metrics.get("property_families")
+    if not props:
+        return LABEL
+    names = " / ".join(PROPERTY.get(p, p) for p in dict.fromkeys(props.values()))
+    cols = " / ".join(c.upper() for c in metrics.get("collection_indicator", {}).get("collections", []))
+    return {**LABEL, "family": f"*trivial:* same property ({names})",
+            "collection": f"*trivial:* same collection ({cols})"}
+
+
+def _ordered(methods: dict) -> list[str]:
+    """Method names in :data:`ORDER`, then the record's others."""
+    return [n for n in ORDER if n in methods] + [n for n in methods if n not in ORDER]
+
+
+def _ceiling_label(noise: dict) -> str:
+    return f"**noise ceiling** (1 of {noise['n_seeds']} seeds predicts the others' mean)"
+
+
+def _note_rows(notes: dict, prefix: str, n_cells: int, label: dict[str, str] = LABEL) -> list[str]:
+    """One row per method that has no numbers: its label, ``prefix`` + the reason, empty cells."""
+    return [f"| {label.get(name, name)} | {prefix}{why} |" + " |" * (n_cells - 1) for name, why in notes.items()]
+
+
+def _verdict(d: dict | None) -> str:
+    """A paired difference with its CI and what it allows: "better" or "worse" when the CI
+    excludes 0, else "no difference shown"."""
+    if not d or d.get("mean") is None or not d.get("ci"):
+        return "n/a"
+    lo, hi = d["ci"]
+    word = "better" if lo > 0 else "worse" if hi < 0 else "no difference shown"
+    return f"{d['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}], {word}"
+
+
+def _pooled(metrics: dict, name: str) -> str | None:
+    """Pooled Spearman over the (target, source) pairs with its permutation (Mantel) p."""
+    po = metrics["correlation"].get(name, {}).get("pooled")
+    if po is None:
+        return None
+    ok = po.get("rho") is not None and math.isfinite(po["rho"])
+    return f"{po['rho']:.2f} ({po['p_perm']:.3f})" if ok else "n/a"
+
+
 def evidence_table(metrics: dict) -> list[str]:
     """Noise ceiling first, then every method: overall and within-family metrics."""
     rows = ["| method | top-1 (95% CI) | oracle-norm. (CI) | mean regret | per-target Spearman (CI) "
@@ -105,12 +156,12 @@ def evidence_table(metrics: dict) -> list[str]:
     noise = metrics.get("truth_noise", {})
     ceil = noise.get("ceiling")
     if ceil:
-        rows.append(f"| **noise ceiling** (1 of {noise['n_seeds']} seeds predicts the others' mean) "
-                    f"| {_mci(ceil['top1'], '{:.3f}')} | {_mci(ceil.get('oracle_normalised_transfer'))} "
+        rows.append(f"| {_ceiling_label(noise)} | {_mci(ceil['top1'], '{:.3f}')} "
+                    f"| {_mci(ceil.get('oracle_normalised_transfer'))} "
                     f"| {_num(ceil['regret']['mean'], '{:.4f}')} | {_mci(ceil['spearman'])} "
                     f"| {_mci(ceil.get('within_top1'), '{:.3f}')} | {_mci(ceil.get('within_spearman'))} |")
     methods = metrics["methods"]
-    names = [n for n in ORDER if n in methods] + [n for n in methods if n not in ORDER]
+    names = _ordered(methods)
     for name in names:
         m = methods[name]
         if "error" in m:
@@ -123,16 +174,18 @@ def evidence_table(metrics: dict) -> list[str]:
         rows.append(f"| {LABEL.get(name, name)} | {_mci(m['top1'], '{:.3f}')} | {_mci(m['oracle_normalised_transfer'])} "
                     f"| {_num(m['regret']['mean'], '{:.4f}')} | {_mci(m['spearman'])} | {wt_s} "
                     f"| {_mci(w.get('spearman'))} |")
-    for name, why in metrics.get("cannot_run", {}).items():
-        rows.append(f"| {LABEL.get(name, name)} | cannot run: {why} | | | | | |")
-    return rows
+    return rows + _note_rows(metrics.get("cannot_run", {}), "cannot run: ", 6)
 
 
-def paired_table(metrics: dict) -> list[str]:
+#: columns of the paired table: metric -> header
+PAIRED_COLS = {"spearman": "Δ Spearman (CI)", "top1": "Δ top-1 (CI)",
+               "oracle_normalised_transfer": "Δ oracle-norm. (CI)", "regret": "Δ regret (CI; < 0 favours the first)",
+               "within_spearman": "Δ within-family Spearman (CI)"}
+
+
+def paired_table(metrics: dict, cols: dict[str, str] = PAIRED_COLS, label: dict[str, str] = LABEL) -> list[str]:
     """Paired bootstrap over targets of the per-target difference (first − second)."""
-    cols = ("spearman", "top1", "oracle_normalised_transfer", "regret", "within_spearman")
-    rows = ["| difference (per target, paired) | Δ Spearman (CI) | Δ top-1 (CI) | Δ oracle-norm. (CI) "
-            "| Δ regret (CI; < 0 favours the first) | Δ within-family Spearman (CI) |", "|---|---|---|---|---|---|"]
+    rows = ["| difference (per target, paired) | " + " | ".join(cols.values()) + " |", "|---" * (len(cols) + 1) + "|"]
     for pair, block in metrics.get("paired", {}).items():
         a, b = pair.split(" - ")
         cells = []
@@ -141,7 +194,7 @@ def paired_table(metrics: dict) -> list[str]:
             fmt = "{:+.4f}" if c == "regret" else "{:+.2f}"
             cells.append("n/a" if not d or d.get("mean") is None else
                          f"{fmt.format(d['mean'])} {'' if not d['ci'] else '[' + fmt.format(d['ci'][0]) + ', ' + fmt.format(d['ci'][1]) + ']'} (n {d['n']})")
-        rows.append(f"| {LABEL.get(a, a)} − {LABEL.get(b, b)} | " + " | ".join(cells) + " |")
+        rows.append(f"| {label.get(a, a)} − {label.get(b, b)} | " + " | ".join(cells) + " |")
     return rows
 
 
@@ -203,6 +256,61 @@ def sketch_exact_lines(metrics: dict) -> list[str]:
              for k, v in sve.items() if k != "coupling"]
     n = next(iter(sve.values()))["pairs"] if sve else 0
     return [f"Sketch vs exact on the {n} unordered pairs: " + "; ".join(parts) + "."]
+
+
+# ------------------------------------------------- SMILES within one collection (property bins)
+#: the verdict line of :func:`within_lines`: FisherSketch against these, in this order
+WITHIN_VERDICT = ("cka", "activation", "easiness", "family", "exact_fisher")
+#: the paired columns of :func:`within_lines` (no within-property Spearman: 2 candidates per target)
+WITHIN_PAIRED_COLS = {k: PAIRED_COLS[k] for k in ("spearman", "top1", "oracle_normalised_transfer", "regret")}
+
+
+def within_table(metrics: dict, label: dict[str, str]) -> list[str]:
+    """Noise ceiling, then per method: per-target Spearman and top-1 with their bootstrap CIs
+    over targets, pooled Spearman with its Mantel p; constant scores cannot rank."""
+    chance = next(iter(metrics["methods"].values()))["chance_top1"]
+    n_perm = metrics["correlation"]["fisher"]["pooled"]["n_perm"]
+    rows = [f"| method | per-target Spearman (95% CI) | top-1 (95% CI; chance {chance:.3f}) "
+            f"| pooled ρ_s (Mantel p, {n_perm:,} permutations) |", "|---|---|---|---|"]
+    noise = metrics.get("truth_noise", {})
+    if noise.get("ceiling"):
+        ceil = noise["ceiling"]
+        rows.append(f"| {_ceiling_label(noise)} | {_mci(ceil['spearman'])} | {_mci(ceil['top1'], '{:.3f}')} | – |")
+    constant, methods = metrics.get("constant_methods", []), metrics["methods"]
+    for name in (n for n in _ordered(methods) if n not in constant):
+        m = methods[name]
+        rows.append(f"| {label.get(name, name)} | {_mci(m['spearman'])} | {_mci(m['top1'], '{:.3f}')} "
+                    f"| {_pooled(metrics, name) or 'n/a'} |")
+    return (rows + _note_rows({n: "cannot rank" for n in constant if n in methods}, "constant: ", 3, label)
+            + _note_rows(metrics.get("cannot_run", {}), "cannot run: ", 3, label))
+
+
+def within_verdict(metrics: dict, label: dict[str, str]) -> list[str]:
+    """What the numbers allow: FisherSketch's paired per-target Spearman difference to each
+    of :data:`WITHIN_VERDICT` (rule of :func:`_verdict`), its distance to the noise ceiling
+    and whether its pooled Mantel p is below 0.05."""
+    paired, f = metrics.get("paired", {}), metrics["methods"]["fisher"]
+    parts = [f"− {_plain(label.get(b, b))} {_verdict(paired[f'fisher - {b}'].get('spearman'))}"
+             for b in WITHIN_VERDICT if f"fisher - {b}" in paired]
+    ceil = metrics.get("truth_noise", {}).get("ceiling")
+    po = metrics["correlation"]["fisher"]["pooled"]
+    return [f"Verdict (per-target Spearman, paired bootstrap over the {f['spearman']['n']} targets; \"better\" or "
+            f"\"worse\" only where the 95% CI excludes 0): FisherSketch " + "; ".join(parts) + ". "
+            f"FisherSketch's per-target Spearman is {_mci(f['spearman'])}"
+            + ("" if not ceil else f" against a noise ceiling of {_mci(ceil['spearman'])}")
+            + f"; pooled ρ_s {po['rho']:.2f}, Mantel p {po['p_perm']:.3f} "
+            f"({'below' if po['p_perm'] < 0.05 else 'not below'} 0.05)."]
+
+
+def within_lines(rec: dict) -> list[str]:
+    """The within-collection SMILES record: run and ground-truth noise, the method table,
+    FisherSketch's paired differences (constant methods' Spearman counted as 0) and the verdict."""
+    m = rec["metrics"]
+    label = labels(m)
+    paired_label = {**label, **{n: f"{label.get(n, n)} (constant: Spearman counted as 0)"
+                                for n in m.get("constant_methods", [])}}
+    return (noise_lines(rec) + [""] + within_table(m, label) + [""]
+            + paired_table(m, WITHIN_PAIRED_COLS, paired_label) + [""] + within_verdict(m, label))
 
 
 # ------------------------------------------------------------- select (document selection)
@@ -294,13 +402,7 @@ def vision_lines(rec: dict) -> list[str]:
 def _headline(rec: dict) -> tuple[str, Any]:
     m = rec["metrics"]
     if "correlation" in m:  # SMILES: pooled Spearman with the perplexity reduction
-        def pooled(name: str) -> str | None:
-            po = m["correlation"].get(name, {}).get("pooled")
-            if po is None:
-                return None
-            ok = po.get("rho") is not None and math.isfinite(po["rho"])
-            return f"{po['rho']:.2f} ({po['p_perm']:.3f})" if ok else "n/a"
-        return "pooled ρ_s (p_perm)", pooled
+        return "pooled ρ_s (p_perm)", lambda name: _pooled(m, name)
     if "design" in m or "verbalizer_token_ids" in m:  # verbalizer: top-1 over the answer-word sets
         return "top-1", lambda name: None if name not in m["methods"] else f"{m['methods'][name]['top1']['mean']:.2f}"
     return "top-1 / per-target Spearman", lambda name: (  # source selection
@@ -334,24 +436,23 @@ def readme_methods(recs: list[dict]) -> list[str]:
 
 
 def readme_trust(recs: list[dict]) -> list[str]:
-    """One line per record: FisherSketch against the family / collection label and CKA, as
+    """One line per record: FisherSketch against the family / collection label (within one
+    SMILES collection: the same-property label, :func:`labels`) and CKA, as
     paired per-target differences with 95% bootstrap CIs, and what the numbers allow (rule:
     "better" or "worse" when the CI of a difference excludes 0, else "no difference shown")."""
-    def verdict(d: dict | None) -> str:
-        if not d or d.get("mean") is None or not d.get("ci"):
-            return "n/a"
-        lo, hi = d["ci"]
-        word = "better" if lo > 0 else "worse" if hi < 0 else "no difference shown"
-        return f"{d['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}], {word}"
-
     lines = []
     for r in recs:
         m, name = r["metrics"], r["_file"].removesuffix(".json")
         metric = "spearman" if "design" not in m and "verbalizer_token_ids" not in m else "top1"
-        parts = [f"FisherSketch − {LABEL[b].replace('*trivial:* ', '')}: Δ {METRIC[metric]} {verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
+        parts = [f"FisherSketch − {_plain(labels(m)[b])}: Δ {METRIC[metric]} "
+                 f"{_verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
                  for b in ("family", "cka") if f"fisher - {b}" in m.get("paired", {})]
         lines.append(f"- `{name}`: " + "; ".join(parts) + ".")
     return lines
+
+
+def _plain(label: str) -> str:
+    return label.replace("*trivial:* ", "")
 
 
 METRIC = {"spearman": "per-target Spearman", "top1": "top-1"}
@@ -400,6 +501,7 @@ PAPER_ESTIMATOR_SPEARMAN = 0.97  # paper A: sketch vs exact A_F Spearman on ViT-
 KINDS["vision"] = vision_groups_table
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
 RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines,
+                "smileswithin": within_lines,
                 "example_bank": example_bank, "example_select": example_select}
 
 

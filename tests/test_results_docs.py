@@ -17,11 +17,16 @@ def _tool():
     return mod
 
 
-def test_committed_docs_match_committed_records():
+@pytest.mark.parametrize("doc", ["docs/results.md", "README.md"])
+def test_committed_docs_match_committed_records(doc):
     tool = _tool()
-    text = (ROOT / "docs" / "results.md").read_text()
+    text = (ROOT / doc).read_text()
     assert tool.regenerate(text, ROOT / "docs" / "results") == text, \
-        "docs/results.md is stale: run `python docs/results_table.py --write`"
+        f"{doc} is stale: run `python docs/results_table.py --write`"
+
+
+def test_within_collection_block_is_in_results_md():
+    assert ("smileswithin", "smiles_nci_quick") in _tool()._blocks.blocks((ROOT / "docs" / "results.md").read_text())
 
 
 def _record(top1: float) -> dict:
@@ -66,3 +71,51 @@ def test_truth_and_pairs_blocks_render_from_the_record(tmp_path):
     # pair A/B · C/D: exact 0.5, sketch 0.51; A/B→C/D (train on A/B, evaluate C/D) is truth[C/D][A/B] = +0.1
     assert "| A/B · C/D | 0.5000 | 0.5100 | 0.5000 | 0.5100 | +0.100 / -0.100 |" in out
     assert "Spearman sketch vs exact 0.90" in out and tool.regenerate(out, tmp_path) == out
+
+
+def _within_record() -> dict:
+    """A one-collection SMILES record: "collection" and "size" constant, "family" = same property."""
+    rec = _record(0.5)
+    m = rec["metrics"]
+    names = ("fisher", "exact_fisher", "cka", "activation", "easiness", "family", "collection")
+    m["methods"] = {n: json.loads(json.dumps(m["methods"]["fisher"])) for n in names}
+    m["methods"]["collection"]["spearman"] = {"mean": None, "ci": None, "n": 0, "per_target": {},
+                                              "excluded": {"a": "constant scores", "b": "constant scores"}}
+    pooled = lambda rho: {"pooled": {"rho": rho, "p": 0.01, "p_perm": 0.04, "n_perm": 5000, "n": 2}}  # noqa: E731
+    m["correlation"] = {n: pooled(0.4) for n in names}
+    m["correlation"]["collection"] = pooled(float("nan"))
+    d = lambda mean, lo, hi: {"spearman": {"mean": mean, "ci": [lo, hi], "n": 2}}  # noqa: E731
+    m["paired"] = {"fisher - cka": d(0.2, 0.1, 0.3), "fisher - activation": d(-0.2, -0.3, -0.1),
+                   "fisher - family": d(0.1, -0.1, 0.3), "fisher - easiness": d(0.5, 0.2, 0.8),
+                   "fisher - exact_fisher": d(0.0, -0.05, 0.05), "fisher - collection": d(0.3, 0.3, 0.3)}
+    m.update(property_families={"smiles_nci_tpsa_q1": "tpsa", "smiles_nci_logp_q1": "logp"},
+             collection_indicator={"collections": ["nci"], "constant": True}, constant_methods=["collection", "size"],
+             ground_truth={"transfer": {"a": {"a": 0.2, "b": 0.05}, "b": {"a": 0.04, "b": 0.2}}},
+             truth_noise={"n_seeds": 3, "median_best_gap": 0.001, "median_se": 0.001, "best_same_in_every_seed": 1,
+                          "n_targets": 2, "ceiling": {"top1": m["methods"]["fisher"]["top1"],
+                                                      "spearman": {"mean": 0.8, "ci": [0.7, 0.9]}}})
+    return rec
+
+
+def test_within_collection_block_renders_from_the_record(tmp_path):
+    tool = _tool()
+    rec = _within_record()
+    (tmp_path / "rec.json").write_text(json.dumps(rec))
+    doc = "<!-- generated: smileswithin rec -->\n<!-- end generated -->"
+    out = tool.regenerate(doc, tmp_path)
+    assert "| **noise ceiling** (1 of 3 seeds predicts the others' mean) | 0.80 [0.70, 0.90] | 0.500 [0.500, 0.500] | – |" in out
+    assert "| FisherSketch A_F | 0.30 [0.30, 0.30] | 0.500 [0.500, 0.500] | 0.40 (0.040) |" in out
+    assert "| *trivial:* same property (TPSA / logP) | 0.30" in out             # "family" is the property label here
+    assert "| *trivial:* same collection (NCI) | constant: cannot rank | | |" in out
+    assert "same collection (NCI) (constant: Spearman counted as 0) | +0.30 [+0.30, +0.30] (n 2)" in out
+    verdict = next(line for line in out.split("\n") if line.startswith("Verdict"))
+    assert ("− linear CKA +0.20 [+0.10, +0.30], better; − activation-only Scov(M_a), sketch -0.20 [-0.30, -0.10], worse; "
+            "− easiness (−base loss on source) +0.50 [+0.20, +0.80], better; "
+            "− same property (TPSA / logP) +0.10 [-0.10, +0.30], no difference shown; "
+            "− exact A_F +0.00 [-0.05, +0.05], no difference shown.") in verdict
+    assert "noise ceiling of 0.80 [0.70, 0.90]; pooled ρ_s 0.40, Mantel p 0.040 (below 0.05)." in verdict
+    assert tool.regenerate(out, tmp_path) == out                                # idempotent
+    rec["metrics"]["paired"]["fisher - cka"]["spearman"]["ci"] = [-0.1, 0.5]  # the record changes ...
+    (tmp_path / "rec.json").write_text(json.dumps(rec))
+    fresh = tool.regenerate(out, tmp_path)
+    assert fresh != out and "− linear CKA +0.20 [-0.10, +0.50], no difference shown" in fresh  # ... the block is stale
