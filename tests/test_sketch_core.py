@@ -212,9 +212,10 @@ def test_config_validation():
         us.FisherSketch(0, 10)
     with pytest.raises(us.InputError, match="unknown projection kind"):
         us.FisherSketch(6, 10, error_map="fft")
-    assert us.SketchConfig(576, 49152).error_map == "spread" and us.SketchConfig(576, 49152).act_map == "spread"
-    assert us.SketchConfig(576, 1000).error_map == "spread"
-    assert us.SketchConfig(576, 49152, act_map="dense", error_map="srht").error_map == "srht"  # the old default, by name
+    assert us.SketchConfig(576, 49152).error_map == "srht"
+    assert us.SketchConfig(576, 1000).error_map == "dense"
+    assert us.SketchConfig(576, 1000, sketch_dim=256).act_map == "dense"
+    assert us.SketchConfig(576, 49152, act_map="spread", error_map="spread").error_map == "spread"  # opt-in, kept as given
     assert us.SketchConfig(576, 49152, act_map="fold", error_map="fold").error_map == "fold"  # opt-in, kept as given
 
 def test_state_and_signature_sizes():

@@ -325,11 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue from OUT.ckpt; gives the same file as an "
                    "uninterrupted run with the same flags")
     s.add_argument("--act-map", default="auto", choices=[k for k in MAP_CHOICES if k != "countsketch"],
-                   help="activation-side projection (auto: spread, see benchmarks/README.md; dense and srht were "
-                        "the earlier default)")
+                   help="activation-side projection (auto: dense up to width 1,024, block SRHT beyond; fold and "
+                        "spread are faster at a larger error, see benchmarks/README.md)")
     s.add_argument("--error-map", default="auto", choices=list(MAP_CHOICES),
-                   help="error-side projection (auto: spread; fold is faster at a larger error, see "
-                        "benchmarks/README.md; countsketch's "
+                   help="error-side projection (auto: dense up to 1,024 outputs, block SRHT beyond; fold and "
+                        "spread are faster at a larger error, see benchmarks/README.md; countsketch's "
                         "standard errors are not calibrated and its values are never trusted); compared "
                         "signatures must use the same maps")
     s.add_argument("--layers", nargs="+", default=None, metavar="PATTERN", help="write a network signature of "

@@ -9,20 +9,21 @@ from updatescope.constants import MAP_KINDS, check_sketch_dim
 from updatescope.errors import IncompatibleSignatureError, InputError
 
 
-# "auto" is the spread map on both sides (``maps.SpreadMap``): ±1 rows of a Hadamard
-# transform with independent random signs, O(dim + m·√m) per sample for narrow sides (all m
-# rows distinct, like a dense Rademacher map's) and a wide-block SRHT for wide ones, O(dim·s +
-# m·√m) with s ≈ 4, which is what makes a 128k vocabulary cheap.  Earlier releases resolved "auto" to
-# dense for dim ≤ 1024 and the block SRHT beyond; both stay selectable, as do fold and
-# countsketch.  benchmarks/map_accuracy.py measures every choice against the exact values.
-# Signatures store the resolved kind, so a file always names its own basis, and signatures
-# made with different kinds refuse to be compared.
-AUTO_MAP = "spread"
+# "auto" picks a projection per side from its width: dense Rademacher projections (two
+# (dim, m) float32 matrices, 32 MiB at dim=1024, m=4096) up to DENSE_MAX_DIM, the block SRHT
+# (random signs + Kronecker-block rows of H·D, O(dim·m/A + m·√A) per sample, O(dim) memory)
+# beyond, which is what makes a 128k vocabulary cheap.  "fold" (O(dim + m√m)) and "spread"
+# (distinct rows at the fold's cost for narrow sides, a wide-block SRHT for wide ones) are
+# opt-in: benchmarks/map_accuracy.py and benchmarks/default_maps.py measure them against these
+# defaults, and on real SmolLM2 streams both are less accurate.  Signatures store the resolved
+# kind, so a file always names its own basis, and signatures made with different kinds refuse
+# to be compared.
+DENSE_MAX_DIM = 1024
 
 
 def resolve_map(kind: str, dim: int, m: int) -> str:
     if kind == "auto":
-        return AUTO_MAP
+        return "dense" if dim <= DENSE_MAX_DIM else "srht"
     if kind not in MAP_KINDS:
         raise InputError(f"unknown projection kind {kind!r}; choose one of auto, {', '.join(MAP_KINDS)}")
     return kind
