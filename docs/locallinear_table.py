@@ -301,12 +301,33 @@ def schedules_table(m: dict) -> list[str]:
     def start(s: str, part: str, fmt: str) -> str:
         return "; ".join(f"{t} {fmt.format(m['start'][s][part][t])}" for t in m["tasks"])
 
+    regime = m.get("regime")  # absent from records written before the regime check
+    if regime is None:
+        schedule = "the same learning-rate schedule"
+        eta = "η = 1/λ_max(θ_forg)"
+        regime_rows: list[str] = []
+    else:
+        total = m["total_steps"]
+        schedule = ("one Adam run with warm-up and cosine decay (simultaneous); a fresh Adam run with its own warm-up and "
+                    "cosine decay per task (sequential)"
+                    + ("" if total["simultaneous"] == total["sequential"] else
+                       f"; total steps differ: {total['simultaneous']:,} vs {total['sequential']:,}"))
+        eta = (f"η = {m['eta_lambda']:g}/λ_max(θ_forg) ({m['power_iters']} power iterations; η·λ_max re-measured at "
+               f"θ_forg with {m['check_iters']} iterations on another batch)")
+        own = "; ".join(f"{p['task']} {p['accuracy'][p['task']]:.2f}" for p in m["sequential_phases"])
+        checks = "; ".join(f"{k} {c['value']:.2f} {'✓' if c['passed'] else '✗'}" for k, c in regime["checks"].items())
+        regime_rows = [
+            f"| sequential: each task's exact match at the end of its own phase | – | {own or 'n/a (cached)'} | – |",
+            f"| **regime check** (exact match ≥ {regime['threshold']:g}; every recovery stable) | "
+            f"{'passed' if regime['passed'] and regime['stable_all'] else 'failed'}: {checks}"
+            f"{'' if regime['stable_all'] else '; some recovery not stable'} | | – |",
+        ]
     rows = [
         f"Replicates: {n} (mean ± SE; replicate r gives both schedules the same forgetting and recovery batches, so "
         f"the last column is the paired difference with its 95% t interval). Both schedules: one initialisation, "
-        f"{m['mt_steps']:,} Adam steps with the same learning-rate schedule, as many sequences per task; sequential "
+        f"{m['mt_steps']:,} Adam steps, {schedule}, as many sequences per task; sequential "
         f"order {' → '.join(m['order'])}, {m['steps_per_task_sequential']} steps each. Forgetting on {focus}; "
-        f"recovery: SGD at η = 1/λ_max(θ_forg), at most {m['recover_steps']} steps, evaluated every "
+        f"recovery: SGD at {eta}, at most {m['recover_steps']} steps, evaluated every "
         f"{m['recover_eval_every']}. D = {m['dim']:,}.",
         "",
         "| quantity | simultaneous | sequential | simultaneous − sequential (95% CI) |",
@@ -315,6 +336,7 @@ def schedules_table(m: dict) -> list[str]:
         f"{start('sequential', 'accuracy', '{:.2f}')} | – |",
         f"| end of training: eval loss (nats) | {start('simultaneous', 'loss', '{:.3f}')} | "
         f"{start('sequential', 'loss', '{:.3f}')} | – |",
+        *regime_rows,
         f"| forgetting steps on {focus} (until the others' mean exact match halves) | {num(sim['forget_steps'], fmt='{:.0f}')} | "
         f"{num(seq['forget_steps'], fmt='{:.0f}')} | {ci('forget_steps', '{:.0f}')} |",
         f"| forgetting damage: others' exact-match drop (mean of {', '.join(others)}) | "

@@ -730,7 +730,9 @@ class SchedulesConfig:
     followed by the lab's forgetting on ``lab.focus`` and its stable recovery.  ``lab`` as in
     recovery (both schedules use its step budget ``lab.mt_steps`` and optimiser settings)."""
 
-    lab: Any = field(default_factory=lambda: _lab(False, 0))
+    # eta_lambda 0.5: a margin for power iterations that underestimate lambda_max (an earlier
+    # run at 1.0 with 8 iterations diverged); checked at theta_forg and theta_rec
+    lab: Any = field(default_factory=lambda: dataclasses.replace(_lab(False, 0), eta_lambda=0.5))
     # sequential task order; () = the focus task first (its specialisation is the oldest),
     # then the other tasks in the lab's order
     order: tuple[str, ...] = ()
@@ -738,13 +740,17 @@ class SchedulesConfig:
     share_steps: tuple[int, ...] = (10, 50, 100, 200)  # recovery steps k for "share of the rise undone"
     capture_k: tuple[int, ...] = (10, 20)  # prefix widths for the capture of Delta_GD
     seeds: int = 3  # replicates (fresh forgetting/recovery batches, shared by both schedules)
+    regime_min: float = 0.9  # exact match both starts must reach (regime check) before they are compared
+    check_iters: int = 40  # power iterations of the independent lambda_max check at theta_forg
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
         from updatescope.locallinear.config import TASKS  # torch-free
 
-        _positive(self, "recover_tol", "seeds")
+        _positive(self, "recover_tol", "seeds", "check_iters")
+        if not 0 < self.regime_min <= 1:
+            raise InputError(f"regime_min must lie in (0, 1], got {self.regime_min}")
         _seed(self.seed)
         if self.order and sorted(self.order) != sorted(TASKS):
             raise InputError(f"order must list every task once, got {list(self.order)}; tasks: {list(TASKS)}")
@@ -767,5 +773,7 @@ class SchedulesConfig:
     @classmethod
     def defaults(cls, quick: bool, seed: int = 0) -> "SchedulesConfig":
         if quick:
-            return cls(lab=_lab(True, seed), share_steps=(10, 50, 100, 150), seed=seed, quick=True)
-        return cls(lab=_lab(False, seed), seed=seed)
+            # quick's 8 power iterations underestimated lambda_max; 20 as in the full lab
+            lab = dataclasses.replace(_lab(True, seed), eta_lambda=0.5, power_iters=20)
+            return cls(lab=lab, share_steps=(10, 50, 100, 150), seed=seed, quick=True)
+        return cls(lab=dataclasses.replace(_lab(False, seed), eta_lambda=0.5), seed=seed)

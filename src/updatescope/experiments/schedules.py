@@ -6,10 +6,20 @@ Two starting points from the same initialisation, step budget and optimiser sett
 - simultaneous: theta_mt, every step on the mix of the four tasks (cached);
 - sequential: the tasks one after another, ``mt_steps / 4`` steps each, in ``order``
   (default: the focus task first, so its specialisation is the oldest), each step on
-  ``4 * batch_size`` sequences of its task, so both schedules see as many sequences per task.
+  ``4 * batch_size`` sequences of its task, so both schedules take ``mt_steps`` steps in all and
+  see as many sequences per task; each phase is a fresh Adam run with its own warm-up and
+  cosine decay (``lab.sequential_model``).
+Regime check (before any comparison): the simultaneous start reaches ``regime_min`` exact
+match on every task; the sequential start reaches it on its last task, and the focus task
+reached it at the end of its own phase; every recovery is stable (below).  When the check
+fails the verdict is "cannot be decided: <reason>" -- a start that never learned has
+nothing to forget, so its recovery cost says nothing about robustness.
 From each, per replicate: the same forgetting rule on the focus task and the same stable
-recovery (SGD at eta = eta_lambda / lambda_max(theta_forg); eta * lambda_max is measured at
-theta_forg and theta_rec and checked against 2), via ``lab.forget_and_recover``.  Replicate r
+recovery (SGD at eta = eta_lambda / lambda_max(theta_forg), lambda_max never below the spectral
+radius (``lab.lambda_max(radius=True)``), eta_lambda < 1 a margin for a
+power iteration that underestimates; eta * lambda_max is re-measured at theta_forg with
+``check_iters`` iterations on another batch and at theta_rec, and must stay below 2), via
+``lab.forget_and_recover``.  A NaN or inf anywhere in a recovery ends the run with an error.  Replicate r
 gives both schedules the same forgetting and recovery batches, so the comparison is paired.
 
 Measured per schedule and replicate:
@@ -26,7 +36,8 @@ Measured per schedule and replicate:
   step norms, isotropic directions).
 Paired differences simultaneous - sequential: mean, SE and a 95% t interval (n - 1 degrees
 of freedom).  Verdict on the recovery cost: "more robust" when the interval lies below 0
-(simultaneous recovers in fewer steps), "opposite" when it lies above 0, else "not shown".
+(simultaneous recovers in fewer steps), "opposite" when it lies above 0, else "not shown";
+"cannot be decided: <reason>" when the regime check fails.
 Figure: schedules.png (recovery curves with ±1 SE bands).
 """
 from __future__ import annotations
@@ -55,7 +66,8 @@ from updatescope.report import figures
 NAME = "schedules"
 SCHEDULES = ("simultaneous", "sequential")
 VERDICT_RULE = ("recovery cost, paired difference simultaneous - sequential: 'more robust' if its 95% t "
-                "interval lies below 0, 'opposite' if it lies above 0, else 'not shown'")
+                "interval lies below 0, 'opposite' if it lies above 0, else 'not shown'; 'cannot be decided: "
+                "<reason>' when the regime check (both starts learned, every recovery stable) fails")
 
 
 def resolve_order(config: SchedulesConfig) -> tuple[str, ...]:
@@ -88,7 +100,7 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     lab = config.lab
     set_flat_params(model, theta)
     start = _evaluate(model, tasks, lab.eval_n)
-    run_, info = forget_and_recover(model, tasks, lab, replicate=r)
+    run_, info = forget_and_recover(model, tasks, lab, replicate=r, radius=True)
     with swapped_params(model, run_.theta_forg):
         forg = _evaluate(model, tasks, lab.eval_n)
     rec = _evaluate(model, tasks, lab.eval_n)  # the model ends at theta_rec
@@ -103,8 +115,13 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     rise = l_forg - l_start
     share = [(l_forg - v) / rise if rise > 0 else float("nan") for v in curve]
 
+    _check_finite(run_, curve, r, info["recover_lr"])
     lam_rec = lambda_max(model, tasks, run_.theta_rec, lab.hessian_n, lab.power_iters, seed=r)
+    # an independent estimate at theta_forg (other batch, more iterations): eta was set from
+    # the first one, so eta * lambda_max_forg alone is eta_lambda by construction
+    lam_check = lambda_max(model, tasks, run_.theta_forg, lab.hessian_n, config.check_iters, seed=500 + r, radius=True)
     eta = info["recover_lr"]
+    eta_forg = eta * max(info["lambda_max_forg"], lam_check)
     diffs = np.diff(curve)
     delta = run_.delta_gd.double()
     prefix = prefix_capture_curve(run_.updates, delta)
@@ -124,11 +141,21 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
         "capture": {str(k): float(prefix[k - 1]) for k in config.capture_k},
         "capture_walk": {str(k): walk[k]["total"] for k in config.capture_k},
         "stability": {"recover_lr": eta, "lambda_max_forg": info["lambda_max_forg"], "lambda_max_rec": lam_rec,
-                      "eta_lambda_forg": info["eta_lambda"], "eta_lambda_rec": eta * lam_rec,
-                      "stable": bool(info["eta_lambda"] < 2 and eta * lam_rec < 2),
+                      "lambda_max_forg_check": lam_check, "eta_lambda_set": info["eta_lambda"],
+                      "eta_lambda_forg": eta_forg, "eta_lambda_rec": eta * lam_rec,
+                      "stable": bool(eta_forg < 2 and eta * lam_rec < 2),
                       "monotone": bool((diffs <= 0).all()), "max_rise": float(max(0.0, diffs.max(initial=0.0)))},
         "delta_norm": float(delta.norm()),
     }
+
+
+def _check_finite(run_, curve: list[float], r: int, eta: float) -> None:
+    """A recovery that produced NaN or inf ends the run (train_phase checks each loss before its
+    step; this catches the last update and the evaluations)."""
+    if not (torch.isfinite(run_.theta_rec).all() and np.isfinite(curve).all()):
+        raise FloatingPointError(f"schedules: recovery of replicate {r} produced NaN/inf "
+                                 f"(eta = {eta:.3g}); lower lab.eta_lambda "
+                                 f"or raise lab.power_iters")
 
 
 def _scalars(arm: dict[str, Any]) -> dict[str, float]:
@@ -140,7 +167,8 @@ def _scalars(arm: dict[str, Any]) -> dict[str, float]:
     for k, v in arm["capture"].items():
         out[f"capture.{k}"] = v
         out[f"capture_walk.{k}"] = arm["capture_walk"][k]
-    for k in ("eta_lambda_forg", "eta_lambda_rec", "recover_lr", "lambda_max_forg", "max_rise"):
+    for k in ("eta_lambda_forg", "eta_lambda_rec", "recover_lr", "lambda_max_forg", "lambda_max_forg_check",
+              "max_rise"):
         out[f"stability.{k}"] = arm["stability"][k]
     for part in ("damage_accuracy", "damage_loss"):
         for t, v in arm[part].items():
@@ -169,8 +197,28 @@ def paired(a: list[float], b: list[float]) -> dict[str, Any]:
     return {"mean": mean, "se": se, "ci": [mean - half, mean + half], "n": n, "values": d.tolist()}
 
 
-def verdict(diff: dict[str, Any]) -> str:
-    """The rule of :data:`VERDICT_RULE` on the recovery-cost difference."""
+def regime_check(start: dict[str, Any], phases: list[dict[str, Any]], order: tuple[str, ...], focus: str,
+                 threshold: float) -> dict[str, Any]:
+    """Did both starting points learn?  ``start``: schedule -> evaluation ("accuracy": task ->
+    exact match); ``phases``: the sequential phases ({"task", "accuracy"} at the end of each).
+    Returns {"passed", "threshold", "checks": name -> {"value", "passed"}, "reasons"}."""
+    sim, seq = start["simultaneous"]["accuracy"], start["sequential"]["accuracy"]
+    own = {p["task"]: p["accuracy"][p["task"]] for p in phases}
+    values = {"simultaneous_min_task": min(sim.values()),
+              f"sequential_last_task ({order[-1]})": seq[order[-1]],
+              f"sequential_focus_end_of_phase ({focus})": own.get(focus, float("nan"))}
+    checks = {k: {"value": v, "passed": bool(v >= threshold)} for k, v in values.items()}
+    reasons = [f"{k} = {c['value']:.3f} < {threshold}" if math.isfinite(c["value"]) else f"{k} not measured"
+               for k, c in checks.items() if not c["passed"]]
+    return {"passed": not reasons, "threshold": threshold, "checks": checks, "reasons": reasons,
+            "sequential_own_phase": own}
+
+
+def verdict(diff: dict[str, Any], reasons: list[str] | None = None) -> str:
+    """The rule of :data:`VERDICT_RULE` on the recovery-cost difference; ``reasons`` (failed
+    regime or stability checks) make it "cannot be decided"."""
+    if reasons:
+        return "cannot be decided: " + "; ".join(reasons)
     lo, hi = diff["ci"]
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return "not shown"
@@ -217,17 +265,33 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
     common = start["simultaneous"]["mix_loss"] + config.recover_tol
     reps = []
     for r in range(config.seeds):
-        reps.append({"replicate": r, **{s: _arm(model, tasks, config, theta[s], r, common) for s in SCHEDULES}})
+        rep = {"replicate": r}
+        for s in SCHEDULES:
+            try:
+                rep[s] = _arm(model, tasks, config, theta[s], r, common)
+            except FloatingPointError as exc:  # name the arm; the CLI prints one line
+                raise FloatingPointError(f"schedules: {s} start, replicate {r}: {exc}") from exc
+        reps.append(rep)
     summary = summarise(reps)
     cost = summary["paired"]["recovery_cost"]
+    regime = regime_check(start, info_seq["phases"], order, lab.focus, config.regime_min)
+    unstable = [f"{s} replicate {rep['replicate']}: eta*lambda_max = {rep[s]['stability']['eta_lambda_forg']:.2f} "
+                f"(theta_forg), {rep[s]['stability']['eta_lambda_rec']:.2f} (theta_rec), not < 2"
+                for rep in reps for s in SCHEDULES if not rep[s]["stability"]["stable"]]
+    regime["stable_all"] = not unstable
+    reasons = regime["reasons"] + unstable
     metrics = {
         "tasks": list(TASKS), "focus": lab.focus, "order": list(order), "dim": int(theta["simultaneous"].numel()),
         "seeds": config.seeds, "recover_tol": config.recover_tol, "common_target": common, "recover_steps": lab.recover_steps,
         "recover_eval_every": lab.recover_eval_every, "mt_steps": lab.mt_steps,
         "steps_per_task_sequential": lab.mt_steps // len(TASKS),
+        "total_steps": {"simultaneous": lab.mt_steps, "sequential": sum(p["steps"] for p in info_seq["phases"])
+                        if info_seq["phases"] else lab.mt_steps},
+        "sequential_phases": info_seq["phases"], "regime": regime,
+        "eta_lambda": lab.eta_lambda, "power_iters": lab.power_iters, "check_iters": config.check_iters,
         "share_steps": list(config.share_steps), "capture_k": list(config.capture_k),
         "start": start, "replicates": reps, "summary": summary,
-        "verdict": {"rule": VERDICT_RULE, "metric": "recovery_cost", "result": verdict(cost),
+        "verdict": {"rule": VERDICT_RULE, "metric": "recovery_cost", "result": verdict(cost, reasons),
                     "difference": cost},
         "seconds_training": t_train,
     }

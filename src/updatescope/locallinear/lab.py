@@ -49,7 +49,7 @@ from updatescope.locallinear.trajectory import (
 from updatescope.errors import InputError
 
 __all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthetic_recovery", "mix_loss_fn",
-           "lambda_max", "independent_recovery", "STREAM", "sequential_model", "forget_and_recover"]
+           "lambda_max", "independent_recovery", "STREAM", "sequential_model", "sequential_blocks", "forget_and_recover"]
 
 STREAM = 100_000  # batch-index shift between replicates
 
@@ -77,7 +77,8 @@ def mix_loss_fn(tasks: DigitTasks, index: int, n: int, split: str = "select"):
     return lambda m: torch.stack([tasks.loss(m, t, index, split, n=n) for t in TASKS]).mean()
 
 
-def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters: int, seed: int = 0) -> float:
+def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters: int, seed: int = 0,
+               radius: bool = False) -> float:
     """Top Hessian eigenvalue of the mix loss (n sequences per task) at theta (power iteration).
 
     Power iteration finds the eigenvalue of largest magnitude.  Far from a minimum it can be
@@ -87,6 +88,9 @@ def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters
     iterations to separate a small positive top from the shift), the spectral radius |lam_neg|
     is returned: it bounds every eigenvalue, so a step eta = c / |lam_neg| keeps eta * lambda
     <= c for the whole spectrum, and the step size is never negative.
+    ``radius``: return max(top, |lam_neg|) in the negative case, never a top eigenvalue below
+    the spectral radius -- an unconverged shifted iteration can return a tiny positive top
+    (the difference of two large numbers), whose step then diverges.
     """
     with swapped_params(model, theta):
         hvp = make_hvp(mix_loss_fn(tasks, 900 + seed, n), model)
@@ -94,7 +98,7 @@ def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters
         if lam < 0:
             shifted, _ = top_eigenvalue(lambda v: hvp(v) - lam * v, theta.numel(), iters, seed)
             top = shifted + lam
-            lam = top if top > 0 else abs(lam)
+            lam = max(top, abs(lam)) if radius else (top if top > 0 else abs(lam))
     return lam
 
 
@@ -152,40 +156,67 @@ def _save_theta(model: nn.Module, path: Path) -> None:
     write_bytes_atomic(buf.getvalue(), path)  # concurrent runs never see half a file
 
 
+def sequential_blocks(steps: int, order: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """The sequential schedule's phases: (task, first step, last step), 1-based and inclusive;
+    task j owns steps ``j * steps // n + 1 .. (j + 1) * steps // n`` (n = len(order))."""
+    n = len(order)
+    return [(t, j * steps // n + 1, (j + 1) * steps // n) for j, t in enumerate(order)]
+
+
 @_own_rng
 def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = True
                      ) -> tuple[TinyTransformer, DigitTasks, dict]:
     """The sequential-specialisation counterpart of :func:`multitask_model`.
 
-    Same initialisation (``torch.manual_seed(cfg.seed)``), same step budget ``cfg.mt_steps``
-    and the same optimiser and learning-rate schedule (one Adam run, warm-up and cosine
-    decay over the whole budget, so the two schedules differ only in their batches), but
-    the tasks come one after another in ``order``: task j owns steps
-    ``j * mt_steps // 4 + 1 .. (j + 1) * mt_steps // 4``.  Each step takes
-    ``4 * batch_size`` sequences of its one task, so every step sees as many sequences as a
-    multitask step and each task is seen as often in both schedules.  Cached like theta_mt.
+    Same initialisation (``torch.manual_seed(cfg.seed)``) and the same total step budget
+    ``cfg.mt_steps``, but the tasks come one after another in ``order`` (phases from
+    :func:`sequential_blocks`), each step on ``4 * batch_size`` sequences of its one task, so
+    every step sees as many sequences as a multitask step and each task is seen as often in
+    both schedules.  Each phase is a fresh fine-tuning run: a new Adam at ``cfg.mt_lr`` with
+    its own warm-up (min(50, steps / 4)) and cosine decay.  (One Adam run with one cosine
+    decay over the whole budget, the earlier rule, left the later tasks only the decayed
+    rate and a stale second moment: in the quick lab sort and mod-add were never learned
+    and the start scored 0 on every task.)  Cached like theta_mt.
 
-    Returns (model, tasks, info) with info = {"cached", "accuracy", "history", "order"}.
+    Returns (model, tasks, info) with info = {"cached", "accuracy", "history", "order",
+    "phases"}; "phases" lists per phase {"task", "steps", "accuracy" (every task, at the end
+    of that phase)}, kept next to the cached parameters; "history" is empty on a cache hit.
     """
     if sorted(order) != sorted(TASKS):
         raise InputError(f"order must list every task once, got {list(order)}; tasks: {list(TASKS)}")
     torch.manual_seed(cfg.seed)
     model = TinyTransformer(cfg.model)
     tasks = DigitTasks(seq_len=cfg.model.seq_len, batch_size=cfg.batch_size, seed=cfg.seed)
-    path = cache_dir("locallinear") / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order))}.pt"
-    info = {"order": list(order)}
-    if use_cache and path.exists():
+    path = cache_dir("locallinear") / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order), phases='restart')}.pt"
+    info: dict = {"order": list(order)}
+    side = path.with_suffix(".json")  # the per-phase accuracies of the cached run
+    cached = use_cache and path.exists() and side.exists()
+    phases: list[dict] = []
+    hist: list[dict] = []
+    if cached:
         set_flat_params(model, torch.load(path, weights_only=True))
-        return model, tasks, {"cached": True, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": [], **info}
-    n, block = len(TASKS) * cfg.batch_size, cfg.mt_steps / len(order)
-
-    def loss(m: nn.Module, i: int) -> Tensor:  # train_phase passes i = t, the step (1-based)
-        return tasks.loss(m, order[min(len(order) - 1, int((i - 1) // block))], i, n=n)
-
-    hist = train_phase(model, loss, _train_phase_config(cfg), phase="sequential", metrics=accuracy_fn(tasks, cfg.eval_n))
-    if use_cache:
-        _save_theta(model, path)
-    return model, tasks, {"cached": False, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist, **info}
+        phases = json.loads(side.read_text())["phases"]
+    else:
+        n = len(TASKS) * cfg.batch_size
+        metrics = accuracy_fn(tasks, cfg.eval_n)
+        for task, first, last in sequential_blocks(cfg.mt_steps, order):
+            steps = last - first + 1
+            if steps < 1:
+                continue
+            phase = PhaseConfig(steps=steps, lr=cfg.mt_lr, warmup=min(50, max(1, steps // 4)), schedule="cosine",
+                                eval_every=max(1, cfg.mt_steps // 10))
+            # index_offset + t is the global step, so the batches are those of the one-run rule
+            rows = train_phase(model, lambda m, i, task=task: tasks.loss(m, task, i, n=n), phase,
+                               phase=f"sequential:{task}", index_offset=first - 1, metrics=metrics)
+            for r in rows:
+                r["step"] += first - 1
+            hist += rows
+            phases.append({"task": task, "steps": steps, "accuracy": rows[-1]["metrics"]})
+        if use_cache:
+            _save_theta(model, path)
+            write_bytes_atomic(json.dumps({"phases": phases}).encode(), side)
+    return model, tasks, {"cached": cached, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist,
+                          "phases": phases, **info}
 
 
 def _recover_phase(cfg: LabConfig, lr: float, steps: int) -> PhaseConfig:
@@ -209,6 +240,7 @@ def synthetic_recovery(
 @_own_rng
 def forget_and_recover(
     model: TinyTransformer, tasks: DigitTasks, cfg: LabConfig, replicate: int = 0, history: list | None = None,
+    radius: bool = False,
 ) -> tuple[RecoveryRun, dict]:
     """Forgetting and stable recovery from the model's *current* parameters (any start).
 
@@ -218,7 +250,7 @@ def forget_and_recover(
     mix at eta = ``cfg.eta_lambda`` / lambda_max(theta_forg) (or ``cfg.recover_lr``).  The
     batch streams depend only on ``replicate``, so two starts with the same replicate see the
     same batches.  The model ends at theta_rec; ``run.theta_mt`` is the start.
-    ``history`` is prepended to the run's log.
+    ``history`` is prepended to the run's log; ``radius`` is passed to :func:`lambda_max`.
 
     Returns (run, info) with info = {"lambda_max_forg", "recover_lr", "eta_lambda",
     "replicate", "metrics_mt" (at the start), "metrics_forg"}.
@@ -237,7 +269,7 @@ def forget_and_recover(
         index_offset=1_000_000 + replicate * STREAM, metrics=mets, stop=stop)
     forget_steps = sum(1 for r in history if r["phase"] == "forget")
     theta_forg = flat_params(model).float()
-    lam = lambda_max(model, tasks, theta_forg, cfg.hessian_n, cfg.power_iters, seed=replicate)
+    lam = lambda_max(model, tasks, theta_forg, cfg.hessian_n, cfg.power_iters, seed=replicate, radius=radius)
     lr = cfg.recover_lr if cfg.recover_lr > 0 else cfg.eta_lambda / lam
     mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
     rec = record_phase(model, mix, _recover_phase(cfg, lr, cfg.recover_steps), dense_steps=cfg.dense_steps,
