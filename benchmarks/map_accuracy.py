@@ -3,8 +3,8 @@
 Same 12 synthetic tasks and 66 pairs as ``estimator_accuracy.py`` (d = 128), exact values
 computed once per K, then every (act_map, error_map) choice sketched with the same seeds at
 m = 4096: Spearman and median |sketch − exact| for fisher / activation / error / coupling.
-This is what the "auto" rule (the spread map since it was measured here; before, dense/SRHT,
-the reference of the paired differences) and the ``fold`` option are chosen on.
+The default maps (dense/SRHT at K = 49,152, dense/dense at K = 1,000) are the reference of
+the paired differences; ``spread`` and ``fold`` are the faster options measured against them.
 
     python benchmarks/map_accuracy.py [--seeds 3] [--out benchmarks/results/map_accuracy.json]
 """

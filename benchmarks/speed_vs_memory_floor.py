@@ -7,9 +7,9 @@ inputs exist, minus before).
                                                [--cache cold|warm]
 
 Every error map named in ``--error-maps`` is timed at every out_dim, interleaved with the
-read in the same loop (``auto`` is the default basis, the spread map: a wide-block SRHT
-with factored signs beyond m; ``srht`` the earlier default's block SRHT; ``fold`` the O(K)
-signed fold + Hadamard option).  With ``--cache cold`` (the default on CPU) every
+read in the same loop (``auto`` is the default basis, the block SRHT beyond m; ``spread`` a
+wide-block SRHT with factored signs; ``fold`` the O(K) signed fold + Hadamard option; the
+rows record the map each name resolved to).  With ``--cache cold`` (the default on CPU) every
 timed call, the read included, gets its own copy of the errors from a rotating pool of
 identical copies (≥ 1 GiB in all), so the errors come from memory rather than from a
 last-level cache that may hold a whole small batch (this VM reports 480 MiB of L3), while

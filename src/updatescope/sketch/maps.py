@@ -284,13 +284,16 @@ class SpreadMap(QuadraticMap):
     dim > F (wide).  The block SRHT of ``SRHTMap`` (x as a (B, A) matrix X, kept rows
     H_Bp[S]·X·H_A), with wide blocks (A ≈ m/4, s ≈ 4 block rows of H_Bp kept, where the
     block SRHT keeps m/√dim of width √dim) and its random signs factored as
-    D_(b,a) = R_b·C_a: still independent
-    pairwise, E[D_k D_k'] = δ_kk', which is all unbiasedness needs, and now the row signs
-    fold into H_Bp[S] and the column signs apply to the small (s, A) result.  So the first
-    stage reads x in place as (n, B, A), one GEMM for both factors, with no signed,
-    transposed copy of x (the block SRHT's costliest pass at a 49k vocabulary), and H_A is
-    applied as H_A1 ⊗ H_A2.  Output j of a factor is the kept row (S[j div A], o) of H_N,
-    with o = o2·A1 + o1 for j mod A = o1·A2 + o2 … written out in ``rows``.
+    D_(b,a) = R_b·C_a: still independent pairwise, E[D_k D_k'] = δ_kk', which is all
+    unbiasedness needs, and now the row signs fold into H_Bp[S] and the column signs apply
+    to the small (s, A) result.  So the first stage reads x in place as (n, B, A), one GEMM
+    for both factors, with no signed, transposed copy of x (the block SRHT's costliest pass
+    at a 49k vocabulary), and H_A is applied as H_A1 ⊗ H_A2.  Output j = i·A + o2·A1 + o1 of
+    a factor is row S[i]·A + o1·A2 + o2 of H_N (written out in ``rows``).
+
+    Opt-in, not the default: faster than dense/SRHT (benchmarks/default_maps.py), but on real
+    SmolLM2 streams it ranks domain pairs less accurately.  Distinct rows are not independent
+    ones: for a fixed column q of a narrow side, the P outputs combine only R numbers.
 
     Every row is ±1 under independent signs, so E[(u_j·x)(u_j·x')] = x·x' exactly; u and v
     use independent signs and rows, and v's outputs are paired with u's through a random
