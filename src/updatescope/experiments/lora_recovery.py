@@ -62,7 +62,7 @@ from updatescope.experiments import Result, config_record, heads
 from updatescope.experiments.configs import LoRARecoveryConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import minibatch_indices
-from updatescope.experiments.recovery import _mean_se, _unit
+from updatescope.experiments.recovery import _unit, mean_se
 from updatescope.locallinear import (
     PhaseConfig,
     capture_fraction,
@@ -373,26 +373,26 @@ def summarise(reps: list[dict]) -> dict[str, Any]:
     s: dict[str, Any] = {}
     tasks = list(reps[0]["rank"])
     for key in reps[0]["curves"]:
-        s[f"curve.{key}"] = _mean_se([x["curves"][key] for x in reps])
+        s[f"curve.{key}"] = mean_se([x["curves"][key] for x in reps])
     for key in ("recover_lr", "lambda_max_forg", "lambda_max_rec", "eta_lambda_forg", "eta_lambda_rec", "max_rise"):
-        s[f"stability.{key}"] = _mean_se([x["stability"][key] for x in reps])
+        s[f"stability.{key}"] = mean_se([x["stability"][key] for x in reps])
     s["stability.monotone_all"] = all(x["stability"]["monotone"] for x in reps)
     for part in ("mt", "forg", "rec", "max_during_recovery"):
         for t in tasks + (["mix_loss"] if part != "max_during_recovery" else []):
-            s[f"loss_{part}.{t}"] = _mean_se([x["losses"][part][t] for x in reps])
+            s[f"loss_{part}.{t}"] = mean_se([x["losses"][part][t] for x in reps])
     for t in tasks:
-        s[f"forget_rise.{t}"] = _mean_se([x["forget_rise"][t] for x in reps])
+        s[f"forget_rise.{t}"] = mean_se([x["forget_rise"][t] for x in reps])
     for key in ("capture_forg", "capture_mt", "resample_floor"):
-        s[f"task_plane.{key}"] = _mean_se([x["task_plane"][key] for x in reps])
+        s[f"task_plane.{key}"] = mean_se([x["task_plane"][key] for x in reps])
     s["drift.steps"] = reps[0]["drift"]["steps"]
-    s["drift.overlap"] = _mean_se([x["drift"]["overlap"] for x in reps])
-    s["drift.normalised"] = _mean_se([x["drift"]["normalised"] for x in reps])
+    s["drift.overlap"] = mean_se([x["drift"]["overlap"] for x in reps])
+    s["drift.normalised"] = mean_se([x["drift"]["normalised"] for x in reps])
     for t in tasks:
         for kind in reps[0]["rank"][t]:
             for stat in ("entropy_rank", "stable_rank"):
-                s[f"rank.{t}.{kind}.{stat}"] = _mean_se([x["rank"][t][kind][stat] for x in reps])
+                s[f"rank.{t}.{kind}.{stat}"] = mean_se([x["rank"][t][kind][stat] for x in reps])
     for key in ("delta_norm", "dw_delta_norm", "forget_steps"):
-        s[key] = _mean_se([x[key] for x in reps])
+        s[key] = mean_se([x[key] for x in reps])
     return s
 
 

@@ -203,7 +203,7 @@ def _krylov_curves(kry: torch.Tensor, steps: torch.Tensor, tag: str) -> dict[str
     return {f"{tag}_capture": cap, f"{tag}_overlap": ov}
 
 
-def _mean_se(values: list) -> dict[str, Any]:
+def mean_se(values: list) -> dict[str, Any]:
     """Mean and standard error over replicates (ddof 1; None with one replicate)."""
     a = np.asarray(values, dtype=float)
     mean = a.mean(0)
@@ -216,27 +216,27 @@ def summarise(reps: list[dict]) -> dict[str, Any]:
     """Mean +- SE over replicates of every number the docs use."""
     s: dict[str, Any] = {}
     for key in reps[0]["curves"]:
-        s[f"curve.{key}"] = _mean_se([x["curves"][key] for x in reps])
+        s[f"curve.{key}"] = mean_se([x["curves"][key] for x in reps])
     for key in ("recover_lr", "lambda_max_forg", "lambda_max_rec", "eta_lambda_forg", "eta_lambda_rec", "max_rise"):
-        s[f"stability.{key}"] = _mean_se([x["stability"][key] for x in reps])
+        s[f"stability.{key}"] = mean_se([x["stability"][key] for x in reps])
     s["stability.monotone_all"] = all(x["stability"]["monotone"] for x in reps)
     s["stability.collapsed_any"] = sorted({t for x in reps for t in x["stability"]["collapsed"]})
     for part in ("accuracy_forg", "accuracy_rec", "min_accuracy_during_recovery"):
         for t in TASKS:
-            s[f"{part}.{t}"] = _mean_se([x["stability"][part][t] for x in reps])
+            s[f"{part}.{t}"] = mean_se([x["stability"][part][t] for x in reps])
     for key in ("capture_forg", "capture_mt", "resample_floor"):
-        s[f"task_plane.{key}"] = _mean_se([x["task_plane"][key] for x in reps])
+        s[f"task_plane.{key}"] = mean_se([x["task_plane"][key] for x in reps])
     s["drift.steps"] = reps[0]["drift"]["steps"]
-    s["drift.overlap"] = _mean_se([x["drift"]["overlap"] for x in reps])
-    s["drift.normalised"] = _mean_se([x["drift"]["normalised"] for x in reps])
+    s["drift.overlap"] = mean_se([x["drift"]["overlap"] for x in reps])
+    s["drift.normalised"] = mean_se([x["drift"]["normalised"] for x in reps])
     for t in TASKS:
         for kind in reps[0]["rank"][t]:
             for stat in ("entropy_rank", "stable_rank"):
-                s[f"rank.{t}.{kind}.{stat}"] = _mean_se([x["rank"][t][kind][stat] for x in reps])
+                s[f"rank.{t}.{kind}.{stat}"] = mean_se([x["rank"][t][kind][stat] for x in reps])
     for key in ("gd_capture", "gd_overlap", "sgd_capture", "sgd_overlap"):
-        s[f"krylov.{key}"] = _mean_se([x["krylov"][key] for x in reps])
-    s["delta_norm"] = _mean_se([x["delta_norm"] for x in reps])
-    s["forget_steps"] = _mean_se([x["forget_steps"] for x in reps])
+        s[f"krylov.{key}"] = mean_se([x["krylov"][key] for x in reps])
+    s["delta_norm"] = mean_se([x["delta_norm"] for x in reps])
+    s["forget_steps"] = mean_se([x["forget_steps"] for x in reps])
     return s
 
 

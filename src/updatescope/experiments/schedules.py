@@ -52,6 +52,7 @@ import torch
 
 from updatescope.experiments import Result, config_record
 from updatescope.experiments.configs import SchedulesConfig
+from updatescope.experiments.recovery import mean_se
 from updatescope.locallinear import (
     TASKS,
     flat_params,
@@ -174,15 +175,6 @@ def _scalars(arm: dict[str, Any]) -> dict[str, float]:
         for t, v in arm[part].items():
             out[f"{part}.{t}"] = v
     return out
-
-
-def mean_se(values: list) -> dict[str, Any]:
-    """Mean and standard error over replicates (ddof 1; None with one replicate); NaN-free input."""
-    a = np.asarray(values, dtype=float)
-    mean = a.mean(0)
-    se = a.std(0, ddof=1) / math.sqrt(a.shape[0]) if a.shape[0] > 1 else None
-    tolist = lambda x: x.tolist() if isinstance(x, np.ndarray) else (None if x is None else float(x))
-    return {"mean": tolist(mean), "se": tolist(se), "n": int(a.shape[0])}
 
 
 def paired(a: list[float], b: list[float]) -> dict[str, Any]:

@@ -197,6 +197,17 @@ def _capture_panel(ax: Any, s: Mapping[str, Any], k: Any, space: str, suffix: st
     ax.set_ylim(-0.02, 1.02)
 
 
+def _drift_panel(ax: Any, s: Mapping[str, Any]) -> None:
+    """The task plane's overlap with its θ_forg version along the recovery, raw and divided
+    by the same-point resample floor, with the floor itself (log step axis)."""
+    steps = np.asarray(s["drift.steps"], dtype=float)
+    _band(ax, s, steps, "drift.overlap", "-o", "overlap with the plane at θ_forg")
+    _band(ax, s, steps, "drift.normalised", "-s", "÷ same-point resample floor")
+    ax.axhline(s["task_plane.resample_floor"]["mean"], color="gray", ls="--", label="resample floor")
+    ax.set_xscale("log")
+    ax.set_xlabel("recovery step")
+
+
 def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     """One figure of a recovery record, chosen by the file name (see RECOVERY_FIGURES):
     capture curves with nulls, drift over the resample floor, effective ranks against
@@ -219,12 +230,7 @@ def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
         axes[0].legend(fontsize=7)
     elif which == "recovery_drift.png":
         fig, ax = plt.subplots(figsize=(5.4, 3.6))
-        steps = np.asarray(s["drift.steps"], dtype=float)
-        band(ax, steps, "drift.overlap", "-o", "overlap with the plane at θ_forg")
-        band(ax, steps, "drift.normalised", "-s", "÷ same-point resample floor")
-        ax.axhline(s["task_plane.resample_floor"]["mean"], color="gray", ls="--", label="resample floor")
-        ax.set_xscale("log")
-        ax.set_xlabel("recovery step")
+        _drift_panel(ax, s)
         ax.set_ylabel("mean cos² of principal angles")
         ax.legend(fontsize=7)
     elif which == "recovery_rank.png":
@@ -382,10 +388,6 @@ def lora_recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     drift.  Means over replicates with ±1 SE bands."""
     plt = pyplot()
     s = m["summary"]
-
-    def band(ax, x, key, style, label):
-        _band(ax, s, x, key, style, label)
-
     fig, axes = plt.subplots(1, 5, figsize=(22.0, 4.0))
     k = np.arange(1, len(s["curve.prefix"]["mean"]) + 1)
     panels = [("", "", "LoRA space: capture of Δ_GD"), ("", "_rest", "LoRA space: displacement left after k steps"),
@@ -395,12 +397,7 @@ def lora_recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     axes[0].set_ylabel("||P_U x||² / ||x||²")
     axes[0].legend(fontsize=7)
     ax = axes[4]
-    steps = np.asarray(s["drift.steps"], dtype=float)
-    band(ax, steps, "drift.overlap", "-o", "overlap with the plane at θ_forg")
-    band(ax, steps, "drift.normalised", "-s", "÷ same-point resample floor")
-    ax.axhline(s["task_plane.resample_floor"]["mean"], color="gray", ls="--", label="resample floor")
-    ax.set_xscale("log")
-    ax.set_xlabel("recovery step")
+    _drift_panel(ax, s)
     ax.set_title("drift of the task plane", fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, path)
