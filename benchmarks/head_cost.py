@@ -6,7 +6,8 @@
 Part 1, head shapes (random head weight, one head in memory at a time): the head's own work,
 ``logits = a @ W.T`` then ``softmax(logits)`` (what a forward plus any loss computes), against
 ``FisherSketch.update_logits(acts, logits, labels)`` (softmax − onehot, both random maps, the
-float64 sums) with the default maps (``auto``) and with ``act_map="fold", error_map="fold"``,
+float64 sums) with the default maps (``auto``: stack / spread since the stack map; dense / block
+SRHT before, in ``results/head_cost_dense_srht.json``) and with ``act_map="fold", error_map="fold"``,
 m = 4096.  Same batch for every arm, the sketch reads the logits the head just wrote, arms
 alternated within each repetition after a warm-up; the ratio is the median over repetitions
 of the per-repetition ratio sketch / head.  The head writes into preallocated buffers
@@ -21,7 +22,8 @@ families, on random logits, configs of one (K, d) cell alternated within each re
 then reversed) so that a drifting load does not line up with K or d.  Each family is fitted by least squares
 as t = c0 + c_K·K + c_m·m + c_f·W, with W the multiply-adds per token of the two maps'
 GEMMs, counted from the map objects (dense: 2·d·2m; block SRHT: per factor 2·s·B·A +
-2·s·A², s = m/A, A ≈ √dim; fold: per factor 2·dim for the fold + 2·F·(P + Q) for H_P ⊗ H_Q):
+2·s·A·(A1 + A2), s = m/A, A ≈ √dim; fold: per factor 2·dim for the fold + 2·F·(P + Q) for
+H_P ⊗ H_Q; stack: per factor G·R·N2·(N2 + N1); spread, wide: s·B·A + s·A·(A1 + A2) per factor):
 c_K is the per-vocabulary-entry work (softmax, signs, layout passes), c_m the per-feature
 work (products, the six (2, r) @ (r, m) sums), c_f the inverse GEMM throughput.  The fit's
 coefficients (constrained ≥ 0), R², and its predictions at the part 1 shapes (outside the grid) are recorded.
@@ -56,10 +58,16 @@ def _map_madds(mp) -> float:
     """Multiply-adds per token of one map's GEMMs (both factors u and v)."""
     if mp.kind == "dense":
         return 2.0 * mp.dim * 2 * mp.m
-    if mp.kind == "srht":
-        return 2 * (2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * mp.a * mp.a)
+    if mp.kind == "srht":  # H_Bp[S] stage, then H_A = H_A1 ⊗ H_A2
+        return 2 * (2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * mp.a * (mp.h_a1.shape[0] + mp.h_a2.shape[0]))
     if mp.kind == "fold":
         return 2 * (2.0 * mp.dim + 2.0 * mp.pu * mp.q * (mp.q + mp.p))
+    if mp.kind == "stack":  # G blocks per factor: H_N2 on the R used rows, then H_N1
+        return 2.0 * mp.g * mp.r * mp.n2 * (mp.n2 + mp.n1)
+    if mp.kind == "spread" and mp.wide:  # one (2s, B) @ (B, A) stage for both factors, then H_A1 ⊗ H_A2
+        return 2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * mp.a * (mp.a1 + mp.a2)
+    if mp.kind == "spread":  # H_Q on the R runs, H_P restricted to them
+        return 2.0 * mp.runs * mp.q * (mp.q + mp.p)
     raise ValueError(f"no work count for map kind {mp.kind!r}")
 
 
@@ -196,14 +204,18 @@ def predict(model: dict, row: dict) -> float:
 def table(rec: dict) -> list[str]:
     """The README table, rendered from a head_cost record."""
     m = rec["metrics"]
-    lines = ["| head (d, K) | head: matmul + softmax, µs/token | sketch auto, µs/token | auto / head "
-             "[min–max] | auto / matmul | sketch fold, µs/token | fold / head [min–max] | fold / matmul |",
-             "|---|---|---|---|---|---|---|---|"]
+    first = next(iter(m["heads"].values()))["sketch"]
+    fams = list(first)
+    head = ["head (d, K)", "head: matmul + softmax, µs/token"]
+    for fam in fams:
+        maps = f"{first[fam]['act_map']}/{first[fam]['error_map']}"
+        head += [f"sketch {fam} ({maps}), µs/token", f"{fam} / head [min–max]", f"{fam} / matmul"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, r in m["heads"].items():
         cells = [f"{name} ({r['d']}, {r['K']:,})",
                  f"{r['head_us']['median']:,.0f} ({r['head_matmul_us']['median']:,.0f} + "
                  f"{r['head_softmax_us']['median']:,.0f})"]
-        for fam in FAMILIES:
+        for fam in fams:
             s = r["sketch"][fam]
             q = s["ratio_to_head"]
             cells += [f"{s['us']['median']:,.0f}", f"**{q['median']:.3f}** [{q['min']:.3f}–{q['max']:.3f}]",

@@ -3,10 +3,18 @@
 Same 12 synthetic tasks and 66 pairs as ``estimator_accuracy.py`` (d = 128), exact values
 computed once per K, then every (act_map, error_map) choice sketched with the same seeds at
 m = 4096: Spearman and median |sketch − exact| for fisher / activation / error / coupling.
-The default maps (dense/SRHT at K = 49,152, dense/dense at K = 1,000) are the reference of
-the paired differences; ``spread`` and ``fold`` are the faster options measured against them.
+The earlier default maps (dense/SRHT at K = 49,152, dense/dense at K = 1,000) are the
+reference of the paired differences; the default (``auto``: stack/spread at K = 49,152,
+stack/stack at K = 1,000) and the other fast options are measured against them.
+
+``--streams smollm2``: the same comparison on real streams instead, SmolLM2-135M's head
+(d = 576, K = 49,152) on the 10 domains of ``reproduce estimator --quick`` (300 tokens each,
+45 pairs, captured through the experiment cache), exact values once, every choice with the
+same basis seeds: the streams the default maps must be accurate on, beside the synthetic
+family.
 
     python benchmarks/map_accuracy.py [--seeds 3] [--out benchmarks/results/map_accuracy.json]
+    python benchmarks/map_accuracy.py --streams smollm2 --seeds 12 --out benchmarks/results/map_accuracy_smollm2.json
 """
 from __future__ import annotations
 
@@ -30,9 +38,26 @@ from estimator_accuracy import KINDS, make_tasks  # noqa: E402
 
 # Explicit kinds (what "auto" resolves to changes between versions; the record names both).
 # The first choice at each K is the reference of the paired differences.
-CHOICES = {1000: ["dense/dense", "spread/spread", "fold/fold"],
-           49152: ["dense/srht", "spread/spread", "spread/srht", "dense/fold", "fold/fold"]}
+CHOICES = {1000: ["dense/dense", "stack/stack", "spread/spread", "fold/fold"],
+           49152: ["dense/srht", "stack/spread", "stack/srht", "dense/spread", "spread/spread", "fold/fold"]}
 N = {1000: 1000, 49152: 500}
+
+
+def smollm2_tasks() -> tuple[int, int, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], dict]:
+    """(d, K, [(acts, logits, labels)] per domain, description) of the estimator's quick SmolLM2 streams."""
+    from updatescope.experiments import heads, source_selection
+    from updatescope.experiments.configs import EstimatorConfig
+
+    cfg = EstimatorConfig.defaults(quick=True)
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+    w0, b0 = heads.head_weights(model)
+    data = source_selection.capture_domains(model, tok, fp, list(cfg.domains), {"sketch": cfg.tokens.sketch},
+                                            log=lambda *_: None)["sketch"]
+    del model
+    tasks = [(v["acts"], heads.logits_of(w0, b0, v["acts"]), v["labels"]) for v in data.values()]
+    return int(w0.shape[1]), int(w0.shape[0]), tasks, {"model": cfg.model, "domains": list(cfg.domains),
+                                                       "tokens_per_task": cfg.tokens.sketch}
 
 
 def main() -> None:
@@ -43,6 +68,8 @@ def main() -> None:
     p.add_argument("--act-dim", type=int, default=128, help="d of the synthetic family (SmolLM2's is 576)")
     p.add_argument("--k", type=int, nargs="+", default=sorted(CHOICES), choices=sorted(CHOICES),
                    help="vocabulary sizes to run (default: all)")
+    p.add_argument("--streams", choices=["synthetic", "smollm2"], default="synthetic",
+                   help="the synthetic family (default) or SmolLM2's real streams (d = 576, K = 49,152)")
     p.add_argument("--choices", nargs="+", default=None,
                    help="act/error pairs to run at every K (default: CHOICES; the first is the reference)")
     p.add_argument("--out", default=str(HERE / "results" / "map_accuracy.json"))
@@ -51,19 +78,26 @@ def main() -> None:
     t0 = time.perf_counter()
     load_before = os.getloadavg()
     out = {}
+    real = None
+    if args.streams == "smollm2":
+        real = smollm2_tasks()
+        args.k = [real[1]]
     for k in args.k:
         choices = args.choices or CHOICES[k]
-        fam = HeadTaskFamily(act_dim=args.act_dim, out_dim=k)
-        tasks = [t for _, t in make_tasks(fam, N[k])]
+        if real is not None:
+            dim, _, tasks, streams = real
+        else:
+            fam = HeadTaskFamily(act_dim=args.act_dim, out_dim=k)
+            dim, tasks, streams = fam.act_dim, [t for _, t in make_tasks(fam, N[k])], {"n_per_task": N[k]}
         exact = us.exact_alignment_matrix([(a, us.error_vectors(z, y)[0]) for a, z, y in tasks])
         iu = np.triu_indices(len(tasks), 1)
-        out[str(k)] = {}
+        out[str(k)] = {"streams": {"kind": args.streams, "act_dim": dim, "pairs": int(len(iu[0])), **streams}}
         for choice in choices:
             act_map, error_map = choice.split("/")
             vals = {kind: [] for kind in KINDS}
             t1 = time.perf_counter()
             for seed in range(args.seeds):
-                sigs = [us.FisherSketch(fam.act_dim, k, args.m, seed, act_map=act_map, error_map=error_map)
+                sigs = [us.FisherSketch(dim, k, args.m, seed, act_map=act_map, error_map=error_map)
                         .update_logits(*t).signature() for t in tasks]
                 est = us.alignment_matrix(sigs)
                 for kind in KINDS:
@@ -71,7 +105,7 @@ def main() -> None:
                     ok = np.isfinite(e_)
                     vals[kind].append((float(spearmanr(e_[ok], x_[ok]).statistic), float(np.median(np.abs(e_ - x_))),
                                        int((~ok).sum())))
-            cfg = us.SketchConfig(fam.act_dim, k, args.m, act_map=act_map, error_map=error_map)
+            cfg = us.SketchConfig(dim, k, args.m, act_map=act_map, error_map=error_map)
             res = {"act_map": cfg.act_map, "error_map": cfg.error_map,
                    "sketch_seconds_per_seed": round((time.perf_counter() - t1) / args.seeds, 2)}
             for kind, v in vals.items():
@@ -79,7 +113,7 @@ def main() -> None:
                              "median_abs_err_mean": float(np.mean([x[1] for x in v])),
                              "nan_pairs": int(sum(x[2] for x in v))}
             res["per_seed"] = {kind: [[x[0], x[1]] for x in v] for kind, v in vals.items()}
-            ref = out[str(k)].get(choices[0])
+            ref = out[str(k)].get(choices[0]) if choice != choices[0] else None
             if ref is not None:  # paired over seeds (same basis seed, same streams): this − reference
                 res["paired_vs"] = choices[0]
                 for kind in KINDS:
@@ -93,7 +127,7 @@ def main() -> None:
                 + (f" (Δ|err| {res[kind]['median_abs_err_diff_mean']:+.4f}±{res[kind]['median_abs_err_diff_se']:.4f})"
                    if "paired_vs" in res else "") for kind in KINDS[:3]),
                 flush=True)
-    write_json_atomic({"name": "map_accuracy", "config": {**portable_config(args), "n_per_task": N, "pairs": 66},
+    write_json_atomic({"name": "map_accuracy", "config": portable_config(args),
                        "metrics": out, "env": env_info(), "loadavg_before": load_before,
                        "loadavg_after": os.getloadavg(), "seconds": round(time.perf_counter() - t0, 1)},
                       Path(args.out))

@@ -9,7 +9,7 @@ import torch
 
 from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
 import updatescope as us
-from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap, build_maps
+from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap, StackMap, build_maps
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 64, 128, 4096, 8192])
@@ -99,6 +99,39 @@ def test_spread_factors_equal_explicit_rows(dim, m):
         assert torch.unique(hadamard_entries(order, cols), dim=0).shape[0] == 1024
 
 
+@pytest.mark.parametrize("dim,m", [(576, 4096), (10, 64), (300, 256), (1000, 4096), (700, 48), (64, 64),
+                                   (577, 1024), (5000, 256)])
+def test_stack_factors_equal_explicit_rows(dim, m):
+    """Output j of a factor is row rows[j] of H_N (N = next_pow2(dim)) times block[j]'s
+    signs; all m rows distinct, u keeps every block in order when G·N = m and v pairs with
+    it through a permutation, rows drawn without replacement otherwise."""
+    mp = StackMap(dim, m, torch.Generator().manual_seed(8))
+    x = torch.randn(3, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    u, v = mp.factors(x)
+    assert mp.signs.shape == (2, mp.g, dim) and mp.g == -(-m // mp.n)
+    for q, which in ((u, 0), (v, 1)):
+        explicit = hadamard_entries(mp.rows[which], torch.arange(dim), torch.float64) * mp.signs[which][mp.block[which]].double()
+        assert torch.allclose(q, x @ explicit.T, atol=1e-9)
+        assert torch.unique(torch.stack((mp.block[which], mp.rows[which])), dim=1).shape[1] == m  # no (block, row) twice
+        assert torch.unique(explicit, dim=0).shape[0] == m
+    if mp.g * mp.n == m:
+        assert torch.equal(mp.block[0] * mp.n + torch.arange(m) % mp.n, torch.arange(m)) or mp.g == 1
+        assert not torch.equal(mp.rows[1], mp.rows[0])  # v is paired with u at random
+
+
+def test_stack_blocks_are_orthogonal_transforms():
+    """Within a block the rows are orthogonal: Σ over a block's N outputs of (u·x)(u·x')
+    is N·(x·x') exactly, for every x (what makes the stacked map at least as good as i.i.d. rows)."""
+    dim, m = 576, 4096
+    mp = StackMap(dim, m, torch.Generator().manual_seed(1))
+    x = torch.randn(5, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    u, _ = mp.factors(x)
+    for b in range(mp.g):
+        ub = u[:, mp.block[0] == b]
+        assert ub.shape[1] == mp.n
+        assert torch.allclose(ub @ ub.T, mp.n * (x @ x.T), rtol=1e-10, atol=1e-8)
+
+
 @pytest.mark.parametrize("ignored", [[0, 4, 5, 17], [2, 30], []])  # gathered chunks; runs as slices; all kept
 def test_update_logits_chunks_equal_update_with_errors(monkeypatch, ignored):
     """Chunked softmax (ignored rows skipped per chunk) == update() with explicit errors."""
@@ -111,7 +144,7 @@ def test_update_logits_chunks_equal_update_with_errors(monkeypatch, ignored):
     keep = y != -100
     e = torch.softmax(z[keep], 1) - torch.nn.functional.one_hot(y[keep], 40)
     k3 = int(keep[:4].sum())
-    for kind in ("dense", "fold", "spread"):
+    for kind in ("dense", "fold", "spread", "stack"):
         kw = dict(act_dim=5, out_dim=40, sketch_dim=32, seed=4, act_map=kind, error_map=kind)
         ref = us.FisherSketch(**kw).update(a[keep][:k3], e[:k3]).update(a[keep][k3:], e[k3:])
         monkeypatch.setattr(fs, "_LOGIT_ELEMS", 3 * 40)  # 3 rows per softmax step
@@ -147,7 +180,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
     import updatescope.sketch.maps as maps
     g = torch.Generator().manual_seed(1)
     x = torch.randn(37, 700, dtype=torch.float64)
-    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap):
         mp = cls(700, 128, torch.Generator().manual_seed(2))
         whole = mp(x)
         monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3000)  # forces chunks of a few rows
@@ -158,7 +191,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
 
 def test_float32_path_close_to_float64():
     x = torch.randn(6, 3000, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap):
         mp = cls(3000, 256, torch.Generator().manual_seed(5))
         q64, q32 = mp(x), mp(x.float()).double()
         assert torch.allclose(q32, q64, rtol=1e-4, atol=1e-4 * float(q64.abs().max())), cls.kind
@@ -174,7 +207,8 @@ def test_basis_is_a_function_of_the_seed():
 
 
 @pytest.mark.parametrize("cls,dim", [(DenseMap, 12), (SRHTMap, 12), (SRHTMap, 300), (FoldMap, 12), (FoldMap, 300),
-                                     (SpreadMap, 12), (SpreadMap, 300), (CountSketchMap, 12)])
+                                     (SpreadMap, 12), (SpreadMap, 300), (StackMap, 12), (StackMap, 300),
+                                     (CountSketchMap, 12)])
 def test_map_unbiased_over_seeds(cls, dim):
     """mean over seeds and coordinates of q_j(x) q_j(x') equals (x·x')².
 

@@ -9,7 +9,7 @@ import updatescope as us
 from updatescope.models.head_tasks import HeadTaskFamily
 from updatescope.sketch.align import _u_sq
 
-MAPS = ["dense", "srht", "fold", "spread", "countsketch"]
+MAPS = ["dense", "srht", "fold", "spread", "stack", "countsketch"]
 
 
 def stream(n, d=6, k=10, seed=0, shift=0.0):
@@ -63,12 +63,13 @@ def test_sketch_pieces_unbiased_over_seeds(kind):
     assert float(z.max()) < 4.0, f"max |z| = {float(z.max()):.2f} ({kind})"
 
 
-@pytest.mark.parametrize("kind", ["dense", "srht", "fold", "spread"])
+@pytest.mark.parametrize("kind", ["dense", "srht", "fold", "spread", "stack"])
 def test_sketch_close_to_exact_within_reported_se(kind):
     fam = HeadTaskFamily(act_dim=32, out_dim=256 if kind == "dense" else 2048)
     src = fam.sample(0, 0, 600, seed=1, mix_to=(1, 1), mix=0.4)
     tgt = fam.sample(0, 0, 600, seed=2)
-    kw = dict(act_dim=32, out_dim=fam.out_dim, sketch_dim=2048, seed=3, error_map=kind)
+    kw = dict(act_dim=32, out_dim=fam.out_dim, sketch_dim=2048, seed=3, error_map=kind,
+              act_map="stack" if kind == "stack" else "auto")
     sig_s = us.FisherSketch(**kw).update_logits(*src).signature()
     sig_t = us.FisherSketch(**kw).update_logits(*tgt).signature()
     est = us.alignment(sig_s, sig_t)
@@ -212,9 +213,13 @@ def test_config_validation():
         us.FisherSketch(0, 10)
     with pytest.raises(us.InputError, match="unknown projection kind"):
         us.FisherSketch(6, 10, error_map="fft")
-    assert us.SketchConfig(576, 49152).error_map == "srht"
-    assert us.SketchConfig(576, 1000).error_map == "dense"
-    assert us.SketchConfig(576, 1000, sketch_dim=256).act_map == "dense"
+    # auto: stacked SRHTs up to next_pow2(m), the wide-block SRHT of spread beyond
+    assert (us.SketchConfig(576, 49152).act_map, us.SketchConfig(576, 49152).error_map) == ("stack", "spread")
+    assert us.SketchConfig(576, 1000).error_map == "stack"
+    assert us.SketchConfig(576, 4096, sketch_dim=4080).error_map == "stack"  # next_pow2(4080) = 4096
+    assert us.SketchConfig(576, 1000, sketch_dim=256).act_map == "spread"
+    assert us.SketchConfig(576, 49152, act_map="dense", error_map="srht").error_map == "srht"  # the earlier default
+    assert us.SketchConfig(576, 5000, error_map="stack").error_map == "stack"  # any width when asked for
     assert us.SketchConfig(576, 49152, act_map="spread", error_map="spread").error_map == "spread"  # opt-in, kept as given
     assert us.SketchConfig(576, 49152, act_map="fold", error_map="fold").error_map == "fold"  # opt-in, kept as given
 

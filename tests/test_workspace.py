@@ -7,7 +7,7 @@ import torch
 import updatescope as us
 import updatescope.sketch.maps as maps
 from updatescope.sketch import workspace
-from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap
+from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap, StackMap
 
 
 def _poison() -> None:
@@ -23,6 +23,9 @@ def _poison() -> None:
     (FoldMap, 1000, 64),      # folded blocks plus a partial one
     (SpreadMap, 1000, 64),    # two layouts, partial block and partial run
     (SpreadMap, 50, 64),      # scattered into the transform
+    (StackMap, 50, 64),       # one 64-point block, padded rows
+    (StackMap, 20, 64),       # several blocks
+    (StackMap, 700, 48),      # m < N: kept rows selected for u
     (FoldMap, 700, 48),       # m < F: kept rows selected for u
     (CountSketchMap, 300, 64),
 ])
@@ -43,7 +46,7 @@ def test_tagged_call_equals_fresh_call(monkeypatch, cls, dim, m):
 
 
 @pytest.mark.parametrize("act_map,error_map", [("dense", "dense"), ("fold", "fold"), ("dense", "srht"),
-                                                   ("spread", "spread")])
+                                                   ("spread", "spread"), ("stack", "spread")])
 def test_sketch_unchanged_by_stale_buffers(act_map, error_map):
     """Same-kind act and error maps use distinct tags; poisoned buffers change nothing."""
     g = torch.Generator().manual_seed(5)

@@ -310,9 +310,12 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     if "last_blocks_head" in sets:
         verdicts["last_blocks_head"] = _verdict(paired, "last_blocks_head", "last-blocks + head sketch")
     ceiling = (noise.get("ceiling") or {}).get("spearman", {}).get("mean") if noise else None
-    best = max((k for k in METHODS if k in summary), key=lambda k: summary[k]["spearman"])
+    # methods that could not be scored (every score undefined) carry an error instead of a Spearman
+    scored = [k for k in METHODS if isinstance(summary.get(k, {}).get("spearman"), float)
+              and math.isfinite(summary[k]["spearman"])]
+    best = max(scored, key=lambda k: summary[k]["spearman"]) if scored else None
     verdict = verdicts["lora_layers"] + "."
-    if ceiling is not None:
+    if ceiling is not None and best is not None:
         verdict += (f" Best mean Spearman {summary[best]['spearman']:.3f} ({best}) against a noise ceiling of "
                     f"{ceiling:.3f}.")
     for k, v in verdicts.items():

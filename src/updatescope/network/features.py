@@ -56,7 +56,7 @@ def layer_maps(cfg: SketchConfig, device: torch.device | str = "cpu") -> tuple[Q
     """The (activation, error) maps of a layer: the head sketch's maps, regenerated from the
     config's seed on one CPU generator (same basis on every device), then moved to ``device``."""
     if "countsketch" in (cfg.act_map, cfg.error_map):
-        raise InputError("layer sketches need two-factor maps (dense, srht, fold, spread), not countsketch")
+        raise InputError("layer sketches need two-factor maps (dense, srht, fold, spread, stack), not countsketch")
     a, e = build_maps(cfg.act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map)
     return a.to(device), e.to(device)
 
@@ -68,7 +68,7 @@ def linear_projections(cfg: SketchConfig, acts: Tensor, grads: Tensor,
     per token:    acts (n, d), grads (n, k)         -> two (n, m)
     per sequence: acts (n, T, d), grads (n, T, k)   -> two (n, m), summed over positions
     Computed in the inputs' dtype (float64 in, float64 out); zero rows (padding) add nothing.
-    The map kinds must have two factors (dense, srht, fold, spread; not countsketch).  ``maps`` from
+    The map kinds must have two factors (dense, srht, fold, spread, stack; not countsketch).  ``maps`` from
     ``layer_maps(cfg)`` (pass them when calling repeatedly; built on the fly otherwise).
     """
     seq = acts.ndim == 3

@@ -76,7 +76,7 @@ class NetworkConfig:
             raise InputError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         for cfg in self.layer_configs():  # validates sizes, seed and map kinds
             if "countsketch" in (cfg.act_map, cfg.error_map):
-                raise InputError("layer sketches need two-factor maps (dense, srht, fold, spread), not countsketch")
+                raise InputError("layer sketches need two-factor maps (dense, srht, fold, spread, stack), not countsketch")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -262,7 +262,9 @@ def network_alignment(source: NetworkSketch, target: NetworkSketch) -> NetworkAl
     (delete-one-feature-block jackknife, (G−1)/G Σ_g (θ_−g − θ̄)², G−1 dof) + source and target
     sampling parts from the four half-by-half estimates θ_hk (one dof each), times the
     Student-t multiplier t₀.₉₇₅(ν)/z₀.₉₇₅ on the Welch–Satterthwaite ν, so value ± 2·se is a
-    ≈95% interval.  ``se_parts``: "sketch", "sampling" (unscaled) and "dof".
+    ≈95% interval.  ``se_parts``: "sketch", "sampling" (unscaled) and "dof".  A standard error
+    is NaN where its sampling part cannot be measured (a stream half with fewer than 2
+    samples, or a half whose norm estimate is not positive).
     """
     from updatescope.sketch.align import _Z975, _t975
 
@@ -290,8 +292,11 @@ def network_alignment(source: NetworkSketch, target: NetworkSketch) -> NetworkAl
         var_s, var_t = d_s.square() / 4, d_t.square() / 4
     else:
         var_s = var_t = torch.full_like(var_sketch, float("nan"))
-    var_total = var_sketch + torch.nan_to_num(var_s, nan=0.0) + torch.nan_to_num(var_t, nan=0.0)
-    den = var_sketch.square() / max(g - 1, 1) + torch.nan_to_num(var_s.square() + var_t.square(), nan=0.0)
+    # as for the head sketch: a sampling part that cannot be measured (a half with fewer than 2
+    # samples, or a half-by-half estimate undefined because a half's norm estimate is not
+    # positive) leaves the standard error undefined (NaN), never silently the sketch part alone
+    var_total = var_sketch + var_s + var_t
+    den = var_sketch.square() / max(g - 1, 1) + var_s.square() + var_t.square()
     nu = torch.where(den > 0, var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
                      torch.full_like(den, float("inf")))
     total = var_total.sqrt() * _t975(nu) / _Z975

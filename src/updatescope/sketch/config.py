@@ -7,23 +7,24 @@ from typing import Any
 
 from updatescope.constants import MAP_KINDS, check_sketch_dim
 from updatescope.errors import IncompatibleSignatureError, InputError
+from updatescope.sketch.hadamard import next_pow2
 
 
-# "auto" picks a projection per side from its width: dense Rademacher projections (two
-# (dim, m) float32 matrices, 32 MiB at dim=1024, m=4096) up to DENSE_MAX_DIM, the block SRHT
-# (random signs + Kronecker-block rows of H·D, O(dim·m/A + m·√A) per sample, O(dim) memory)
-# beyond, which is what makes a 128k vocabulary cheap.  "fold" (O(dim + m√m)) and "spread"
-# (distinct rows at the fold's cost for narrow sides, a wide-block SRHT for wide ones) are
-# opt-in: benchmarks/map_accuracy.py and benchmarks/default_maps.py measure them against these
-# defaults, and on real SmolLM2 streams both are less accurate.  Signatures store the resolved
-# kind, so a file always names its own basis, and signatures made with different kinds refuse
-# to be compared.
-DENSE_MAX_DIM = 1024
-
+# "auto" picks a projection per side from its width: ``stack`` (G = m/N independent N-point
+# SRHTs of the zero-padded input, N = next_pow2(dim); O(m·√N) per sample, O(m) memory) for
+# sides no wider than next_pow2(m), e.g. the 576-wide activation, and the wide-block SRHT of
+# ``spread`` (errors read in place by one GEMM, O(dim·m/A + m·√A)) beyond, which is what
+# makes a 128k vocabulary cheap.  Both are unbiased ±1 rows under independent signs; their
+# accuracy against the earlier default (dense up to 1,024, block SRHT beyond) is measured,
+# paired by basis seed, on the synthetic family and on real SmolLM2 streams
+# (benchmarks/map_accuracy.py, benchmarks/default_maps.py).  Every other kind stays
+# selectable.  Signatures store the resolved kind, so a file always names its own basis, and
+# signatures made with different kinds (e.g. before and after this default) refuse to be
+# compared.
 
 def resolve_map(kind: str, dim: int, m: int) -> str:
     if kind == "auto":
-        return "dense" if dim <= DENSE_MAX_DIM else "srht"
+        return "stack" if dim <= next_pow2(m) else "spread"
     if kind not in MAP_KINDS:
         raise InputError(f"unknown projection kind {kind!r}; choose one of auto, {', '.join(MAP_KINDS)}")
     return kind
@@ -60,7 +61,10 @@ class SketchConfig:
         for name in ("act_dim", "out_dim", "sketch_dim", "seed"):
             value = getattr(self, name)
             if not isinstance(value, (bool, int)) and hasattr(value, "__index__"):
-                object.__setattr__(self, name, operator.index(value))  # numpy and torch integers
+                try:  # numpy and torch integers
+                    object.__setattr__(self, name, operator.index(value))
+                except TypeError:  # an array of several values, or a float tensor
+                    raise InputError(f"{name} must be a positive integer, got {value!r}") from None
         for name in ("act_dim", "out_dim", "sketch_dim"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -17,6 +17,11 @@ coordinate by coordinate, self-pairs included.  Three ways to draw u, v:
   ±1 under independent random signs D, so E[(u_j·x)(u_j·x')] = x·x' exactly.  Cost
   O(dim + m √m) per sample: one streaming pass over x, then two (√m × √m) matmuls.  For
   dim ≤ F it is the SRHT of x zero-padded to F with *all* rows kept (no collisions).
+- ``stack``: G = m/N independent SRHTs of x zero-padded to N = next_pow2(dim), stacked
+  (see ``StackMap``); the default for sides no wider than next_pow2(m).
+- ``spread``: distinct rows at the fold's cost for narrow sides, a wide-block SRHT whose first
+  stage reads x in place for wide ones (see ``SpreadMap``); its wide side is the default
+  beyond next_pow2(m).
 - ``countsketch``: TensorSketch — two independent count sketches C1, C2 (hash to m
   buckets, random signs), q = √m · IFFT(FFT(C1 x) ∘ FFT(C2 x)).  Since each pair (k, l)
   lands in bucket (h1(k)+h2(l)) mod m with probability 1/m, E[q_j(x) q_j(x')] = (x·x')².
@@ -291,9 +296,9 @@ class SpreadMap(QuadraticMap):
     at a 49k vocabulary), and H_A is applied as H_A1 ⊗ H_A2.  Output j = i·A + o2·A1 + o1 of
     a factor is row S[i]·A + o1·A2 + o2 of H_N (written out in ``rows``).
 
-    Opt-in, not the default: faster than dense/SRHT (benchmarks/default_maps.py), but on real
-    SmolLM2 streams it ranks domain pairs less accurately.  Distinct rows are not independent
-    ones: for a fixed column q of a narrow side, the P outputs combine only R numbers.
+    The wide side is the default (``auto``) beyond next_pow2(m); for narrow sides the default
+    is ``StackMap``: distinct rows are not independent ones, and for a fixed column q of a
+    narrow side the P outputs here combine only R numbers (benchmarks/default_maps.py).
 
     Every row is ±1 under independent signs, so E[(u_j·x)(u_j·x')] = x·x' exactly; u and v
     use independent signs and rows, and v's outputs are paired with u's through a random
@@ -392,7 +397,74 @@ class SpreadMap(QuadraticMap):
         return flat[:, :m], torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
 
 
-_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, SpreadMap, CountSketchMap)}
+class StackMap(QuadraticMap):
+    """G = ⌈m/N⌉ independent SRHTs of x zero-padded to N = next_pow2(dim), stacked.
+
+    Block g of a factor is H_N·D_g·x with its own random signs D_g (G·dim of them per
+    factor), and m of the G·N outputs are kept (all of them, in order, for u when G·N = m;
+    v's are a random permutation, which pairs v's outputs with u's at random).  Within a
+    block the rows are orthogonal; across blocks, and between u and v, the signs are
+    independent.  Every row is a ±1 Hadamard row under independent signs, so
+    E[(u_j·x)(u_j·x')] = x·x' exactly and q = u ⊙ v is unbiased.
+
+    This is the narrow-side map that the fold and spread maps approximate: at dim = 576,
+    m = 4,096 the fold's padded rows repeat (1,024 distinct projections) and the spread's
+    P outputs of a column combine only ⌈dim/Q⌉ numbers, while here each block is a full
+    orthogonal transform of the signed x.  Cost per factor: G·N·(R + N1) multiply-adds with
+    H_N = H_N1 ⊗ H_N2 (N1 ≤ N2) applied as two small GEMMs on the (R, N2) view of the
+    padded x, R = ⌈dim/N2⌉ the rows that can be nonzero (0.26 M at dim = 576, against the
+    dense map's 2.4 M).  It is defined for any width, but beyond m the G = 1 transform reads
+    N log N of work per sample, so wide sides use ``spread`` or ``srht``.
+
+    ``rows`` (2, m): the row of H_N behind each output; ``block`` (2, m): its block g;
+    ``signs`` (2, G, dim): D per factor and block, so that
+    u_j·x = Σ_k H_N[rows[0, j], k] signs[0, block[0, j], k] x_k (for reference and tests).
+    """
+
+    kind = "stack"
+
+    def __init__(self, dim: int, m: int, g: torch.Generator) -> None:
+        super().__init__(dim, m, g)
+        n = next_pow2(dim)
+        bits = n.bit_length() - 1
+        self.n, self.n1, self.n2 = n, 1 << (bits // 2), n >> (bits // 2)
+        self.g = -(-m // n)
+        self.r = -(-dim // self.n2)  # rows of the (N1, N2) view that can be nonzero
+        self.signs = _rademacher((2, self.g, dim), g)
+        total = self.g * n
+        keep = torch.stack([torch.randperm(total, generator=g)[:m] for _ in range(2)])  # (2, m)
+        if total == m:  # u keeps every output in order; v's permutation pairs them at random
+            keep[0] = torch.arange(m)
+        self._sel_u = None if total == m else keep[0]
+        self._sel_v = keep[1] + total  # in the (n, 2·G·N) layout of both factors
+        # output position p of a block is row (p mod N1)·N2 + p div N1 of H_N (see factors)
+        pos = keep % n
+        self.rows = (pos % self.n1) * self.n2 + pos // self.n1
+        self.block = keep // n
+        self.h_2 = hadamard_matrix(self.n2)
+        self.h_1 = hadamard_matrix(self.n1)[:, : self.r].T.contiguous()  # (R, N1): H_N1 on the used rows
+
+    def _width(self) -> int:
+        return 6 * self.g * self.n + 2 * self.m
+
+    def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
+        rows, dim, m, g, n2, r = x.shape[0], self.dim, self.m, self.g, self.n2, self.r
+        span = r * n2
+        # both factors' G signed copies of x, padded to the used (R, N2) rows: (rows, 2G, R·N2)
+        z = temp(tag, "z", (rows, 2 * g, span), x)
+        torch.mul(x.unsqueeze(1), self.signs.to(x.dtype).view(1, 2 * g, dim), out=z[:, :, :dim])
+        z[:, :, dim:] = 0
+        # H_N = H_N1 ⊗ H_N2 on the (a1, a2) view: contract a2, then a1 (used rows only);
+        # the result is laid out (o2, o1), position o2·N1 + o1 = row o1·N2 + o2 of H_N
+        t = torch.mm(z.view(rows * 2 * g * r, n2), self.h_2.to(x.dtype), out=temp(tag, "t", (rows * 2 * g * r, n2), x))
+        t = torch.matmul(t.view(rows * 2 * g, r, n2).transpose(1, 2), self.h_1.to(x.dtype),
+                         out=temp(tag, "t2", (rows * 2 * g, n2, self.n1), x))
+        flat = t.view(rows, 2 * g * self.n)
+        u = flat[:, :m] if self._sel_u is None else torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (rows, m), x))
+        return u, torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (rows, m), x))
+
+
+_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap)}
 
 
 def build_maps(act_dim: int, out_dim: int, m: int, seed: int, act_kind: str, error_kind: str
