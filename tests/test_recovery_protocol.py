@@ -140,6 +140,43 @@ def test_a_step_past_the_bound_is_flagged():
     assert rec.rank == {}
 
 
+def _noisy_quadratic_tasks(scale: float):
+    """The tasks of ``_quadratic_tasks`` with a centre that moves with the batch index: minibatch
+    gradients of one fixed Hessian."""
+    g = torch.Generator().manual_seed(3)
+    q, _ = torch.linalg.qr(torch.randn(6, 6, generator=g, dtype=torch.float64))
+    h = q @ torch.diag(EIGS) @ q.T
+
+    def task(c):
+        def loss(m, i):
+            n = torch.randn(6, generator=torch.Generator().manual_seed(int(i)), dtype=torch.float64)
+            return 0.5 * (m.theta - c - scale * n) @ h @ (m.theta - c - scale * n)
+        return loss
+    centres = {t: torch.randn(6, generator=g, dtype=torch.float64) for t in ("a", "b")}
+    return {t: task(c) for t, c in centres.items()}
+
+
+def test_krylov_holds_gd_exactly_and_flags_minibatch_steps():
+    """GD on a quadratic: theta_k - theta_0 ∈ K_k(H, g_0) and the k updates span K_k
+    (capture and overlap 1 at every k).  With index-dependent centres (minibatch SGD) the
+    recovery's own steps leave K_k: the check can fail."""
+    cfg = ProtocolConfig(multitask_steps=30, multitask_lr=0.1, forget_steps=30, forget_lr=0.1, recover_steps=10,
+                         dense_steps=5, eval_every=1, power_iters=60, rank_n=0, krylov_k=5)
+    rec = run_protocol(Quadratic(6), _quadratic_tasks(), "a", cfg)
+    kr = rec.krylov
+    assert kr["k"] == 5 and kr["dim"] == 5 and len(kr["gd_capture"]) == 5
+    # the overlap orthonormalises k updates whose components shrink like (1 - eta*lambda)^j: a
+    # float64 tolerance of 1e-5 at k = 5 on eigenvalues 0.2..10
+    assert min(kr["gd_capture"]) > 1 - 1e-8 and min(kr["gd_overlap"]) > 1 - 1e-5
+    assert min(kr["sgd_capture"]) > 1 - 1e-8  # full-batch tasks: the recovery is this GD too
+    assert kr["gd_loss"][1] < kr["gd_loss"][0]
+    noisy = run_protocol(Quadratic(6), _noisy_quadratic_tasks(2.0), "a", cfg)
+    assert min(noisy.krylov["gd_capture"]) > 1 - 1e-8  # the fixed loss: still exact
+    assert noisy.krylov["sgd_capture"][0] < 0.95 and noisy.krylov["sgd_overlap"][0] < 0.95
+    assert json.loads(json.dumps(noisy.to_dict()))["krylov"]["k"] == 5
+    assert run_protocol(Quadratic(6), _quadratic_tasks(), "a", SMALL).krylov is None  # krylov_k = 0 skips it
+
+
 # ------------------------------------------------------------------------------ Delta W = s B A
 def test_delta_w_is_b_a_times_scaling_of_the_peft_modules():
     model = _lora_model(1)
@@ -183,7 +220,8 @@ def _one_line(excinfo, words: str) -> None:
     ({"recover_steps": 0}, "recover_steps"), ({"forget_steps": -1}, "forget_steps"),
     ({"multitask_steps": -2}, "multitask_steps"), ({"recover_lr": 0.0}, "recover_lr"),
     ({"forget_lr": -1e-3}, "forget_lr"), ({"dense_steps": 0}, "dense_steps"), ({"dense_steps": 51}, "dense_steps"),
-    ({"rank_n": 1}, "rank_n"), ({"power_iters": 0}, "power_iters")])
+    ({"rank_n": 1}, "rank_n"), ({"power_iters": 0}, "power_iters"), ({"krylov_k": 21}, "krylov_k"),
+    ({"krylov_k": -1}, "krylov_k")])
 def test_bad_configs_raise(change, words):
     with pytest.raises(InputError) as e:
         ProtocolConfig(**change)
@@ -215,7 +253,7 @@ def test_bad_calls_raise():
 # ------------------------------------------------------------------------------ public surface, docs
 def test_public_names():
     for name in ("run_protocol", "ProtocolConfig", "ProtocolRecord", "INDEX_OFFSETS", "unit_rows",
-                 "BAPair", "ba_pairs", "delta_w", "push_w", "ba_increments"):
+                 "BAPair", "ba_pairs", "delta_w", "push_w", "ba_increments", "krylov_basis", "krylov_curves"):
         assert name in locallinear.__all__ and getattr(locallinear, name) is not None
 
 

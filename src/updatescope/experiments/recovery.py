@@ -43,8 +43,8 @@ from updatescope.locallinear import (
     gaussian_like,
     gradient_stack,
     krylov_basis,
+    krylov_curves,
     make_hvp,
-    orthonormal_basis,
     prefix_capture_curve,
     random_walk_prefix_null,
     record_phase,
@@ -179,8 +179,8 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
         kry = krylov_basis(make_hvp(full, model), g0, kk)
         gd = record_phase(model, lambda mod, i: full(mod), PhaseConfig(steps=kk, lr=info["recover_lr"], optimizer="sgd"),
                           dense_steps=kk, snapshot_every=kk, phase="full-batch GD")
-    out["krylov"] = {"dim": int(kry.shape[0]), **_krylov_curves(kry, gd.updates, "gd"),
-                     **_krylov_curves(kry, upd[:kk], "sgd")}
+    out["krylov"] = {"dim": int(kry.shape[0]), **krylov_curves(kry, gd.updates, "gd_"),
+                     **krylov_curves(kry, upd[:kk], "sgd_")}
     with swapped_params(model, run_.theta_forg), torch.no_grad():
         l0 = float(full(model))
     with swapped_params(model, gd.end), torch.no_grad():
@@ -190,17 +190,6 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
     out["curves"] = curves
     out["timings_s"] = timings
     return out
-
-
-def _krylov_curves(kry: torch.Tensor, steps: torch.Tensor, tag: str) -> dict[str, list[float]]:
-    """capture of theta_k - theta_0 by K_k and overlap(span(u_1..u_k), K_k), k = 1..len(steps)."""
-    cap, ov = [], []
-    disp = torch.zeros(steps.shape[1], dtype=torch.float64)
-    for k in range(1, min(steps.shape[0], kry.shape[0]) + 1):
-        disp += steps[k - 1].double()
-        cap.append(capture_fraction(kry[:k], disp))
-        ov.append(subspace_overlap(orthonormal_basis(steps[:k]), kry[:k]))
-    return {f"{tag}_capture": cap, f"{tag}_overlap": ov}
 
 
 def mean_se(values: list) -> dict[str, Any]:

@@ -50,6 +50,7 @@ _LAZY = {
     "gradient_stack": "updatescope.locallinear.subspaces",
     "hvp": "updatescope.locallinear.krylov",
     "krylov_basis": "updatescope.locallinear.krylov",
+    "krylov_curves": "updatescope.locallinear.krylov",
     "make_hvp": "updatescope.locallinear.krylov",
     "orthonormal_basis": "updatescope.locallinear.subspaces",
     "prefix_capture_curve": "updatescope.locallinear.capture",

@@ -22,7 +22,7 @@ from updatescope.locallinear.params import flat_grad
 from updatescope.locallinear.subspaces import _gs_step
 from updatescope.errors import InputError
 
-__all__ = ["hvp", "make_hvp", "krylov_basis", "top_eigenvalue"]
+__all__ = ["hvp", "make_hvp", "krylov_basis", "krylov_curves", "top_eigenvalue"]
 
 
 def hvp(loss_fn: Callable[[nn.Module], Tensor], model: nn.Module, v: Tensor) -> Tensor:
@@ -65,6 +65,30 @@ def krylov_basis(matvec: Callable[[Tensor], Tensor], g: Tensor, k: int, rtol: fl
         q[r] = u
         r += 1
     return q[:r].clone()
+
+
+def krylov_curves(basis: Tensor, steps: Tensor, tag: str = "") -> dict[str, list[float]]:
+    """How well a Krylov basis holds a trajectory, at matched horizons k = 1 .. min(len(steps), r).
+
+    ``basis`` (r, D): orthonormal, nested rows (:func:`krylov_basis`); ``steps`` (k, D): the
+    updates theta_j - theta_{j-1}.  Returns ``{tag}capture``: the fraction of
+    ||theta_k - theta_0||² in K_k (1 for gradient descent on a quadratic), and
+    ``{tag}overlap``: the principal-angle overlap of span(u_1..u_k) with K_k (mean cos²;
+    1 when the k updates span K_k).
+    """
+    from updatescope.locallinear.capture import capture_fraction
+    from updatescope.locallinear.drift import subspace_overlap
+    from updatescope.locallinear.subspaces import orthonormal_basis
+
+    if basis.ndim != 2 or steps.ndim != 2 or basis.shape[1] != steps.shape[1]:
+        raise InputError(f"basis (r, D) and steps (k, D) must share D, got {tuple(basis.shape)} and {tuple(steps.shape)}")
+    cap, ov = [], []
+    disp = torch.zeros(steps.shape[1], dtype=torch.float64)
+    for k in range(1, min(steps.shape[0], basis.shape[0]) + 1):
+        disp += steps[k - 1].double()
+        cap.append(capture_fraction(basis[:k], disp))
+        ov.append(subspace_overlap(orthonormal_basis(steps[:k]), basis[:k]))
+    return {f"{tag}capture": cap, f"{tag}overlap": ov}
 
 
 def top_eigenvalue(

@@ -18,7 +18,11 @@ experiments do, with the same library pieces:
 - effective rank of per-batch gradients of each task at theta_forg against Gaussian rows
   of the same norms;
 - for a peft LoRA model, the capture curves again in weight space, Delta W = s B A
-  (:mod:`.lora`).
+  (:mod:`.lora`);
+- with ``krylov_k`` > 0, Krylov at a matched horizon: K_k(H, g_0) of the fixed loss at
+  theta_forg against theta_k - theta_0 of deterministic GD on that loss at the same eta
+  (capture and principal-angle overlap, k = 1..krylov_k), then against the recovery's own
+  SGD steps.
 
 The contract is the lab's: a task loss is ``loss_fn(model, index) -> scalar tensor`` and
 ``index`` (an int >= 0) names the batch.  Each phase and each measurement reads its own
@@ -45,9 +49,9 @@ from updatescope.locallinear.capture import (
     rest_capture_curve,
 )
 from updatescope.locallinear.drift import subspace_overlap
-from updatescope.locallinear.krylov import make_hvp, top_eigenvalue
+from updatescope.locallinear.krylov import krylov_basis, krylov_curves, make_hvp, top_eigenvalue
 from updatescope.locallinear.lora import ba_increments, ba_pairs, push_w
-from updatescope.locallinear.params import flat_params, swapped_params
+from updatescope.locallinear.params import flat_grad, flat_params, swapped_params
 from updatescope.locallinear.rank import effective_rank, gaussian_like
 from updatescope.locallinear.subspaces import gradient_stack, top_directions
 from updatescope.locallinear.trajectory import PhaseConfig, record_phase, train_phase
@@ -82,6 +86,7 @@ class ProtocolConfig:
     plane_batches: int = 2  # gradients per task in the static local plane
     drift_every: int = 5  # drift of the task plane every this many recovery steps
     rank_n: int = 8  # per-batch gradients per task for the effective rank; 0 skips it
+    krylov_k: int = 0  # Krylov at a matched horizon, k = 1..krylov_k (full-batch GD vs the SGD steps); 0 skips it
     replicate: int = 0
     seed: int = 0  # random-walk null, power-iteration start, Gaussian rows
 
@@ -100,6 +105,9 @@ class ProtocolConfig:
         for name in ("eval_every", "eval_batches", "hessian_batches", "power_iters", "plane_batches", "drift_every"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.krylov_k <= self.dense_steps:
+            raise InputError(f"krylov_k must lie in [0, dense_steps={self.dense_steps}] (the SGD steps it is "
+                             f"compared with are the first dense_steps updates), got {self.krylov_k}")
         if self.rank_n == 1 or self.rank_n < 0:
             raise InputError(f"rank_n must be 0 (skip) or >= 2, got {self.rank_n}")
         if not 0 <= self.replicate < 10:
@@ -127,6 +135,7 @@ class ProtocolRecord:
     drift: dict[str, list]  # steps, overlap with the theta_forg plane, overlap / floor
     rank: dict[str, dict]  # task -> {task, task_unit, gaussian, gaussian_unit} effective ranks
     weight_space: dict[str, Any] | None  # LoRA models: dim P, ||Delta W||, the curves in weight space
+    krylov: dict[str, Any] | None  # krylov_k > 0: K_k(H, g_0) of the fixed loss at theta_forg against GD and SGD
     theta_mt: Tensor = field(repr=False)  # (D,) float32
     theta_forg: Tensor = field(repr=False)
     theta_rec: Tensor = field(repr=False)
@@ -140,7 +149,7 @@ class ProtocolRecord:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in ("tasks", "focus", "params", "dim", "forget_steps", "trajectory",
                                              "step_norms", "losses", "eval_losses", "stability", "curves", "task_plane",
-                                             "drift", "rank", "weight_space")}
+                                             "drift", "rank", "weight_space", "krylov")}
         out["config"] = asdict(self.config)
         return _jsonable(out)
 
@@ -333,6 +342,26 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
                            "gaussian": effective_rank(gauss).as_dict(),
                            "gaussian_unit": effective_rank(unit_rows(gauss)).as_dict()}
 
+    # ---- Krylov at a matched horizon ------------------------------------------------------------
+    # For GD on a quadratic, theta_k - theta_0 lies in K_k(H, g_0).  Here H and g_0 are those of
+    # the fixed loss lambda_max is measured on, at theta_forg; deterministic GD on that loss at
+    # the recovery's eta is the case the statement is about, the recovery's own (minibatch)
+    # SGD steps are where it may break.
+    krylov = None
+    if cfg.krylov_k:
+        kk = cfg.krylov_k
+        with swapped_params(model, theta_forg):
+            loss0 = full(model)
+            g0 = flat_grad(loss0, model).detach()
+            loss0 = float(loss0.detach())
+            basis = krylov_basis(make_hvp(full, model), g0, kk)
+            gd = record_phase(model, lambda m, i: full(m), PhaseConfig(steps=kk, lr=eta, optimizer="sgd"),
+                              dense_steps=kk, snapshot_every=kk, phase="full-batch GD")
+        with swapped_params(model, gd.end), torch.no_grad():
+            loss_gd = float(full(model))
+        krylov = {"k": kk, "dim": int(basis.shape[0]), "gd_loss": [loss0, loss_gd],
+                  **krylov_curves(basis, gd.updates, "gd_"), **krylov_curves(basis, upd[:kk], "sgd_")}
+
     # ---- weight space (LoRA) --------------------------------------------------------------------
     weight_space = None
     if pairs:
@@ -360,5 +389,6 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
         eval_losses={"mt": eval_mt, "forg": eval_forg, "rec": rows[-1]["metrics"], "recover_steps": [0] + [x["step"] for x in rows],
               "recover_mix_loss": evl},
         stability=stability, curves=c, task_plane=task_plane, drift=drift, rank=rank, weight_space=weight_space,
+        krylov=krylov,
         theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=theta_rec, updates=upd,
     )
