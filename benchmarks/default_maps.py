@@ -5,9 +5,10 @@ read from the records of the scripts that measured them (nothing is measured her
     python benchmarks/default_maps.py --table benchmarks/results
 
 Sources (all under ``benchmarks/results``):
-- ``speed_vs_forward{,_dense_srht,_spread,_fold}.json``: ``sketch`` pipeline tokens/s over the
-  bare forward pass on SmolLM2, median of per-repetition ratios, streaming (fingerprint
-  computed once) and with the fingerprint's fixed cost added;
+- ``speed_vs_forward_arms.json`` (every arm in one run, rotated within each repetition; an
+  arm it lacks falls back to ``speed_vs_forward{,_dense_srht,_spread,_fold}.json``): ``sketch``
+  pipeline tokens/s over the bare forward pass on SmolLM2, median of per-repetition ratios,
+  streaming (fingerprint computed once) and with the fingerprint's fixed cost added;
 - ``speed_vs_memory_floor_maps.json``: ``update()`` over one cold read of the errors at the
   largest K (2^17), 256 rows;
 - ``map_accuracy.json`` (d = 128) and ``map_accuracy_576.json`` (d = 576, SmolLM2's width),
@@ -34,10 +35,24 @@ ARMS = (("stack/spread", "default (stack / spread)", "speed_vs_forward.json", "s
         ("spread/spread", "spread", "speed_vs_forward_spread.json", "spread"),
         ("fold/fold", "fold", "speed_vs_forward_fold.json", "fold"))
 KINDS = ("fisher", "activation", "error")
+ARMS_FILE = "speed_vs_forward_arms.json"  # every arm in one run (benchmarks/speed_vs_forward.py --arms)
 
 
 def _load(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _speed(results: Path, choice: str, speed_file: str) -> dict | None:
+    """The arm's speed record: from the one-run comparison of every arm when it has it, else
+    from the arm's own record (which must be of these maps: a record of ``auto`` before the
+    default changed does not count)."""
+    both = _load(results / ARMS_FILE)
+    if both is not None and choice in both["result"].get("arms", {}):
+        return {"result": both["result"]["arms"][choice]}
+    sp = _load(results / speed_file)
+    if sp is not None and "/".join(sp["result"].get("maps", [])) != choice:
+        return None
+    return sp
 
 
 def _choice(rec: dict | None, choice: str) -> dict | None:
@@ -109,9 +124,7 @@ def table(results: Path) -> str:
     word = {True: "met", False: "not met", None: "not measured"}
     yes = {True: "yes", False: "no", None: "not measured"}
     for choice, label, speed_file, floor_key in ARMS:
-        sp = _load(results / speed_file)
-        if sp is not None and "/".join(sp["result"].get("maps", [])) != choice:
-            sp = None  # a record of other maps (e.g. of "auto" before the default changed) does not count
+        sp = _speed(results, choice, speed_file)
         if sp is None:
             speed = with_fp = "not run"
         else:

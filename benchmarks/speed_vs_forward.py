@@ -9,6 +9,12 @@ beside the streaming ratio, and the ratio with it included (``ratio_with_fingerp
 what one ``updatescope sketch`` call on exactly these tokens would see) is recorded too.
 
     python benchmarks/speed_vs_forward.py [--threads 1] [--tokens 2048 --reps 3]
+    python benchmarks/speed_vs_forward.py --threads 2 --tokens 4096 --reps 7 \
+        --arms stack/spread dense/srht spread/spread fold/fold --out benchmarks/results/speed_vs_forward_arms.json
+
+``--arms``: several act/error map pairs measured in one run, each against a bare forward pass
+run just before it, the arms in a rotated order within every repetition, so every arm sees
+the same machine conditions; ``result`` is then the first arm's and ``arms`` holds each.
 """
 from __future__ import annotations
 
@@ -38,8 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--act-map", default="auto", choices=["auto", *MAP_KINDS], help="sketch activation map")
     p.add_argument("--error-map", default="auto", choices=["auto", *MAP_KINDS], help="sketch error map")
+    p.add_argument("--arms", nargs="+", default=None, metavar="ACT/ERROR",
+                   help="several map pairs in one run (instead of --act-map/--error-map), e.g. stack/spread dense/srht")
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_forward.json"))
     args = p.parse_args(argv)
+    arms = [(args.act_map, args.error_map)]
+    if args.arms:
+        arms = [tuple(a.split("/")) for a in args.arms]
+        bad = [a for a in args.arms if len(a.split("/")) != 2 or any(k not in ("auto", *MAP_KINDS) for k in a.split("/"))]
+        if bad:
+            p.error(f"--arms takes ACT/ERROR pairs of {', '.join(('auto', *MAP_KINDS))}; got {' '.join(bad)}")
     torch.set_num_threads(args.threads)
     from updatescope.models.smollm2 import load_smollm2
     from updatescope.signatures.build import sketch_causal_lm
@@ -67,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     fp = head_fingerprint(model, tok)
     fp_times = [time.perf_counter() - t]
 
-    def sketched() -> int:
+    def sketched(act_map: str, error_map: str) -> int:
         sig = sketch_causal_lm(model, tok, texts, chunk_len=args.chunk_len, token_budget=args.token_budget,
-                               progress=False, act_map=args.act_map, error_map=args.error_map, fingerprint=fp)
+                               progress=False, act_map=act_map, error_map=error_map, fingerprint=fp)
         sync()
         return sig.count + len(texts)  # count = predicted tokens; +1 per chunk = tokens forwarded
 
@@ -78,32 +92,43 @@ def main(argv: list[str] | None = None) -> int:
     from updatescope.sketch.config import SketchConfig
 
     head = model.get_output_embeddings()
-    cfg_maps = SketchConfig(head.in_features, head.out_features, act_map=args.act_map, error_map=args.error_map,
-                            head_bias=head.bias is not None)
-    bare(), sketched()  # warm-up
+    resolved = [SketchConfig(head.in_features, head.out_features, act_map=am, error_map=em,
+                             head_bias=head.bias is not None) for am, em in arms]
+    bare()
+    for am, em in arms:
+        sketched(am, em)  # warm-up
     load_before = os.getloadavg()
-    t_bare, t_sk = [], []
-    for _ in range(args.reps):
-        t = time.perf_counter(); nb = bare(); t_bare.append(nb / (time.perf_counter() - t))
-        t = time.perf_counter(); ns = sketched(); t_sk.append(ns / (time.perf_counter() - t))
+    t_bare = {i: [] for i in range(len(arms))}
+    t_sk = {i: [] for i in range(len(arms))}
+    for r in range(args.reps):
+        for i in [(j + r) % len(arms) for j in range(len(arms))]:  # rotated: no arm always first
+            t = time.perf_counter(); nb = bare(); t_bare[i].append(nb / (time.perf_counter() - t))
+            t = time.perf_counter(); ns = sketched(*arms[i]); t_sk[i].append(ns / (time.perf_counter() - t))
         t = time.perf_counter(); head_fingerprint(model, tok); fp_times.append(time.perf_counter() - t)
-    ratios = [s / b for s, b in zip(t_sk, t_bare)]  # per rep: each sketch run against its own bare run
-    # the same rep with that rep's fingerprint time added to the sketch arm's wall time
-    ratios_fp = [ns / (ns / s + f) / b for s, b, f in zip(t_sk, t_bare, fp_times[1:])]
-    res = {"bare_tokens_per_s": statistics.median(t_bare), "sketch_tokens_per_s": statistics.median(t_sk),
-           "ratio": statistics.median(ratios), "bare_all": t_bare, "sketch_all": t_sk, "ratio_all": ratios,
-           "fingerprint_s": statistics.median(fp_times[1:]), "fingerprint_all": fp_times,
-           "ratio_with_fingerprint": statistics.median(ratios_fp), "ratio_with_fingerprint_all": ratios_fp,
-           "maps": [cfg_maps.act_map, cfg_maps.error_map],
-           "tokens_bare": nb, "tokens_sketch": ns, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
-    # printed from `res` only, so the line shows exactly what the JSON records: medians over the
-    # reps, the ratio as the median of per-rep ratios (not the ratio of the medians), min-max spread
-    print(f"median of {args.reps} reps [min-max]: bare forward {res['bare_tokens_per_s']:.0f} tok/s "
-          f"[{min(res['bare_all']):.0f}-{max(res['bare_all']):.0f}], forward+capture+sketch "
-          f"{res['sketch_tokens_per_s']:.0f} tok/s [{min(res['sketch_all']):.0f}-{max(res['sketch_all']):.0f}], "
-          f"ratio {res['ratio']:.3f} [{min(res['ratio_all']):.3f}-{max(res['ratio_all']):.3f}]; fingerprint "
-          f"{res['fingerprint_s']:.2f} s per call, ratio with it {res['ratio_with_fingerprint']:.3f} "
-          f"(maps {'/'.join(res['maps'])})", flush=True)
+    results = {}
+    for i, cfg_maps in enumerate(resolved):
+        tb, ts = t_bare[i], t_sk[i]
+        ratios = [s / b for s, b in zip(ts, tb)]  # per rep: each sketch run against its own bare run
+        # the same rep with that rep's fingerprint time added to the sketch arm's wall time
+        ratios_fp = [ns / (ns / s + f) / b for s, b, f in zip(ts, tb, fp_times[1:])]
+        res = {"bare_tokens_per_s": statistics.median(tb), "sketch_tokens_per_s": statistics.median(ts),
+               "ratio": statistics.median(ratios), "bare_all": tb, "sketch_all": ts, "ratio_all": ratios,
+               "fingerprint_s": statistics.median(fp_times[1:]), "fingerprint_all": fp_times,
+               "ratio_with_fingerprint": statistics.median(ratios_fp), "ratio_with_fingerprint_all": ratios_fp,
+               "maps": [cfg_maps.act_map, cfg_maps.error_map], "tokens_bare": nb, "tokens_sketch": ns}
+        results["/".join(res["maps"])] = res
+        # printed from `res` only, so the line shows exactly what the JSON records: medians over the
+        # reps, the ratio as the median of per-rep ratios (not the ratio of the medians), min-max spread
+        print(f"median of {args.reps} reps [min-max]: bare forward {res['bare_tokens_per_s']:.0f} tok/s "
+              f"[{min(res['bare_all']):.0f}-{max(res['bare_all']):.0f}], forward+capture+sketch "
+              f"{res['sketch_tokens_per_s']:.0f} tok/s [{min(res['sketch_all']):.0f}-{max(res['sketch_all']):.0f}], "
+              f"ratio {res['ratio']:.3f} [{min(res['ratio_all']):.3f}-{max(res['ratio_all']):.3f}]; fingerprint "
+              f"{res['fingerprint_s']:.2f} s per call, ratio with it {res['ratio_with_fingerprint']:.3f} "
+              f"(maps {'/'.join(res['maps'])})", flush=True)
+    first = results[next(iter(results))]
+    res = {**first, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    if len(results) > 1:
+        res["arms"] = results
     write_json_atomic({"name": "speed_vs_forward", "config": portable_config(args), "result": res, "env": env_info(),
                        "command": portable_command("benchmarks/speed_vs_forward.py", argv)},
                       Path(args.out))
