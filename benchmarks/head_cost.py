@@ -229,6 +229,14 @@ def table(rec: dict) -> list[str]:
         lines.append(f"| {fam} | {c['c0_us']:.1f} | {c['c_K_ns_per_entry']:.3f} | {c['c_m_ns_per_feature']:.2f} | "
                      f"{c['c_f_ns_per_madd']:.4f} | {f['r2']:.3f} ({f['points']}) | {100 * f['max_rel_residual']:.0f}% | "
                      f"{chk} |")
+    lines.append("")
+    for fam in fams:
+        cells = []
+        for name, r in m["heads"].items():
+            q = r["sketch"][fam]["ratio_to_matmul"]["median"]
+            cells.append(f"{name} {'met' if q <= 0.10 else 'not met'} ({100 * q:.1f} %)")
+        lines.append(f"- {fam} maps ({first[fam]['act_map']}/{first[fam]['error_map']}), sketch ≤ 10 % of the head "
+                     f"matmul: " + "; ".join(cells) + ".")
     return lines
 
 

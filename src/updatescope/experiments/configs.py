@@ -742,13 +742,17 @@ class SchedulesConfig:
     seeds: int = 3  # replicates (fresh forgetting/recovery batches, shared by both schedules)
     regime_min: float = 0.9  # exact match both starts must reach (regime check) before they are compared
     check_iters: int = 40  # power iterations of the independent lambda_max check at theta_forg
+    # eta = lab.eta_lambda / the largest lambda_max of this many Hessian batches at theta_forg (check_iters
+    # iterations each); the check above then uses yet another batch.  One draw with lab.power_iters
+    # set a step that another batch measured at eta*lambda_max = 2.7 in an earlier run
+    eta_draws: int = 3
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
         from updatescope.locallinear.config import TASKS  # torch-free
 
-        _positive(self, "recover_tol", "seeds", "check_iters")
+        _positive(self, "recover_tol", "seeds", "check_iters", "eta_draws")
         if not 0 < self.regime_min <= 1:
             raise InputError(f"regime_min must lie in (0, 1], got {self.regime_min}")
         _seed(self.seed)

@@ -15,10 +15,11 @@ reached it at the end of its own phase; every recovery is stable (below).  When 
 fails the verdict is "cannot be decided: <reason>" -- a start that never learned has
 nothing to forget, so its recovery cost says nothing about robustness.
 From each, per replicate: the same forgetting rule on the focus task and the same stable
-recovery (SGD at eta = eta_lambda / lambda_max(theta_forg), lambda_max never below the spectral
-radius (``lab.lambda_max(radius=True)``), eta_lambda < 1 a margin for a
+recovery (SGD at eta = eta_lambda / lambda_max(theta_forg), lambda_max the largest of
+``eta_draws`` estimates on independent Hessian batches with ``check_iters`` iterations each and
+never below the spectral radius (``lab.lambda_max(radius=True)``), eta_lambda < 1 a margin for a
 power iteration that underestimates; eta * lambda_max is re-measured at theta_forg with
-``check_iters`` iterations on another batch and at theta_rec, and must stay below 2), via
+``check_iters`` iterations on yet another batch and at theta_rec, and must stay below 2), via
 ``lab.forget_and_recover``.  A NaN or inf anywhere in a recovery ends the run with an error.  Replicate r
 gives both schedules the same forgetting and recovery batches, so the comparison is paired.
 
@@ -101,7 +102,8 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     lab = config.lab
     set_flat_params(model, theta)
     start = _evaluate(model, tasks, lab.eval_n)
-    run_, info = forget_and_recover(model, tasks, lab, replicate=r, radius=True)
+    run_, info = forget_and_recover(model, tasks, lab, replicate=r, radius=True, lam_draws=config.eta_draws,
+                                    lam_iters=config.check_iters)
     with swapped_params(model, run_.theta_forg):
         forg = _evaluate(model, tasks, lab.eval_n)
     rec = _evaluate(model, tasks, lab.eval_n)  # the model ends at theta_rec
@@ -143,6 +145,7 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
         "capture_walk": {str(k): walk[k]["total"] for k in config.capture_k},
         "stability": {"recover_lr": eta, "lambda_max_forg": info["lambda_max_forg"], "lambda_max_rec": lam_rec,
                       "lambda_max_forg_check": lam_check, "eta_lambda_set": info["eta_lambda"],
+                      "lambda_max_forg_draws": info["lambda_max_forg_draws"],
                       "eta_lambda_forg": eta_forg, "eta_lambda_rec": eta * lam_rec,
                       "stable": bool(eta_forg < 2 and eta * lam_rec < 2),
                       "monotone": bool((diffs <= 0).all()), "max_rise": float(max(0.0, diffs.max(initial=0.0)))},
@@ -281,6 +284,7 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
                         if info_seq["phases"] else lab.mt_steps},
         "sequential_phases": info_seq["phases"], "regime": regime,
         "eta_lambda": lab.eta_lambda, "power_iters": lab.power_iters, "check_iters": config.check_iters,
+        "eta_draws": config.eta_draws,
         "share_steps": list(config.share_steps), "capture_k": list(config.capture_k),
         "start": start, "replicates": reps, "summary": summary,
         "verdict": {"rule": VERDICT_RULE, "metric": "recovery_cost", "result": verdict(cost, reasons),

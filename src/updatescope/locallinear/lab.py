@@ -240,7 +240,7 @@ def synthetic_recovery(
 @_own_rng
 def forget_and_recover(
     model: TinyTransformer, tasks: DigitTasks, cfg: LabConfig, replicate: int = 0, history: list | None = None,
-    radius: bool = False,
+    radius: bool = False, lam_draws: int = 1, lam_iters: int | None = None,
 ) -> tuple[RecoveryRun, dict]:
     """Forgetting and stable recovery from the model's *current* parameters (any start).
 
@@ -251,6 +251,10 @@ def forget_and_recover(
     batch streams depend only on ``replicate``, so two starts with the same replicate see the
     same batches.  The model ends at theta_rec; ``run.theta_mt`` is the start.
     ``history`` is prepended to the run's log; ``radius`` is passed to :func:`lambda_max`.
+    ``lam_draws``: lambda_max(theta_forg) is the largest of this many estimates on independent
+    Hessian batches (seeds replicate + 1000·j), each with ``lam_iters`` power iterations
+    (default ``cfg.power_iters``): a minibatch Hessian's top eigenvalue varies between
+    batches, and a step set from one low draw can be unstable on the loss it then descends.
 
     Returns (run, info) with info = {"lambda_max_forg", "recover_lr", "eta_lambda",
     "replicate", "metrics_mt" (at the start), "metrics_forg"}.
@@ -269,7 +273,11 @@ def forget_and_recover(
         index_offset=1_000_000 + replicate * STREAM, metrics=mets, stop=stop)
     forget_steps = sum(1 for r in history if r["phase"] == "forget")
     theta_forg = flat_params(model).float()
-    lam = lambda_max(model, tasks, theta_forg, cfg.hessian_n, cfg.power_iters, seed=replicate, radius=radius)
+    if lam_draws < 1:
+        raise InputError(f"lam_draws must be >= 1, got {lam_draws}")
+    draws = [lambda_max(model, tasks, theta_forg, cfg.hessian_n, lam_iters or cfg.power_iters,
+                        seed=replicate + 1000 * j, radius=radius) for j in range(lam_draws)]
+    lam = max(draws)
     lr = cfg.recover_lr if cfg.recover_lr > 0 else cfg.eta_lambda / lam
     mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
     rec = record_phase(model, mix, _recover_phase(cfg, lr, cfg.recover_steps), dense_steps=cfg.dense_steps,
@@ -279,7 +287,7 @@ def forget_and_recover(
                       updates=rec.updates, snapshots=rec.snapshots, step_norms=rec.step_norms,
                       history=history + rec.history, forget_steps=forget_steps)
     forg = [r["metrics"] for r in history if r["phase"] == "forget" and "metrics" in r]
-    info = {"lambda_max_forg": lam, "recover_lr": lr, "eta_lambda": lr * lam, "replicate": replicate,
+    info = {"lambda_max_forg": lam, "lambda_max_forg_draws": draws, "recover_lr": lr, "eta_lambda": lr * lam, "replicate": replicate,
             "metrics_mt": base, "metrics_forg": forg[-1] if forg else base}
     return run, info
 
