@@ -456,7 +456,59 @@ def _plain(label: str) -> str:
 
 
 METRIC = {"spearman": "per-target Spearman", "top1": "top-1"}
-MULTI_KINDS = {"readme_methods": readme_methods, "readme_trust": readme_trust}
+#: paper A's estimator figures on ViT-B/16 (the column the estimator table compares with)
+PAPER_ESTIMATOR = {"fisher": "0.97", "coupling": "0.95", "speedup": "89×"}
+
+
+def estimator_table(recs: list[dict]) -> list[str]:
+    """Sketch vs exact on SmolLM2 and EfficientNet-lite0, one column per (record, part):
+    Spearman over pairs (mean [min, max] over bases) / mean |err| per kind, the exact fisher
+    range (median), the speed-ups and the maps each record used."""
+    import statistics
+
+    cols = []
+    for r in recs:
+        m, name = r["metrics"], r["_file"].removesuffix(".json")
+        cols.append((f"SmolLM2 {name.split('_')[-1]} ({m['accuracy']['fisher']['pairs']} pairs)", m, None))
+        v = m["vision"]
+        cols.append((f"EfficientNet {name.split('_')[-1]} ({v['accuracy']['fisher']['pairs']} pairs)", v, v))
+    rows = ["| quantity (Spearman vs exact / mean \\|err\\|) | " + " | ".join(c[0] for c in cols) + " | paper (ViT-B/16) |",
+            "|---" * (len(cols) + 2) + "|"]
+    names = {"fisher": "fisher A_F", "activation": "activation Scov(M_a)", "error": "error Scov(Γ_e)",
+             "coupling": "coupling ρ"}
+    for kind, label in names.items():
+        cells = []
+        for _, m, _v in cols:
+            a = m["accuracy"][kind]
+            cells.append(f"{a['spearman_mean']:.3f} [{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] / "
+                         f"{a['mean_abs_err']:.3f}")
+        rows.append(f"| {label} | " + " | ".join(cells) + f" | {PAPER_ESTIMATOR.get(kind, '–')} |")
+    cells = []
+    for _, m, _v in cols:
+        a = m["accuracy"]["fisher"]
+        cells.append(f"{a['exact_min']:.4f} – {a['exact_max']:.3f} ({statistics.median(a['exact']):.3f})")
+    rows.append("| exact fisher range (median) | " + " | ".join(cells) + " | |")
+    cells = []
+    for _, m, _v in cols:
+        sp = m["speed"]
+        cells.append(f"{sp['speedup']:.1f}× ({sp['sketch_median_s']:.2f} s vs {sp['exact_median_s']:.1f} s)")
+    n = cols[0][1]["speed"]["n_per_task"][0]
+    rows.append(f"| speed-up over exact, n = {n:,}, 2 tasks | " + " | ".join(cells) + f" | {PAPER_ESTIMATOR['speedup']} |")
+    cells = []
+    for _, m, v in cols:
+        if v is None or "matrix_seconds" not in v:
+            cells.append("–")
+            continue
+        ms = v["matrix_seconds"]
+        sk = statistics.median(ms["sketch_s"])
+        cells.append(f"{ms['exact_s'] / sk:.1f}× ({sk:.2f} s vs {ms['exact_s']:.1f} s, {v['n_tasks']} tasks)")
+    rows.append("| speed-up, whole task matrix | " + " | ".join(cells) + " | |")
+    rows.append("| maps (act / error) | " + " | ".join(f"{m['maps']['act_map']} / {m['maps']['error_map']}"
+                                                      for _, m, _v in cols) + " | |")
+    return rows
+
+
+MULTI_KINDS = {"readme_methods": readme_methods, "readme_trust": readme_trust, "estimator": estimator_table}
 def example_bank(rec: dict) -> list[str]:
     """The README's bank example: what ``index query`` and ``index dedup`` printed."""
     q, d = rec["metrics"]["query"], rec["metrics"]["dedup"]
