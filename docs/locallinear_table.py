@@ -312,8 +312,13 @@ def schedules_table(m: dict) -> list[str]:
                     "cosine decay per task (sequential)"
                     + ("" if total["simultaneous"] == total["sequential"] else
                        f"; total steps differ: {total['simultaneous']:,} vs {total['sequential']:,}"))
-        eta = (f"η = {m['eta_lambda']:g}/λ_max(θ_forg) ({m['power_iters']} power iterations; η·λ_max re-measured at "
-               f"θ_forg with {m['check_iters']} iterations on another batch)")
+        if "eta_draws" in m:  # eta from the largest of several Hessian batches
+            eta = (f"η = {m['eta_lambda']:g}/λ_max(θ_forg), λ_max the largest of {m['eta_draws']} estimates on "
+                   f"independent Hessian batches ({m['check_iters']} power iterations each); η·λ_max re-measured at "
+                   f"θ_forg with {m['check_iters']} iterations on yet another batch")
+        else:
+            eta = (f"η = {m['eta_lambda']:g}/λ_max(θ_forg) ({m['power_iters']} power iterations; η·λ_max re-measured at "
+                   f"θ_forg with {m['check_iters']} iterations on another batch)")
         own = "; ".join(f"{p['task']} {p['accuracy'][p['task']]:.2f}" for p in m["sequential_phases"])
         checks = "; ".join(f"{k} {c['value']:.2f} {'✓' if c['passed'] else '✗'}" for k, c in regime["checks"].items())
         regime_rows = [
@@ -322,11 +327,13 @@ def schedules_table(m: dict) -> list[str]:
             f"{'passed' if regime['passed'] and regime['stable_all'] else 'failed'}: {checks}"
             f"{'' if regime['stable_all'] else '; some recovery not stable'} | | – |",
         ]
+    share = m.get("replay") or 0
+    replay = f", each later phase replaying the earlier tasks on {share:.0%} of its step" if share else ""
     rows = [
         f"Replicates: {n} (mean ± SE; replicate r gives both schedules the same forgetting and recovery batches, so "
         f"the last column is the paired difference with its 95% t interval). Both schedules: one initialisation, "
         f"{m['mt_steps']:,} Adam steps, {schedule}, as many sequences per task; sequential "
-        f"order {' → '.join(m['order'])}, {m['steps_per_task_sequential']} steps each. Forgetting on {focus}; "
+        f"order {' → '.join(m['order'])}, {m['steps_per_task_sequential']} steps each{replay}. Forgetting on {focus}; "
         f"recovery: SGD at {eta}, at most {m['recover_steps']} steps, evaluated every "
         f"{m['recover_eval_every']}. D = {m['dim']:,}.",
         "",

@@ -31,6 +31,7 @@ def _table_script():
     ({"share_steps": [1000]}, "share_steps"),
     ({"capture_k": [31]}, "capture_k"),  # beyond dense_steps = 30
     ({"seeds": 1}, "seeds"),
+    ({"replay": 1.0}, "replay"), ({"replay": -0.1}, "replay"), ({"eta_draws": 0}, "eta_draws"),
 ])
 def test_config_refuses_bad_settings(settings, field):
     with pytest.raises(InputError, match=field):
@@ -175,6 +176,41 @@ def test_sequential_schedule_differs_from_multitask_and_is_cached(tmp_path, monk
     assert not (flat_params(a) == flat_params(c)).all() and not (flat_params(a) == flat_params(m)).all()
     with pytest.raises(InputError, match="order"):
         sequential_model(lab, ("copy", "sort"))
+    # replay: a different run (own cache entry); the first phase has nothing to replay
+    r, _, info_r = sequential_model(lab, order, replay=0.25)
+    assert not info_r["cached"] and info_r["replay"] == 0.25 and not (flat_params(r) == flat_params(a)).all()
+    assert sequential_model(lab, order, replay=0.25)[2]["cached"]
+    with pytest.raises(InputError, match="replay"):
+        sequential_model(lab, order, replay=1.0)
+
+
+def test_replay_keeps_earlier_tasks_in_the_loss(monkeypatch):
+    """With replay, a later phase's loss is (1 - r) x its task + r x the mean of the earlier
+    tasks (on batches of their own); without it, the phase task alone."""
+    import torch
+
+    from updatescope.locallinear.config import LabConfig, ModelConfig
+    from updatescope.locallinear import lab as lab_mod
+
+    seen = []
+    real = lab_mod.train_phase
+
+    def spy(model, loss, cfg_, **kw):
+        seen.append((kw.get("phase"), loss))
+        return real(model, loss, cfg_, **kw)
+
+    monkeypatch.setattr(lab_mod, "train_phase", spy)
+    cfg = LabConfig(model=ModelConfig(n_layer=1, d_model=16, n_head=2, seq_len=3), mt_steps=8, eval_n=8)
+    order = ("copy", "reverse", "sort", "mod-add")
+    model, tasks, _ = lab_mod.sequential_model(cfg, order, use_cache=False, replay=0.5)
+    n = 4 * cfg.batch_size
+    name, loss = seen[2]  # the sort phase: copy and reverse are replayed
+    assert name == "sequential:sort"
+    with torch.no_grad():
+        want = 0.5 * tasks.loss(model, "sort", 3, n=n // 2) + 0.5 * torch.stack(
+            [tasks.loss(model, t, 500_003, n=n // 4) for t in ("copy", "reverse")]).mean()
+        assert torch.allclose(loss(model, 3), want)
+        assert torch.allclose(seen[0][1](model, 3), tasks.loss(model, "copy", 3, n=n))  # nothing to replay yet
 
 
 def test_lambda_max_finds_the_top_eigenvalue_when_the_dominant_one_is_negative(monkeypatch):

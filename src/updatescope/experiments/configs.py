@@ -746,6 +746,9 @@ class SchedulesConfig:
     # iterations each); the check above then uses yet another batch.  One draw with lab.power_iters
     # set a step that another batch measured at eta*lambda_max = 2.7 in an earlier run
     eta_draws: int = 3
+    # sequential with replay: each later phase keeps this share of its step on the earlier tasks
+    # (lab.sequential_model); 0 is pure sequential specialisation, whose start keeps only the last task
+    replay: float = 0.0
     seed: int = 0
     quick: bool = False
 
@@ -753,6 +756,8 @@ class SchedulesConfig:
         from updatescope.locallinear.config import TASKS  # torch-free
 
         _positive(self, "recover_tol", "seeds", "check_iters", "eta_draws")
+        if isinstance(self.replay, bool) or not isinstance(self.replay, (int, float)) or not 0 <= self.replay < 1:
+            raise InputError(f"replay must lie in [0, 1), got {self.replay!r}")
         if not 0 < self.regime_min <= 1:
             raise InputError(f"regime_min must lie in (0, 1], got {self.regime_min}")
         _seed(self.seed)

@@ -247,7 +247,7 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
     order = resolve_order(config)
     model, tasks, info_mt = multitask_model(lab)
     theta = {"simultaneous": flat_params(model).float()}
-    seq_model, _, info_seq = sequential_model(lab, order)
+    seq_model, _, info_seq = sequential_model(lab, order, replay=config.replay)
     theta["sequential"] = flat_params(seq_model).float()
     del seq_model
     start = {}
@@ -284,7 +284,7 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
                         if info_seq["phases"] else lab.mt_steps},
         "sequential_phases": info_seq["phases"], "regime": regime,
         "eta_lambda": lab.eta_lambda, "power_iters": lab.power_iters, "check_iters": config.check_iters,
-        "eta_draws": config.eta_draws,
+        "eta_draws": config.eta_draws, "replay": config.replay,
         "share_steps": list(config.share_steps), "capture_k": list(config.capture_k),
         "start": start, "replicates": reps, "summary": summary,
         "verdict": {"rule": VERDICT_RULE, "metric": "recovery_cost", "result": verdict(cost, reasons),

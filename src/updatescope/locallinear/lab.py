@@ -164,7 +164,7 @@ def sequential_blocks(steps: int, order: tuple[str, ...]) -> list[tuple[str, int
 
 
 @_own_rng
-def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = True
+def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = True, replay: float = 0.0
                      ) -> tuple[TinyTransformer, DigitTasks, dict]:
     """The sequential-specialisation counterpart of :func:`multitask_model`.
 
@@ -178,17 +178,27 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
     rate and a stale second moment: in the quick lab sort and mod-add were never learned
     and the start scored 0 on every task.)  Cached like theta_mt.
 
+    ``replay`` in [0, 1): each step of a phase after the first also replays the earlier
+    tasks: its loss is (1 - replay) x the phase task's loss on (1 - replay) of the step's
+    sequences plus replay x the mean loss of the earlier tasks on the rest, from their own
+    batch streams.  0 (default) is pure sequential specialisation, whose start keeps only the
+    last task; replay keeps several, so forgetting and recovery from it are comparable with
+    the multitask start.
+
     Returns (model, tasks, info) with info = {"cached", "accuracy", "history", "order",
     "phases"}; "phases" lists per phase {"task", "steps", "accuracy" (every task, at the end
     of that phase)}, kept next to the cached parameters; "history" is empty on a cache hit.
     """
     if sorted(order) != sorted(TASKS):
         raise InputError(f"order must list every task once, got {list(order)}; tasks: {list(TASKS)}")
+    if not 0.0 <= replay < 1.0:
+        raise InputError(f"replay must lie in [0, 1), got {replay}")
     torch.manual_seed(cfg.seed)
     model = TinyTransformer(cfg.model)
     tasks = DigitTasks(seq_len=cfg.model.seq_len, batch_size=cfg.batch_size, seed=cfg.seed)
-    path = cache_dir("locallinear") / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order), phases='restart')}.pt"
-    info: dict = {"order": list(order)}
+    extra = {} if replay == 0 else {"replay": replay}  # replay 0 keeps the earlier cache key
+    path = cache_dir("locallinear") / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order), phases='restart', **extra)}.pt"
+    info: dict = {"order": list(order), "replay": replay}
     side = path.with_suffix(".json")  # the per-phase accuracies of the cached run
     cached = use_cache and path.exists() and side.exists()
     phases: list[dict] = []
@@ -199,15 +209,28 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
     else:
         n = len(TASKS) * cfg.batch_size
         metrics = accuracy_fn(tasks, cfg.eval_n)
+        seen: list[str] = []
         for task, first, last in sequential_blocks(cfg.mt_steps, order):
             steps = last - first + 1
             if steps < 1:
                 continue
             phase = PhaseConfig(steps=steps, lr=cfg.mt_lr, warmup=min(50, max(1, steps // 4)), schedule="cosine",
                                 eval_every=max(1, cfg.mt_steps // 10))
+            prev = list(seen)
+            if replay and prev:
+                n_rep = max(1, round(n * replay / len(prev)))
+                n_own = max(1, n - n_rep * len(prev))
+
+                def loss(m, i, task=task, prev=prev, n_own=n_own, n_rep=n_rep):
+                    # replayed batches come from a stream of their own (offset), never the phase's
+                    rep = torch.stack([tasks.loss(m, t, 500_000 + i, n=n_rep) for t in prev]).mean()
+                    return (1 - replay) * tasks.loss(m, task, i, n=n_own) + replay * rep
+            else:
+                loss = lambda m, i, task=task: tasks.loss(m, task, i, n=n)  # noqa: E731
             # index_offset + t is the global step, so the batches are those of the one-run rule
-            rows = train_phase(model, lambda m, i, task=task: tasks.loss(m, task, i, n=n), phase,
-                               phase=f"sequential:{task}", index_offset=first - 1, metrics=metrics)
+            rows = train_phase(model, loss, phase, phase=f"sequential:{task}", index_offset=first - 1,
+                               metrics=metrics)
+            seen.append(task)
             for r in rows:
                 r["step"] += first - 1
             hist += rows
