@@ -102,8 +102,12 @@ def recovery_table(m: dict) -> list[str]:
         "|---|---|---|---|---|",
     ]
     mono, coll = s["stability.monotone_all"], s["stability.collapsed_any"]
+    er = m.get("eta_rule")
+    rule = ("η = 1/λ_max at θ_forg" if er is None else
+            f"η = {er['eta_lambda']:g}/λ_max at θ_forg, λ_max the largest of {er['draws']} Hessian batches; "
+            f"η·λ_max at θ_forg re-measured on another batch")
     rows.append(
-        f"| stable recovery (SGD, η = 1/λ_max at θ_forg) | – | η = {num(s['stability.recover_lr'])}; "
+        f"| stable recovery (SGD, {rule}) | – | η = {num(s['stability.recover_lr'])}; "
         f"η·λ_max {num(s['stability.eta_lambda_forg'], fmt='{:.2f}')} at θ_forg, "
         f"{num(s['stability.eta_lambda_rec'], fmt='{:.2f}')} at θ_rec; largest rise of the eval loss "
         f"{num(s['stability.max_rise'], fmt='{:.2g}')} | bound η·λ_max < 2 | "

@@ -323,11 +323,16 @@ class RecoveryConfig:
     rank_n: int = 100  # per-example gradients per task for the effective rank
     krylov_k: int = 30  # matched horizon: k = 1..krylov_k steps and Krylov dimensions
     drift_steps: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200)
+    # eta = lab.eta_lambda / the largest lambda_max of eta_draws Hessian batches at theta_forg (eta_iters
+    # power iterations each), then re-measured on another batch: one draw with 20 iterations set a step
+    # whose full-lab recovery diverged (loss NaN at step 4)
+    eta_draws: int = 3
+    eta_iters: int = 40
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
-        _positive(self, "seeds", "batches_per_task", "plane_n", "rank_n", "krylov_k")
+        _positive(self, "seeds", "batches_per_task", "plane_n", "rank_n", "krylov_k", "eta_draws", "eta_iters")
         _seed(self.seed)
         if self.rank_n < 2:
             raise InputError(f"rank_n must be >= 2, got {self.rank_n}")

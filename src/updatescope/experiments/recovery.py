@@ -3,7 +3,9 @@ synthetic transformer, in a stable regime, over several replicates.
 
 Per replicate (fresh forgetting/recovery batches from the shared theta_mt, see
 ``locallinear.lab``):
-- stability: lambda_max of the mix loss at theta_forg and theta_rec (HVP power iteration),
+- stability: eta = eta_lambda / lambda_max(theta_forg), lambda_max the largest of ``eta_draws``
+  estimates on independent Hessian batches; lambda_max of the mix loss re-measured at theta_forg
+  on another batch and at theta_rec (HVP power iteration),
   eta * lambda_max, whether the eval mix loss fell at every check, each task's lowest
   accuracy during recovery; every step norm;
 - capture of Delta_GD by the trajectory prefix, and of the displacement *remaining* after
@@ -82,7 +84,8 @@ def _example_grads(model: nn.Module, tasks, task: str, index: int, n: int, shuff
 def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
     cfg = config.lab
     t0 = time.perf_counter()
-    model, tasks, run_, info = synthetic_recovery(cfg, replicate=r)
+    model, tasks, run_, info = synthetic_recovery(cfg, replicate=r, lam_draws=config.eta_draws,
+                                                  lam_iters=config.eta_iters)
     delta = run_.delta_gd.double()
     d = delta.numel()
     kmax = cfg.dense_steps
@@ -93,13 +96,19 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
 
     # ---- stability ----------------------------------------------------------------------
     lam_rec = lambda_max(model, tasks, run_.theta_rec, cfg.hessian_n, cfg.power_iters, seed=r)
+    # an independent estimate at theta_forg (another batch): eta * lambda_max_forg is eta_lambda by
+    # construction for the estimate eta was set from
+    lam_check = lambda_max(model, tasks, run_.theta_forg, cfg.hessian_n, config.eta_iters, seed=500 + r)
     rec_rows = [x for x in run_.history if x["phase"] == "recover" and "metrics" in x]
     forg = info["metrics_forg"]
     losses = [forg["mix_loss"]] + [x["metrics"]["mix_loss"] for x in rec_rows]
     rises = np.diff(losses)
     out["stability"] = {
         "recover_lr": info["recover_lr"], "lambda_max_forg": info["lambda_max_forg"], "lambda_max_rec": lam_rec,
-        "eta_lambda_forg": info["eta_lambda"], "eta_lambda_rec": info["recover_lr"] * lam_rec,
+        "lambda_max_forg_draws": info["lambda_max_forg_draws"], "lambda_max_forg_check": lam_check,
+        "eta_lambda_set": info["eta_lambda"],
+        "eta_lambda_forg": info["recover_lr"] * max(info["lambda_max_forg"], lam_check),
+        "eta_lambda_rec": info["recover_lr"] * lam_rec,
         "eval_steps": [0] + [x["step"] for x in rec_rows], "eval_mix_loss": losses,
         "monotone": bool((rises <= 0).all()), "max_rise": float(max(0.0, rises.max())),
         "accuracy_mt": {t: info["metrics_mt"][t] for t in TASKS}, "accuracy_forg": {t: forg[t] for t in TASKS},
@@ -234,6 +243,7 @@ def run(config: RecoveryConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
     reps = [_replicate(config, r) for r in range(config.seeds)]
     metrics = {"dim": reps[0]["dim"], "seeds": config.seeds, "rank_n": config.rank_n, "plane_n": config.plane_n,
+               "eta_rule": {"eta_lambda": config.lab.eta_lambda, "draws": config.eta_draws, "iters": config.eta_iters},
                "summary": summarise(reps), "replicates": reps, "seconds_per_replicate":
                [x["timings_s"]["krylov"] for x in reps]}
     record = config_record(config, replicates="shared theta_mt; fresh forgetting, recovery and measurement "

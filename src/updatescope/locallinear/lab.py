@@ -248,15 +248,17 @@ def _recover_phase(cfg: LabConfig, lr: float, steps: int) -> PhaseConfig:
 
 @_own_rng
 def synthetic_recovery(
-    cfg: LabConfig, use_cache: bool = True, replicate: int = 0,
+    cfg: LabConfig, use_cache: bool = True, replicate: int = 0, lam_draws: int = 1, lam_iters: int | None = None,
 ) -> tuple[TinyTransformer, DigitTasks, RecoveryRun, dict]:
     """theta_mt (cached) -> forget on ``cfg.focus`` -> recover with SGD at a stable step.
 
     Returns (model, tasks, run, info); info adds "lambda_max_forg", "recover_lr",
     "eta_lambda" (eta * lambda_max at theta_forg) and "replicate" to multitask_model's.
+    ``lam_draws``, ``lam_iters``: as in :func:`forget_and_recover`.
     """
     model, tasks, info = multitask_model(cfg, use_cache)
-    run, extra = forget_and_recover(model, tasks, cfg, replicate, history=info["history"])
+    run, extra = forget_and_recover(model, tasks, cfg, replicate, history=info["history"], lam_draws=lam_draws,
+                                    lam_iters=lam_iters)
     return model, tasks, run, {**info, **extra}
 
 
