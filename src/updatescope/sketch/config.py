@@ -22,6 +22,7 @@ from updatescope.sketch.hadamard import next_pow2
 # signatures made with different kinds (e.g. before and after this default) refuse to be
 # compared.
 
+
 def resolve_map(kind: str, dim: int, m: int) -> str:
     if kind == "auto":
         return "stack" if dim <= next_pow2(m) else "spread"

@@ -410,10 +410,10 @@ class StackMap(QuadraticMap):
     This is the narrow-side map that the fold and spread maps approximate: at dim = 576,
     m = 4,096 the fold's padded rows repeat (1,024 distinct projections) and the spread's
     P outputs of a column combine only ⌈dim/Q⌉ numbers, while here each block is a full
-    orthogonal transform of the signed x.  Cost per factor: G·N·(R + N1) multiply-adds with
-    H_N = H_N1 ⊗ H_N2 (N1 ≤ N2) applied as two small GEMMs on the (R, N2) view of the
-    padded x, R = ⌈dim/N2⌉ the rows that can be nonzero (0.26 M at dim = 576, against the
-    dense map's 2.4 M).  It is defined for any width, but beyond m the G = 1 transform reads
+    orthogonal transform of the signed x.  Cost per factor: G·R·N2·(N2 + N1) multiply-adds
+    with H_N = H_N1 ⊗ H_N2 (N1 ≤ N2) applied as two small GEMMs on the (R, N2) view of the
+    padded x, R = ⌈dim/N2⌉ the rows that can be nonzero (0.15 M at dim = 576, m = 4,096,
+    against the dense map's 2.4 M).  It is defined for any width, but beyond m the G = 1 transform reads
     N log N of work per sample, so wide sides use ``spread`` or ``srht``.
 
     ``rows`` (2, m): the row of H_N behind each output; ``block`` (2, m): its block g;
