@@ -106,13 +106,17 @@ def recovery_table(m: dict) -> list[str]:
     rule = ("η = 1/λ_max at θ_forg" if er is None else
             f"η = {er['eta_lambda']:g}/λ_max at θ_forg, λ_max the largest of {er['draws']} Hessian batches; "
             f"η·λ_max at θ_forg re-measured on another batch")
+    over = [f"{x['replicate']} ({x['stability']['eta_lambda_forg']:.2f} at θ_forg, "
+            f"{x['stability']['eta_lambda_rec']:.2f} at θ_rec)" for x in m["replicates"]
+            if max(x["stability"]["eta_lambda_forg"], x["stability"]["eta_lambda_rec"]) >= 2]
+    past = "" if not over else "; η·λ_max ≥ 2 on a measuring batch in replicate " + ", ".join(over)
     rows.append(
         f"| stable recovery (SGD, {rule}) | – | η = {num(s['stability.recover_lr'])}; "
         f"η·λ_max {num(s['stability.eta_lambda_forg'], fmt='{:.2f}')} at θ_forg, "
         f"{num(s['stability.eta_lambda_rec'], fmt='{:.2f}')} at θ_rec; largest rise of the eval loss "
         f"{num(s['stability.max_rise'], fmt='{:.2g}')} | bound η·λ_max < 2 | "
         f"{'monotone in every replicate' if mono else 'eval loss rose in some replicate'}; "
-        f"{'no task collapsed' if not coll else 'collapsed: ' + ', '.join(coll)} |")
+        f"{'no task collapsed' if not coll else 'collapsed: ' + ', '.join(coll)}{past} |")
     acc = "; ".join(f"{t} {num(s[f'accuracy_forg.{t}'], fmt='{:.2f}')} → {num(s[f'accuracy_rec.{t}'], fmt='{:.2f}')}"
                     for t in tasks)
     rows.append(f"| exact match θ_forg → θ_rec | – | {acc} | – | – |")
