@@ -74,3 +74,16 @@ def test_random_search_experiment_writes_json_and_figures(tmp_path, monkeypatch)
     assert "σ window" in "\n".join(_table_script().search_table({**m, "config_n_sweep": 4}))
     for fig in ("search_sigma_window.png", "search_gain_vs_n.png"):
         assert (tmp_path / fig).stat().st_size > 1000
+
+
+def test_summary_of_planes_of_different_widths():
+    """A plane built from per-task gradients drops directions with vanishing singular values,
+    so replicates' curves can differ in length: the shorter is held at its last value (no
+    further direction, no further capture) and the lengths are recorded."""
+    from updatescope.experiments.recovery import _curve_mean_se
+
+    out = _curve_mean_se([[0.1, 0.5, 0.7], [0.2, 0.4]])
+    assert out["lengths"] == [3, 2] and out["n"] == 2
+    assert out["mean"] == pytest.approx([0.15, 0.45, 0.55])
+    same = _curve_mean_se([[0.1, 0.2], [0.3, 0.4]])
+    assert "lengths" not in same and same["mean"] == pytest.approx([0.2, 0.3])

@@ -210,11 +210,26 @@ def mean_se(values: list) -> dict[str, Any]:
     return {"mean": tolist(mean), "se": tolist(se), "n": int(a.shape[0])}
 
 
+def _curve_mean_se(curves: list[list[float]]) -> dict[str, Any]:
+    """mean_se of capture curves over replicates.  A plane's curve is as long as its basis,
+    and a basis from per-task gradients loses the directions whose singular values vanish
+    (``top_directions``), so replicates can differ in length: a shorter curve is extended
+    with its last value (a basis with no further direction captures no more), and the
+    lengths are recorded."""
+    lengths = [len(c) for c in curves]
+    if len(set(lengths)) == 1:
+        return mean_se(curves)
+    top = max(lengths)
+    out = mean_se([list(c) + [c[-1]] * (top - len(c)) if c else [math.nan] * top for c in curves])
+    out["lengths"] = lengths
+    return out
+
+
 def summarise(reps: list[dict]) -> dict[str, Any]:
     """Mean +- SE over replicates of every number the docs use."""
     s: dict[str, Any] = {}
     for key in reps[0]["curves"]:
-        s[f"curve.{key}"] = mean_se([x["curves"][key] for x in reps])
+        s[f"curve.{key}"] = _curve_mean_se([x["curves"][key] for x in reps])
     for key in ("recover_lr", "lambda_max_forg", "lambda_max_rec", "eta_lambda_forg", "eta_lambda_rec", "max_rise"):
         s[f"stability.{key}"] = mean_se([x["stability"][key] for x in reps])
     s["stability.monotone_all"] = all(x["stability"]["monotone"] for x in reps)
