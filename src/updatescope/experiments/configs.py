@@ -359,11 +359,13 @@ class RandomSearchConfig:
     n_curve: int = 128
     reps: int = 4
     r_sub: int = 10
+    eta_draws: int = 3  # the lab's recovery step from the largest lambda_max of this many Hessian batches
+    eta_iters: int = 40  # (as in recovery: one 20-iteration draw diverged in the full lab)
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
-        _positive(self, "n_eval", "n_sweep", "n_curve", "reps", "r_sub")
+        _positive(self, "n_eval", "n_sweep", "n_curve", "reps", "r_sub", "eta_draws", "eta_iters")
         _seed(self.seed)
 
     @classmethod

@@ -60,7 +60,7 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     n_sweep, n_curve, reps = config.n_sweep, config.n_curve, config.reps
     r_sub = config.r_sub
 
-    model, tasks, run_, info = synthetic_recovery(cfg)
+    model, tasks, run_, info = synthetic_recovery(cfg, lam_draws=config.eta_draws, lam_iters=config.eta_iters)
     theta = run_.theta_forg.clone()
     layout = ParamLayout.of(model)
     d = layout.dim
