@@ -253,7 +253,8 @@ def test_bad_calls_raise():
 # ------------------------------------------------------------------------------ public surface, docs
 def test_public_names():
     for name in ("run_protocol", "ProtocolConfig", "ProtocolRecord", "INDEX_OFFSETS", "unit_rows",
-                 "BAPair", "ba_pairs", "delta_w", "push_w", "ba_increments", "krylov_basis", "krylov_curves"):
+                 "BAPair", "ba_pairs", "delta_w", "push_w", "ba_increments", "krylov_basis", "krylov_curves",
+                 "matched_horizon"):
         assert name in locallinear.__all__ and getattr(locallinear, name) is not None
 
 

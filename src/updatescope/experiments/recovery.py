@@ -38,24 +38,19 @@ from updatescope.experiments import Result, config_record
 from updatescope.experiments.configs import RecoveryConfig
 from updatescope.locallinear import (
     TASKS,
-    PhaseConfig,
     capture_fraction,
     effective_rank,
-    flat_grad,
     gaussian_like,
     gradient_stack,
-    krylov_basis,
-    krylov_curves,
-    make_hvp,
+    matched_horizon,
     prefix_capture_curve,
     random_walk_prefix_null,
-    record_phase,
     rest_capture_curve,
     subspace_overlap,
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import independent_recovery, lambda_max, mix_loss_fn, synthetic_recovery
+from updatescope.locallinear.lab import independent_recovery, mix_loss_fn, recovery_stability, synthetic_recovery
 from updatescope.locallinear.protocol import unit_rows as _unit
 from updatescope.report import figures
 
@@ -95,20 +90,13 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
     timings = {"train": time.perf_counter() - t0}
 
     # ---- stability ----------------------------------------------------------------------
-    lam_rec = lambda_max(model, tasks, run_.theta_rec, cfg.hessian_n, cfg.power_iters, seed=r)
-    # an independent estimate at theta_forg (another batch): eta * lambda_max_forg is eta_lambda by
-    # construction for the estimate eta was set from
-    lam_check = lambda_max(model, tasks, run_.theta_forg, cfg.hessian_n, config.eta_iters, seed=500 + r)
+    stability = recovery_stability(model, tasks, cfg, run_, info, config.eta_iters)
     rec_rows = [x for x in run_.history if x["phase"] == "recover" and "metrics" in x]
     forg = info["metrics_forg"]
     losses = [forg["mix_loss"]] + [x["metrics"]["mix_loss"] for x in rec_rows]
     rises = np.diff(losses)
     out["stability"] = {
-        "recover_lr": info["recover_lr"], "lambda_max_forg": info["lambda_max_forg"], "lambda_max_rec": lam_rec,
-        "lambda_max_forg_draws": info["lambda_max_forg_draws"], "lambda_max_forg_check": lam_check,
-        "eta_lambda_set": info["eta_lambda"],
-        "eta_lambda_forg": info["recover_lr"] * max(info["lambda_max_forg"], lam_check),
-        "eta_lambda_rec": info["recover_lr"] * lam_rec,
+        **stability,
         "eval_steps": [0] + [x["step"] for x in rec_rows], "eval_mix_loss": losses,
         "monotone": bool((rises <= 0).all()), "max_rise": float(max(0.0, rises.max())),
         "accuracy_mt": {t: info["metrics_mt"][t] for t in TASKS}, "accuracy_forg": {t: forg[t] for t in TASKS},
@@ -181,19 +169,8 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
     timings["rank"] = time.perf_counter() - t0
 
     # ---- Krylov at a matched horizon --------------------------------------------------------
-    kk = config.krylov_k
     full = mix_loss_fn(tasks, 900 + r, cfg.hessian_n)  # the batch lambda_max was measured on
-    with swapped_params(model, run_.theta_forg):
-        g0 = flat_grad(full(model), model).detach()
-        kry = krylov_basis(make_hvp(full, model), g0, kk)
-        gd = record_phase(model, lambda mod, i: full(mod), PhaseConfig(steps=kk, lr=info["recover_lr"], optimizer="sgd"),
-                          dense_steps=kk, snapshot_every=kk, phase="full-batch GD")
-    out["krylov"] = {"dim": int(kry.shape[0]), **krylov_curves(kry, gd.updates, "gd_"),
-                     **krylov_curves(kry, upd[:kk], "sgd_")}
-    with swapped_params(model, run_.theta_forg), torch.no_grad():
-        l0 = float(full(model))
-    with swapped_params(model, gd.end), torch.no_grad():
-        out["krylov"]["gd_loss"] = [l0, float(full(model))]
+    out["krylov"] = matched_horizon(model, full, run_.theta_forg, info["recover_lr"], config.krylov_k, upd)
     timings["krylov"] = time.perf_counter() - t0
 
     out["curves"] = curves

@@ -62,7 +62,7 @@ from updatescope.locallinear import (
     set_flat_params,
     swapped_params,
 )
-from updatescope.locallinear.lab import forget_and_recover, lambda_max, multitask_model, sequential_model
+from updatescope.locallinear.lab import forget_and_recover, multitask_model, recovery_stability, sequential_model
 from updatescope.report import figures
 
 NAME = "schedules"
@@ -119,12 +119,7 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     share = [(l_forg - v) / rise if rise > 0 else float("nan") for v in curve]
 
     _check_finite(run_, curve, r, info["recover_lr"])
-    lam_rec = lambda_max(model, tasks, run_.theta_rec, lab.hessian_n, lab.power_iters, seed=r)
-    # an independent estimate at theta_forg (other batch, more iterations): eta was set from
-    # the first one, so eta * lambda_max_forg alone is eta_lambda by construction
-    lam_check = lambda_max(model, tasks, run_.theta_forg, lab.hessian_n, config.check_iters, seed=500 + r, radius=True)
-    eta = info["recover_lr"]
-    eta_forg = eta * max(info["lambda_max_forg"], lam_check)
+    stability = recovery_stability(model, tasks, lab, run_, info, config.check_iters, radius=True)
     diffs = np.diff(curve)
     delta = run_.delta_gd.double()
     prefix = prefix_capture_curve(run_.updates, delta)
@@ -143,11 +138,7 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
         "share_undone": {str(k): share[steps.index(k)] for k in config.share_steps},
         "capture": {str(k): float(prefix[k - 1]) for k in config.capture_k},
         "capture_walk": {str(k): walk[k]["total"] for k in config.capture_k},
-        "stability": {"recover_lr": eta, "lambda_max_forg": info["lambda_max_forg"], "lambda_max_rec": lam_rec,
-                      "lambda_max_forg_check": lam_check, "eta_lambda_set": info["eta_lambda"],
-                      "lambda_max_forg_draws": info["lambda_max_forg_draws"],
-                      "eta_lambda_forg": eta_forg, "eta_lambda_rec": eta * lam_rec,
-                      "stable": bool(eta_forg < 2 and eta * lam_rec < 2),
+        "stability": {**stability, "stable": bool(stability["eta_lambda_forg"] < 2 and stability["eta_lambda_rec"] < 2),
                       "monotone": bool((diffs <= 0).all()), "max_rise": float(max(0.0, diffs.max(initial=0.0)))},
         "delta_norm": float(delta.norm()),
     }

@@ -52,6 +52,7 @@ _LAZY = {
     "krylov_basis": "updatescope.locallinear.krylov",
     "krylov_curves": "updatescope.locallinear.krylov",
     "make_hvp": "updatescope.locallinear.krylov",
+    "matched_horizon": "updatescope.locallinear.krylov",
     "orthonormal_basis": "updatescope.locallinear.subspaces",
     "prefix_capture_curve": "updatescope.locallinear.capture",
     "principal_angles": "updatescope.locallinear.drift",

@@ -14,15 +14,16 @@ stays numerically independent.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from updatescope.locallinear.params import flat_grad
+from updatescope.locallinear.params import flat_grad, swapped_params
 from updatescope.locallinear.subspaces import _gs_step
 from updatescope.errors import InputError
 
-__all__ = ["hvp", "make_hvp", "krylov_basis", "krylov_curves", "top_eigenvalue"]
+__all__ = ["hvp", "make_hvp", "krylov_basis", "krylov_curves", "matched_horizon", "top_eigenvalue"]
 
 
 def hvp(loss_fn: Callable[[nn.Module], Tensor], model: nn.Module, v: Tensor) -> Tensor:
@@ -89,6 +90,28 @@ def krylov_curves(basis: Tensor, steps: Tensor, tag: str = "") -> dict[str, list
         cap.append(capture_fraction(basis[:k], disp))
         ov.append(subspace_overlap(orthonormal_basis(steps[:k]), basis[:k]))
     return {f"{tag}capture": cap, f"{tag}overlap": ov}
+
+
+def matched_horizon(model: nn.Module, loss_fn: Callable[[nn.Module], Tensor], theta: Tensor, eta: float, k: int,
+                    sgd_steps: Tensor) -> dict[str, Any]:
+    """Krylov at a matched horizon from ``theta``: K_k(H, g_0) of the fixed ``loss_fn`` against
+    deterministic full-batch GD on it at step ``eta`` (``gd_`` curves, exact on a quadratic)
+    and against ``sgd_steps`` (the first k real updates, ``sgd_`` curves), by
+    :func:`krylov_curves`.  -> {"dim", "gd_loss" (before, after the k GD steps), curves}.
+    The model's parameters are left as they were."""
+    from updatescope.locallinear.trajectory import PhaseConfig, record_phase
+
+    with swapped_params(model, theta):
+        loss0 = loss_fn(model)
+        g0 = flat_grad(loss0, model).detach()
+        loss0 = float(loss0.detach())
+        basis = krylov_basis(make_hvp(loss_fn, model), g0, k)
+        gd = record_phase(model, lambda m, i: loss_fn(m), PhaseConfig(steps=k, lr=eta, optimizer="sgd"),
+                          dense_steps=k, snapshot_every=k, phase="full-batch GD")
+    with swapped_params(model, gd.end), torch.no_grad():
+        loss_gd = float(loss_fn(model))
+    return {"dim": int(basis.shape[0]), "gd_loss": [loss0, loss_gd], **krylov_curves(basis, gd.updates, "gd_"),
+            **krylov_curves(basis, sgd_steps[:k], "sgd_")}
 
 
 def top_eigenvalue(

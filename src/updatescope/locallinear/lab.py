@@ -49,7 +49,8 @@ from updatescope.locallinear.trajectory import (
 from updatescope.errors import InputError
 
 __all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthetic_recovery", "mix_loss_fn",
-           "lambda_max", "independent_recovery", "STREAM", "sequential_model", "sequential_blocks", "forget_and_recover"]
+           "lambda_max", "independent_recovery", "STREAM", "sequential_model", "sequential_blocks", "forget_and_recover",
+           "recovery_stability"]
 
 STREAM = 100_000  # batch-index shift between replicates
 
@@ -284,6 +285,8 @@ def forget_and_recover(
     Returns (run, info) with info = {"lambda_max_forg", "recover_lr", "eta_lambda",
     "replicate", "metrics_mt" (at the start), "metrics_forg"}.
     """
+    if lam_draws < 1:
+        raise InputError(f"lam_draws must be >= 1, got {lam_draws}")
     theta_mt = flat_params(model).float()
     losses = task_losses(tasks)
     mets = accuracy_fn(tasks, cfg.eval_n, with_loss=True)
@@ -298,8 +301,6 @@ def forget_and_recover(
         index_offset=1_000_000 + replicate * STREAM, metrics=mets, stop=stop)
     forget_steps = sum(1 for r in history if r["phase"] == "forget")
     theta_forg = flat_params(model).float()
-    if lam_draws < 1:
-        raise InputError(f"lam_draws must be >= 1, got {lam_draws}")
     draws = [lambda_max(model, tasks, theta_forg, cfg.hessian_n, lam_iters or cfg.power_iters,
                         seed=replicate + 1000 * j, radius=radius) for j in range(lam_draws)]
     lam = max(draws)
@@ -312,9 +313,29 @@ def forget_and_recover(
                       updates=rec.updates, snapshots=rec.snapshots, step_norms=rec.step_norms,
                       history=history + rec.history, forget_steps=forget_steps)
     forg = [r["metrics"] for r in history if r["phase"] == "forget" and "metrics" in r]
-    info = {"lambda_max_forg": lam, "lambda_max_forg_draws": draws, "recover_lr": lr, "eta_lambda": lr * lam, "replicate": replicate,
-            "metrics_mt": base, "metrics_forg": forg[-1] if forg else base}
+    info = {"lambda_max_forg": lam, "lambda_max_forg_draws": draws, "recover_lr": lr, "eta_lambda": lr * lam,
+            "replicate": replicate, "metrics_mt": base, "metrics_forg": forg[-1] if forg else base}
     return run, info
+
+
+def recovery_stability(model: nn.Module, tasks: DigitTasks, cfg: LabConfig, run: RecoveryRun, info: dict,
+                       check_iters: int, radius: bool = False) -> dict:
+    """eta * lambda_max of a :func:`forget_and_recover` run, measured where eta was not set from.
+
+    eta * lambda_max_forg is eta_lambda by construction for the estimate eta came from, so it is
+    re-measured on another Hessian batch (seed 500 + replicate, ``check_iters`` iterations,
+    ``radius`` as in :func:`lambda_max`) and the larger value counts; at theta_rec with
+    ``cfg.power_iters`` iterations.  -> {"recover_lr", "lambda_max_forg",
+    "lambda_max_forg_draws", "lambda_max_forg_check", "lambda_max_rec", "eta_lambda_set",
+    "eta_lambda_forg", "eta_lambda_rec"}.
+    """
+    r, eta = info["replicate"], info["recover_lr"]
+    lam_rec = lambda_max(model, tasks, run.theta_rec, cfg.hessian_n, cfg.power_iters, seed=r)
+    lam_check = lambda_max(model, tasks, run.theta_forg, cfg.hessian_n, check_iters, seed=500 + r, radius=radius)
+    return {"recover_lr": eta, "lambda_max_forg": info["lambda_max_forg"],
+            "lambda_max_forg_draws": info["lambda_max_forg_draws"], "lambda_max_forg_check": lam_check,
+            "lambda_max_rec": lam_rec, "eta_lambda_set": info["eta_lambda"],
+            "eta_lambda_forg": eta * max(info["lambda_max_forg"], lam_check), "eta_lambda_rec": eta * lam_rec}
 
 
 @_own_rng

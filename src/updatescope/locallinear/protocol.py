@@ -49,9 +49,9 @@ from updatescope.locallinear.capture import (
     rest_capture_curve,
 )
 from updatescope.locallinear.drift import subspace_overlap
-from updatescope.locallinear.krylov import krylov_basis, krylov_curves, make_hvp, top_eigenvalue
+from updatescope.locallinear.krylov import make_hvp, matched_horizon, top_eigenvalue
 from updatescope.locallinear.lora import ba_increments, ba_pairs, push_w
-from updatescope.locallinear.params import flat_grad, flat_params, swapped_params
+from updatescope.locallinear.params import flat_params, swapped_params
 from updatescope.locallinear.rank import effective_rank, gaussian_like
 from updatescope.locallinear.subspaces import gradient_stack, top_directions
 from updatescope.locallinear.trajectory import PhaseConfig, record_phase, train_phase
@@ -349,18 +349,7 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
     # SGD steps are where it may break.
     krylov = None
     if cfg.krylov_k:
-        kk = cfg.krylov_k
-        with swapped_params(model, theta_forg):
-            loss0 = full(model)
-            g0 = flat_grad(loss0, model).detach()
-            loss0 = float(loss0.detach())
-            basis = krylov_basis(make_hvp(full, model), g0, kk)
-            gd = record_phase(model, lambda m, i: full(m), PhaseConfig(steps=kk, lr=eta, optimizer="sgd"),
-                              dense_steps=kk, snapshot_every=kk, phase="full-batch GD")
-        with swapped_params(model, gd.end), torch.no_grad():
-            loss_gd = float(full(model))
-        krylov = {"k": kk, "dim": int(basis.shape[0]), "gd_loss": [loss0, loss_gd],
-                  **krylov_curves(basis, gd.updates, "gd_"), **krylov_curves(basis, upd[:kk], "sgd_")}
+        krylov = {"k": cfg.krylov_k, **matched_horizon(model, full, theta_forg, eta, cfg.krylov_k, upd)}
 
     # ---- weight space (LoRA) --------------------------------------------------------------------
     weight_space = None
