@@ -42,11 +42,10 @@ def _load(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def _speed(results: Path, choice: str, speed_file: str) -> dict | None:
+def _speed(results: Path, both: dict | None, choice: str, speed_file: str) -> dict | None:
     """The arm's speed record: from the one-run comparison of every arm when it has it, else
     from the arm's own record (which must be of these maps: a record of ``auto`` before the
     default changed does not count)."""
-    both = _load(results / ARMS_FILE)
     if both is not None and choice in both["result"].get("arms", {}):
         return {"result": both["result"]["arms"][choice]}
     sp = _load(results / speed_file)
@@ -116,6 +115,7 @@ def table(results: Path) -> str:
     floor = _load(results / "speed_vs_memory_floor_maps.json")
     acc = [_load(results / "map_accuracy.json"), _load(results / "map_accuracy_576.json")]
     real = _load(results / "map_accuracy_smollm2.json")
+    arms = _load(results / ARMS_FILE)
     lines = ["| maps (act/error) | sketch / forward, streaming [min–max] | with the fingerprint | update / cold read, K = 2^17 "
              "| synthetic K = 49,152, d = 128: median \\|err\\| fisher / activation / error (Δ vs the earlier default ± SE) "
              "| same, d = 576 | SmolLM2 real streams: fisher Spearman (Δ ± SE) / median \\|err\\| fisher / activation / error (Δ ± SE) |",
@@ -124,7 +124,7 @@ def table(results: Path) -> str:
     word = {True: "met", False: "not met", None: "not measured"}
     yes = {True: "yes", False: "no", None: "not measured"}
     for choice, label, speed_file, floor_key in ARMS:
-        sp = _speed(results, choice, speed_file)
+        sp = _speed(results, arms, choice, speed_file)
         if sp is None:
             speed = with_fp = "not run"
         else:
