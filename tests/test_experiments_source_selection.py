@@ -13,7 +13,7 @@ def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(heads, "load_model", loader(vocab_size=128))
     vocab = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan",
-             "d": "alpha two red four"}
+             "d": "alpha two red four", "e": "beta three green four"}
 
     def texts(name, split, max_chars):
         words = vocab[name[-1]].split()
@@ -70,3 +70,24 @@ def test_source_selection_tiny_run(tiny, gt):
     wf = m["methods"]["fisher"]["within_family"]
     assert wf["top1"]["n"] == 3 and wf["chance_top1"]["mean"] == pytest.approx(0.5)
     assert m["paired"]["fisher - family"]["spearman"]["n"] == 4
+
+
+def test_source_selection_candidate_subsets(tiny):
+    cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d", "dom_e"], "candidates": 2,
+           "tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
+           "gt_seeds": 2,
+           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 2,
+                    "batch": 2, "seq_len": 16}}
+    res = reproduce("source-selection", tiny / "out", cfg)
+    m = res["metrics"]
+    cands = m["candidates"]
+    assert cands == source_selection.candidate_sets(cfg["domains"], 2, 0)
+    for t, row in m["ground_truth"]["transfer"].items():
+        assert len(cands[t]) == 2 and t not in cands[t]
+        assert set(row) == set(cands[t]) | {t}
+        assert set(m["ground_truth"]["eval_sequences"]["loss"][t]) == set(row)
+    assert m["summary"]["fisher"]["chance_top1"] == pytest.approx(0.5)
+    ev = m["truth_noise"]["eval"]
+    assert set(ev["per_target"]) == set(cfg["domains"]) and ev["median_se"] > 0
+    assert 0.0 <= ev["mean_best_stable"] <= 1.0
+    assert m["ground_truth"]["finetune_seconds"] > 0

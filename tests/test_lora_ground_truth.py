@@ -85,3 +85,45 @@ def test_refuses_bad_settings(model):
     data = _lora.capture_block_inputs(model, tok, TEXTS, n_last=1, fp="t", seq_len=8)
     with pytest.raises(InputError, match="LoRA target"):
         _lora.finetune_lora(model, data, n_last=1, r=2, alpha=4, lr=1e-2, steps=1, batch=2, targets=["nope"])
+
+
+def test_sequence_losses_sum_to_the_per_token_cross_entropy(model):
+    tok = WordTokenizer(64)
+    data = _lora.capture_block_inputs(model, tok, TEXTS, n_last=2, fp="t", seq_len=8, use_cache=False)
+    tail = _lora.tail_model(model, 2)
+    sums, counts = _lora.sequence_losses(tail, data, batch=3)
+    keep = data["labels"] != _lora.IGNORE_INDEX
+    with torch.no_grad():
+        z = tail.lm_head(_lora._head_inputs(tail, data["hidden"], data["mask"], keep)).double()
+    tok_ce = torch.nn.functional.cross_entropy(z, data["labels"][keep], reduction="none")
+    row = keep.nonzero()[:, 0]
+    ref = torch.zeros(keep.shape[0], dtype=torch.float64).index_add_(0, row, tok_ce)
+    assert torch.equal(counts, keep.sum(1))
+    torch.testing.assert_close(sums, ref, rtol=1e-5, atol=1e-6)
+    assert _lora.mean_loss(tail, data) == pytest.approx(float(ref.sum() / keep.sum()), rel=1e-6)
+
+
+def test_transfer_matrix_candidates_and_resume(model, monkeypatch):
+    tok = WordTokenizer(64)
+    names = {"u": TEXTS[0], "v": TEXTS[2], "w": TEXTS[1] + " " + TEXTS[0]}
+    tr = {n: _lora.capture_block_inputs(model, tok, [t] * 3, n_last=1, fp="t", seq_len=8) for n, t in names.items()}
+    kw = dict(n_last=1, r=2, alpha=4, lr=1e-2, steps=4, batch=2, seed=7)
+    full = _lora.transfer_matrix(model, tr, tr, **kw)
+    cands = {"u": ["v"], "v": ["w"], "w": ["u", "v"]}
+    part = _lora.transfer_matrix(model, tr, tr, candidates=cands, resume_tag="fp", **kw)
+    # each row holds the target's candidates and itself, with the values of the full run
+    for t, row in part["transfer"].items():
+        assert set(row) == set(cands[t]) | {t}
+        for s, v in row.items():
+            assert v == pytest.approx(full["transfer"][t][s], abs=1e-6)
+            seq = part["eval_sequences"]
+            assert (sum(seq["base"][t]) - sum(seq["loss"][t][s])) / sum(seq["tokens"][t]) == pytest.approx(v, abs=1e-9)
+    # a second run loads every (source, seed) result instead of fine-tuning again
+    monkeypatch.setattr(_lora, "finetune_lora", lambda *a, **k: pytest.fail("fine-tuned again"))
+    again = _lora.transfer_matrix(model, tr, tr, candidates=cands, resume_tag="fp", **kw)
+    assert again["transfer"] == part["transfer"] and again["finetune_seconds"] == part["finetune_seconds"]
+    # a different hyper-parameter is a different result, not a cache hit
+    with pytest.raises(pytest.fail.Exception, match="fine-tuned again"):
+        _lora.transfer_matrix(model, tr, tr, candidates=cands, resume_tag="fp", **{**kw, "lr": 2e-2})
+    with pytest.raises(InputError, match="unknown domains"):
+        _lora.transfer_matrix(model, tr, tr, candidates={"u": ["nope"]}, **kw)

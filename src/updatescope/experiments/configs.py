@@ -124,7 +124,8 @@ class SelectionConfig:
     """``source-selection``: rank every other domain as a source for each target domain."""
 
     model: str = "smollm2"
-    domains: tuple[str, ...] = FULL_DOMAINS
+    domains: tuple[str, ...] | Literal["all"] = FULL_DOMAINS  # "all": every built-in domain
+    candidates: int | None = None  # sources per target, a seeded random subset of the others (None: all)
     tokens: TokenSplits = TokenSplits(1500, 4000, 1000)
     sketch_dim: int = 4096
     ground_truth: Literal["lora", "head"] = "lora"
@@ -138,7 +139,16 @@ class SelectionConfig:
     quick: bool = False
 
     def __post_init__(self) -> None:
+        if self.domains == "all":
+            from updatescope.data.domains import list_domains
+
+            object.__setattr__(self, "domains", tuple(d.name for d in list_domains()))
         _names(self.domains, "domains", 3)
+        if self.candidates is not None:
+            n = len(self.domains) if self.domains is not None else None
+            if self.candidates < 2 or (n is not None and self.candidates > n - 1):
+                raise InputError(f"candidates must be in [2, {n - 1 if n else 'domains - 1'}] (sources per "
+                                 f"target among the other domains), got {self.candidates}")
         _sketch_dim(self.sketch_dim)
         _seed(self.seed)
         _positive(self, "max_cached_logits", "exact_n", "baseline_n")

@@ -24,7 +24,7 @@ from updatescope.errors import InputError
 from updatescope.experiments.heads import errors_of, sketch_stream
 
 __all__ = ["SKETCH_KINDS", "PAIRED", "mean_gradients", "score_methods", "trivial_scores", "evaluate_methods",
-           "paired_comparisons", "truth_noise", "sketch_vs_exact", "headline", "method_metrics"]
+           "paired_comparisons", "truth_noise", "eval_noise", "sketch_vs_exact", "headline", "method_metrics"]
 
 
 SKETCH_KINDS = ("fisher", "activation", "error", "coupling")
@@ -247,11 +247,56 @@ def truth_noise(gt: Mapping[str, Any], groups: Mapping[str, str] | None = None, 
         ses.extend(v for v in se[t].values() if math.isfinite(v))
         bests = [max(tab[t], key=tab[t].get) for tab in tables]
         same_best[t] = len(set(bests)) == 1
-    return {"n_seeds": len(tables),
-            "ceiling": noise_ceiling(tables, groups=groups, seed=seed),
-            "best_gap": gaps, "median_best_gap": float(np.median(list(gaps.values()))),
+    out = {"n_seeds": len(tables),
+           "ceiling": noise_ceiling(tables, groups=groups, seed=seed),
+           "best_gap": gaps, "median_best_gap": float(np.median(list(gaps.values()))),
+           "median_se": float(np.median(ses)) if ses else None,
+           "best_same_in_every_seed": sum(same_best.values()), "n_targets": len(same_best)}
+    if "eval_sequences" in gt:
+        out["eval"] = eval_noise(gt["eval_sequences"], seed=seed)
+    return out
+
+
+def eval_noise(seq: Mapping[str, Any], n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The evaluation-sample noise of a transfer table, by a bootstrap over eval sequences.
+
+    ``seq``: the ground truth's "eval_sequences" ({"base": {t: [summed CE per sequence]},
+    "loss": {t: {s: [...]}}, "tokens": {t: [counted targets per sequence]}}, loss averaged
+    over fine-tuning seeds).  Each target's eval sequences are resampled with replacement,
+    the same draw for the base loss and every source (the comparison between sources is
+    paired), and transfer = (Σ base − Σ loss) / Σ tokens recomputed.
+
+    -> per target: "se" {s: bootstrap sd of the transfer}, "best_stable" (share of draws
+    whose best source is the measured best: how often a predictor that knew the population
+    truth would match the recorded top-1); overall "median_se", "mean_best_stable",
+    "n_sequences" (median per target).  The fine-tuning seeds' SE is a separate noise.
+    """
+    rng = np.random.default_rng(seed)
+    per: dict[str, Any] = {}
+    ses, stable, n_seq = [], [], []
+    for t, rows in seq["loss"].items():
+        srcs = [s for s in rows if s != t]
+        base = np.asarray(seq["base"][t], dtype=np.float64)
+        tok = np.asarray(seq["tokens"][t], dtype=np.float64)
+        n = base.size
+        if not srcs or n < 2:
+            continue
+        loss = np.asarray([rows[s] for s in srcs], dtype=np.float64)  # (c, n)
+        idx = rng.integers(0, n, size=(n_boot, n))
+        denom = tok[idx].sum(1)  # (B,)
+        boot = (base[idx].sum(1)[:, None] - loss[:, idx].sum(2).T) / denom[:, None]  # (B, c)
+        point = (base.sum() - loss.sum(1)) / tok.sum()
+        sd = boot.std(0, ddof=1)
+        best = int(np.argmax(point))
+        share = float((boot.argmax(1) == best).mean())
+        per[t] = {"se": {s: float(v) for s, v in zip(srcs, sd)}, "best_stable": share}
+        ses.extend(sd.tolist())
+        stable.append(share)
+        n_seq.append(n)
+    return {"per_target": per, "n_boot": n_boot,
             "median_se": float(np.median(ses)) if ses else None,
-            "best_same_in_every_seed": sum(same_best.values()), "n_targets": len(same_best)}
+            "mean_best_stable": float(np.mean(stable)) if stable else None,
+            "n_sequences": float(np.median(n_seq)) if n_seq else None}
 
 
 def sketch_vs_exact(sketch: Mapping[str, Any], exact: Mapping[str, Any]) -> dict[str, Any]:

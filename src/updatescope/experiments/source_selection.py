@@ -23,7 +23,9 @@ transfer = the mean, with its SE and the per-seed tables, from which the noise c
 measured (:func:`scoring.truth_noise`).
 
 Every target is scored against every other domain as a candidate source (leave the target
-out), by every method in :func:`scoring.score_methods` and the trivial baselines (same
+out) — or, with ``candidates = k`` (the paper's shape: every built-in domain,
+``domains = "all"``, 24 candidates per target), against a seeded random ``k`` of them, and
+only those pairs are fine-tuned and evaluated — by every method in :func:`scoring.score_methods` and the trivial baselines (same
 family, easiness = −base loss on the source, source size); metrics from
 ``select.metrics.summarise``, within-family metrics and paired bootstrap differences
 (:func:`scoring.paired_comparisons`).
@@ -34,6 +36,8 @@ import functools
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.experiments import Result, config_record, heads, scoring
@@ -94,11 +98,51 @@ def capture_blocks(model: Any, tok: Any, fp: str, domains: list[str], tokens: di
     return out
 
 
-def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: SelectionConfig,
-                 log: Any, loader: Any = None, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The transfer table from ``cfg.ground_truth`` ("lora" or "head") fine-tuning.
+def candidate_sets(domains: list[str], k: int | None, seed: int) -> dict[str, list[str]] | None:
+    """Each target's candidate sources: ``k`` of the other domains drawn without replacement
+    by a generator seeded with ``seed`` (the same draw in every run of that seed and domain
+    list), in domain order; None (every other domain) when ``k`` is None."""
+    if k is None:
+        return None
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in domains:
+        others = [s for s in domains if s != t]
+        pick = set(rng.choice(len(others), size=k, replace=False).tolist())
+        out[t] = [s for i, s in enumerate(others) if i in pick]
+    return out
 
-    ``data``: head-input captures by split (needed for "head", which trains on them)."""
+
+def restrict(gt: dict[str, Any], candidates: dict[str, list[str]] | None) -> dict[str, Any]:
+    """``gt`` with every per-pair table cut to each target's candidates (and itself)."""
+    if candidates is None:
+        return gt
+    keep = {t: set(c) | {t} for t, c in candidates.items()}
+
+    def cut(tab: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {t: {s: v for s, v in row.items() if s in keep[t]} for t, row in tab.items()}
+
+    out = dict(gt)
+    for key in ("transfer", "transfer_se", "loss"):
+        if key in out:
+            out[key] = cut(out[key])
+    for key in ("transfer_by_seed", "loss_by_seed"):
+        if key in out:
+            out[key] = [cut(tab) for tab in out[key]]
+    if "eval_sequences" in out:
+        out["eval_sequences"] = {**out["eval_sequences"], "loss": cut(out["eval_sequences"]["loss"])}
+    return out
+
+
+def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: SelectionConfig,
+                 log: Any, loader: Any = None, data: dict[str, Any] | None = None,
+                 candidates: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The transfer table from ``cfg.ground_truth`` ("lora" or "head") fine-tuning, over
+    ``cfg.gt_seeds`` seeds, each target's row cut to its ``candidates`` (all: None).
+
+    ``data``: head-input captures by split (needed for "head", which trains on them).  The
+    LoRA fine-tunings are cached one (source, seed) at a time, so an interrupted run
+    resumes where it stopped (``lora_gt.transfer_matrix(resume_tag=...)``)."""
     splits = {"train": cfg.tokens.train, "eval": cfg.tokens.eval}
     if cfg.ground_truth == "lora":
         lc = cfg.lora
@@ -107,7 +151,8 @@ def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[
         def one(seed: int) -> dict[str, Any]:
             return lora_gt.transfer_matrix(model, blocks["train"], blocks["eval"], n_last=lc.n_last, r=lc.r,
                                            alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch,
-                                           seed=seed, targets=list(lc.targets), log=log)
+                                           seed=seed, targets=list(lc.targets), candidates=candidates,
+                                           resume_tag=fp, log=log)
     else:
         if data is None or "train" not in data:
             data = capture_domains(model, tok, fp, domains, splits, log, loader)
@@ -120,7 +165,7 @@ def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[
                                           max_cached_logits=cfg.max_cached_logits, log=log)
             return {**out, "tokens": {"train": {n: int(d["labels"].numel()) for n, d in train.items()},
                                       "eval": {n: int(d["labels"].numel()) for n, d in evals.items()}}}
-    return gt_seeds.over_seeds(one, cfg.seed, cfg.gt_seeds, log)
+    return restrict(gt_seeds.over_seeds(one, cfg.seed, cfg.gt_seeds, log), candidates)
 
 
 def base_loss_on(w0: Any, b0: Any, tasks: dict[str, Any]) -> dict[str, float]:
@@ -162,7 +207,8 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
     w0, b0 = heads.head_weights(model)
     wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = capture_domains(model, tok, fp, domains, wanted, log)
-    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, log, data=data)
+    candidates = candidate_sets(domains, cfg.candidates, cfg.seed)
+    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, log, data=data, candidates=candidates)
     del model
     sc, by_method, head = score_and_evaluate(w0, b0, data["sketch"], gt["transfer"], fp=fp, cfg=cfg, log=log,
                                              groups=families, per_source=trivial_values(w0, b0, data["sketch"], gt))
@@ -176,9 +222,12 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
         best = max((s for s in row if s != t), key=lambda s: row[s])
         same_family_best[t] = families[best] == families[t]
 
-    title = f"natural shift, SmolLM2-135M, {len(domains)} domains, {cfg.ground_truth} fine-tuning ground truth"
+    title = (f"natural shift, SmolLM2-135M, {len(domains)} domains"
+             + (f" ({cfg.candidates} candidates per target)" if cfg.candidates else "")
+             + f", {cfg.ground_truth} fine-tuning ground truth")
     metrics = {
         "n_domains": len(domains), "n_families": len(set(families.values())),
+        "candidates": candidates,
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": gt,
         "best_source_same_family": same_family_best,

@@ -105,7 +105,8 @@ def plot_selection(head: Mapping[str, Mapping[str, Any]], transfer: Mapping[str,
     ax[0].set_xticklabels(methods, rotation=60, ha="right", fontsize=8)
     ax[0].set_ylabel("top-1 accuracy")
     ax[0].set_ylim(0, 1)
-    tr = np.array([[transfer[t][s] if s != t else np.nan for s in names] for t in names])
+    # sources a target did not list as candidates are blank, like the diagonal
+    tr = np.array([[transfer[t].get(s, np.nan) if s != t else np.nan for s in names] for t in names])
     fi = np.array([[fisher[t][s] if s != t else np.nan for s in names] for t in names])
     for a_, mat, lab in ((ax[1], tr, "transfer (eval loss reduction, nats)"), (ax[2], fi, "FisherSketch A_F")):
         im = a_.imshow(mat, cmap="viridis")

@@ -20,6 +20,7 @@ verbalizer counts one position per prompt).
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -154,17 +155,29 @@ def _head_inputs(tail: nn.Module, hidden: Tensor, mask: Tensor, keep: Tensor) ->
     return out.last_hidden_state[keep]
 
 
-def mean_loss(tail: nn.Module, data: Mapping[str, Tensor], batch: int = 16) -> float:
-    """Mean next-token cross-entropy (nats) over the counted targets of ``data``."""
-    tot, n = 0.0, 0
+def sequence_losses(tail: nn.Module, data: Mapping[str, Tensor], batch: int = 16) -> tuple[Tensor, Tensor]:
+    """Summed next-token cross-entropy (nats, float64) and counted targets of each sequence of
+    ``data`` -> (sums (N,), counts (N,)).  The sequences are the resampling unit of the
+    evaluation bootstrap (:func:`updatescope.experiments.scoring.eval_noise`): tokens within
+    one chunk of a document are not independent, whole chunks nearly are."""
+    sums, counts = [], []
     with torch.no_grad():
         for i in range(0, data["hidden"].shape[0], batch):
             lab = data["labels"][i : i + batch]
             keep = lab != IGNORE_INDEX
             z = tail.lm_head(_head_inputs(tail, data["hidden"][i : i + batch], data["mask"][i : i + batch], keep))
-            tot += float(F.cross_entropy(z.float(), lab[keep], reduction="sum"))
-            n += int(keep.sum())
-    return tot / max(n, 1)
+            tok = F.cross_entropy(z.float(), lab[keep], reduction="none").double()
+            row = keep.nonzero()[:, 0]  # the sequence (within the batch) of each counted target
+            n = lab.shape[0]
+            sums.append(torch.zeros(n, dtype=torch.float64).index_add_(0, row, tok))
+            counts.append(keep.sum(1))
+    return torch.cat(sums), torch.cat(counts)
+
+
+def mean_loss(tail: nn.Module, data: Mapping[str, Tensor], batch: int = 16) -> float:
+    """Mean next-token cross-entropy (nats) over the counted targets of ``data``."""
+    sums, counts = sequence_losses(tail, data, batch)
+    return float(sums.sum()) / max(int(counts.sum()), 1)
 
 
 def finetune_lora(model: nn.Module, data: Mapping[str, Tensor], *, n_last: int, r: int, alpha: float,
@@ -205,33 +218,81 @@ def finetune_lora(model: nn.Module, data: Mapping[str, Tensor], *, n_last: int, 
     return tail
 
 
+def _digest(t: Tensor) -> str:
+    return cache_key(list(t.shape), str(t.dtype), hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest())
+
+
 def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
                     evals: Mapping[str, Mapping[str, Tensor]], *, n_last: int, r: int, alpha: float,
                     lr: float, steps: int, batch: int, seed: int = 0,
                     targets: Sequence[str] = LORA_TARGETS,
+                    candidates: Mapping[str, Sequence[str]] | None = None,
+                    resume_tag: str | None = None,
                     log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """LoRA ground truth, same layout as :func:`.head.transfer_matrix`:
     {"base_loss": {t: L0}, "loss": {t: {s: L}}, "transfer": {t: {s: L0 − L}},
-    "train_loss": {s: {"after": L}}, "tokens": {"train"|"eval": {name: counted targets}}}.
-    Source k trains with seed ``seed + k``; self-transfer is kept for reference."""
+    "train_loss": {s: {"after": L}}, "tokens": {"train"|"eval": {name: counted targets}},
+    "eval_sequences": {"base": {t: [summed CE per sequence]}, "loss": {t: {s: [...]}},
+    "tokens": {t: [counted targets per sequence]}}, "finetune_seconds": {s: seconds}}.
+    Source k trains with seed ``seed + k``; self-transfer is kept for reference.
+
+    ``candidates``: target -> the sources evaluated for it (default: every source), so a
+    run at the paper's shape (24 candidates per target) evaluates each fine-tuned source
+    only on the targets that list it (and on itself).
+    ``resume_tag`` (e.g. the model fingerprint): store each (source, seed) result in the
+    experiment cache, keyed by the tag, the hyper-parameters and digests of the data, so an
+    interrupted run resumes where it stopped; ``finetune_seconds`` are the times measured
+    when each result was computed."""
     names = list(train)
+    if candidates is not None:
+        bad = [t for t in candidates if t not in evals] + [s for c in candidates.values() for s in c if s not in train]
+        if bad:
+            raise InputError(f"candidates name unknown domains: {sorted(set(bad))[:5]}")
+    wanted = {s: [t for t in names if t == s or candidates is None or s in candidates.get(t, ())] for s in names}
     base_tail = tail_model(model, n_last)
-    base = {t: mean_loss(base_tail, evals[t]) for t in names}
+    base_seq = {t: sequence_losses(base_tail, evals[t]) for t in names}
     del base_tail
+    base = {t: float(v[0].sum()) / max(int(v[1].sum()), 1) for t, v in base_seq.items()}
+    digests = None
+    if resume_tag is not None:
+        digests = {f"{split}/{n}/{k}": _digest(d[k]) for split, src in (("train", train), ("eval", evals))
+                   for n, d in src.items() for k in ("hidden", "labels", "mask")}
     loss: dict[str, dict[str, float]] = {t: {} for t in names}
+    loss_seq: dict[str, dict[str, list[float]]] = {t: {} for t in names}
     train_loss: dict[str, dict[str, float]] = {}
+    seconds: dict[str, float] = {}
     for k, s in enumerate(names):
         t0 = time.perf_counter()
-        tail = finetune_lora(model, train[s], n_last=n_last, r=r, alpha=alpha, lr=lr, steps=steps,
-                             batch=batch, seed=seed + k, targets=targets)
-        train_loss[s] = {"after": mean_loss(tail, train[s])}
-        for t in names:
-            loss[t][s] = mean_loss(tail, evals[t])
-        del tail
+
+        def build(s: str = s, k: int = k) -> dict[str, Any]:
+            t1 = time.perf_counter()
+            tail = finetune_lora(model, train[s], n_last=n_last, r=r, alpha=alpha, lr=lr, steps=steps,
+                                 batch=batch, seed=seed + k, targets=targets)
+            out = {"train_after": mean_loss(tail, train[s]),
+                   "eval": {t: sequence_losses(tail, evals[t])[0] for t in wanted[s]}}
+            out["seconds"] = time.perf_counter() - t1
+            return out
+
+        if digests is None:
+            res = build()
+        else:
+            parts = {f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
+                     for split, ts in (("train", [s]), ("eval", wanted[s])) for t in ts}
+            key = cache_key("lora-gt-v1", resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts)
+            res = cached("lora-gt", key, build)
+        train_loss[s] = {"after": float(res["train_after"])}
+        seconds[s] = float(res["seconds"])
+        for t in wanted[s]:
+            sums = res["eval"][t]
+            loss[t][s] = float(sums.sum()) / max(int(base_seq[t][1].sum()), 1)
+            loss_seq[t][s] = [float(v) for v in sums]
         if log:
             log(f"LoRA on {s}: own eval loss {base[s]:.3f} -> {loss[s][s]:.3f}, train loss after "
-                f"{train_loss[s]['after']:.3f} ({time.perf_counter() - t0:.1f}s)")
-    transfer = {t: {s: base[t] - loss[t][s] for s in names} for t in names}
+                f"{train_loss[s]['after']:.3f}, {len(wanted[s])} targets ({time.perf_counter() - t0:.1f}s)")
+    transfer = {t: {s: base[t] - loss[t][s] for s in loss[t]} for t in names}
     counted = {split: {n: int((d["labels"] != IGNORE_INDEX).sum()) for n, d in src.items()}
                for split, src in (("train", train), ("eval", evals))}
-    return {"base_loss": base, "loss": loss, "transfer": transfer, "train_loss": train_loss, "tokens": counted}
+    seq = {"base": {t: [float(v) for v in base_seq[t][0]] for t in names}, "loss": loss_seq,
+           "tokens": {t: [int(v) for v in base_seq[t][1]] for t in names}}
+    return {"base_loss": base, "loss": loss, "transfer": transfer, "train_loss": train_loss, "tokens": counted,
+            "eval_sequences": seq, "finetune_seconds": seconds}

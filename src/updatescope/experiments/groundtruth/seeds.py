@@ -32,7 +32,9 @@ def over_seeds(run_one: Callable[[int], dict[str, Any]], base_seed: int, n: int,
 
     -> the first run's record with "transfer" and "loss" replaced by their means over seeds,
     plus "transfer_se", "loss_by_seed", "transfer_by_seed", "train_loss_by_seed" (when the
-    runs report one) and "seeds".  The base loss does not depend on the seed.
+    runs report one) and "seeds"; "eval_sequences" (when every run keeps them) with the
+    per-sequence losses averaged over seeds, and "finetune_seconds" summed over every
+    fine-tuning of every seed.  The base loss does not depend on the seed.
     """
     seeds = [gt_seed(base_seed, j) for j in range(n)]
     runs = []
@@ -44,6 +46,14 @@ def over_seeds(run_one: Callable[[int], dict[str, Any]], base_seed: int, n: int,
     loss, _ = mean_and_se([r["loss"] for r in runs])
     out = {**runs[0], "transfer": transfer, "transfer_se": se, "loss": loss, "seeds": seeds,
            "transfer_by_seed": [r["transfer"] for r in runs], "loss_by_seed": [r["loss"] for r in runs]}
+    if all("eval_sequences" in r for r in runs):
+        # per-sequence eval losses averaged over seeds: the eval bootstrap of the mean table
+        seq0 = runs[0]["eval_sequences"]
+        out["eval_sequences"] = {**seq0, "loss": {
+            t: {s: [sum(r["eval_sequences"]["loss"][t][s][i] for r in runs) / len(runs) for i in range(len(v))]
+                for s, v in row.items()} for t, row in seq0["loss"].items()}}
+    if all("finetune_seconds" in r for r in runs):
+        out["finetune_seconds"] = sum(sum(r["finetune_seconds"].values()) for r in runs)
     if all("train_loss" in r for r in runs):
         out["train_loss_by_seed"] = [r["train_loss"] for r in runs]
         out.pop("train_loss", None)
