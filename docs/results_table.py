@@ -210,7 +210,27 @@ def noise_lines(rec: dict) -> list[str]:
             f"Ground truth: mean of {n['n_seeds']} fine-tuning seeds; cross transfers {min(tr):+.4f} to {max(tr):+.4f}; "
             f"median gap best − second-best source {n['median_best_gap']:.4f} against a median SE per value of "
             f"{n['median_se']:.4f}; the best source is the same in every seed for {n['best_same_in_every_seed']} "
-            f"of {n['n_targets']} targets."]
+            f"of {n['n_targets']} targets."
+            + _candidate_line(m) + _eval_noise_line(n.get("eval"))]
+
+
+def _candidate_line(m: dict) -> str:
+    cands = m.get("candidates")
+    if not cands:
+        return ""
+    sizes = sorted({len(c) for c in cands.values()})
+    fams = m.get("ground_truth", {}).get("transfer", {})
+    return (f" Candidates: {'/'.join(map(str, sizes))} per target, a seeded random subset of the other "
+            f"{len(fams) - 1} domains; only those pairs were fine-tuned and evaluated.")
+
+
+def _eval_noise_line(ev: dict | None) -> str:
+    """The evaluation-sample noise (bootstrap over eval sequences) beside the seed noise."""
+    if not ev or ev.get("median_se") is None:
+        return ""
+    return (f" Evaluation noise (bootstrap over the median {ev['n_sequences']:.0f} eval sequences per target, "
+            f"{ev['n_boot']:,} draws): median SE per value {ev['median_se']:.4f}; the recorded best source "
+            f"stays best in {100 * ev['mean_best_stable']:.0f}% of the draws (mean over targets).")
 
 
 def truth_table(metrics: dict) -> list[str]:
@@ -263,6 +283,41 @@ def sketch_exact_lines(metrics: dict) -> list[str]:
 WITHIN_VERDICT = ("cka", "activation", "easiness", "family", "exact_fisher")
 #: the paired columns of :func:`within_lines` (no within-property Spearman: 2 candidates per target)
 WITHIN_PAIRED_COLS = {k: PAIRED_COLS[k] for k in ("spearman", "top1", "oracle_normalised_transfer", "regret")}
+
+
+#: the baselines a selection verdict compares FisherSketch with, in order
+SELECTION_VERDICT = ("family", "cka", "activation", "easiness")
+
+
+def selection_verdict(metrics: dict) -> list[str]:
+    """The plain verdict of a source-selection record, generated: FisherSketch and the
+    ceiling on each metric, then every paired difference to :data:`SELECTION_VERDICT` on
+    per-target Spearman, top-1 and oracle-normalised transfer (rule of :func:`_verdict`),
+    and the within-family Spearman beside its ceiling."""
+    m, label = metrics["methods"], labels(metrics)
+    f, paired = m["fisher"], metrics.get("paired", {})
+    ceil = metrics.get("truth_noise", {}).get("ceiling") or {}
+    def both(key: str, fmt: str = "{:.2f}") -> str:
+        c = ceil.get(key)
+        return _mci(f[key], fmt) + ("" if not c else f" (ceiling {_mci(c, fmt)})")
+    out = [f"FisherSketch over {f['top1']['n']} targets: top-1 {both('top1', '{:.3f}')}, oracle-normalised "
+           f"{both('oracle_normalised_transfer')}, per-target Spearman {both('spearman')}."]
+    for b in SELECTION_VERDICT:
+        block = paired.get(f"fisher - {b}")
+        if not block:
+            continue
+        cells = [f"{METRIC_LONG[k]} {_verdict(block.get(k))}" for k in METRIC_LONG if block.get(k)]
+        out.append(f"- FisherSketch − {_plain(label.get(b, b))}: " + "; ".join(cells) + ".")
+    w = f.get("within_family", {}).get("spearman")
+    if w and w.get("mean") is not None:
+        cw = ceil.get("within_spearman")
+        out.append(f"- Within the target's family (same-family candidates only): FisherSketch Spearman "
+                   f"{_mci(w)} over {w['n']} targets" + ("" if not cw else f", ceiling {_mci(cw)}") + ".")
+    return out
+
+
+METRIC_LONG = {"spearman": "Δ per-target Spearman", "top1": "Δ top-1",
+               "oracle_normalised_transfer": "Δ oracle-normalised"}
 
 
 def within_table(metrics: dict, label: dict[str, str]) -> list[str]:
@@ -551,6 +606,7 @@ def example_select(rec: dict) -> list[str]:
 
 PAPER_ESTIMATOR_SPEARMAN = 0.97  # paper A: sketch vs exact A_F Spearman on ViT-B/16
 KINDS["vision"] = vision_groups_table
+KINDS["verdict"] = selection_verdict
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
 RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines,
                 "smileswithin": within_lines,

@@ -91,3 +91,38 @@ def test_source_selection_candidate_subsets(tiny):
     assert set(ev["per_target"]) == set(cfg["domains"]) and ev["median_se"] > 0
     assert 0.0 <= ev["mean_best_stable"] <= 1.0
     assert m["ground_truth"]["finetune_seconds"] > 0
+
+
+def test_budget_chosen_on_the_validation_split(tiny):
+    cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d", "dom_e"], "budget_grid": [1, 6], "budget_domains": 3,
+           "tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
+           "gt_seeds": 2,
+           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 2,
+                    "batch": 2, "seq_len": 16}}
+    res = reproduce("source-selection", tiny / "out", cfg)
+    b = res["metrics"]["budget"]
+    assert b["domains"] == ["dom_a", "dom_c", "dom_e"] and b["validation_split"] == "sketch"
+    assert [r["steps"] for r in b["grid"]] == [1, 6]
+    best = max(b["grid"], key=lambda r: (r["median_snr"], -r["steps"]))
+    assert b["chosen"] == best["steps"]
+
+
+def test_budget_signal_by_hand():
+    gt = {"transfer": {"t": {"t": 9.0, "a": 0.3, "b": 0.1, "c": 0.2}},
+          "transfer_se": {"t": {"t": 0.0, "a": 0.01, "b": 0.03, "c": 0.02}}}
+    sig = source_selection.budget_signal(gt)
+    assert sig["median_snr"] == pytest.approx(0.1 / 0.02)  # sd of (0.3, 0.1, 0.2) = 0.1
+    assert sig["median_gap_over_se"] == pytest.approx(0.1 / 0.02)
+
+
+@pytest.mark.parametrize("bad, match", [({"budget_grid": [5]}, "budget_grid"),
+                                        ({"budget_grid": [5, 5]}, "budget_grid"),
+                                        ({"budget_grid": [5, 10], "ground_truth": "head"}, "ground_truth=lora"),
+                                        ({"budget_grid": [5, 10], "budget_domains": 2}, "budget_domains"),
+                                        ({"candidates": 1}, "candidates"), ({"candidates": 20}, "candidates")])
+def test_bad_budget_and_candidate_settings(bad, match):
+    from updatescope.errors import InputError
+    from updatescope.experiments import configure
+
+    with pytest.raises(InputError, match=match):
+        configure("source-selection", settings=bad)

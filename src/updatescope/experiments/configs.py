@@ -135,15 +135,29 @@ class SelectionConfig:
     exact_n: int | None = 500  # rows per task for the exact Gram identity (None: all)
     baseline_n: int | None = 500  # rows per task for the baselines (None: all)
     gt_seeds: int = 3  # fine-tuning seeds averaged into the ground truth (>= 2 gives a noise ceiling)
+    # LoRA steps to choose from on the validation split (source_selection.choose_budget); None: lora.steps
+    budget_grid: tuple[int, ...] | None = None
+    budget_domains: int = 6  # domains of the budget probe, spread over the domain list
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
+        if self.budget_grid is not None:
+            if not 2 <= len(self.budget_grid) <= 8 or len(set(self.budget_grid)) != len(self.budget_grid) \
+                    or any(isinstance(v, bool) or not 1 <= v <= 100_000 for v in self.budget_grid):
+                raise InputError(f"budget_grid must be 2 to 8 distinct step counts in [1, 100000], got "
+                                 f"{list(self.budget_grid)}")
+            if self.ground_truth != "lora":
+                raise InputError("budget_grid chooses the LoRA steps: it needs ground_truth=lora")
         if self.domains == "all":
             from updatescope.data.domains import list_domains
 
             object.__setattr__(self, "domains", tuple(d.name for d in list_domains()))
         _names(self.domains, "domains", 3)
+        if self.budget_grid is not None and self.domains is not None \
+                and not 3 <= self.budget_domains <= len(self.domains):
+            raise InputError(f"budget_domains must be in [3, {len(self.domains)}] (the number of domains), "
+                             f"got {self.budget_domains}")
         if self.candidates is not None:
             n = len(self.domains) if self.domains is not None else None
             if self.candidates < 2 or (n is not None and self.candidates > n - 1):

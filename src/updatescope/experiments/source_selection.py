@@ -32,7 +32,9 @@ family, easiness = −base loss on the source, source size); metrics from
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from updatescope.constants import IGNORE_INDEX
+from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads, scoring
 from updatescope.experiments.configs import SelectionConfig
 from updatescope.experiments.groundtruth import head as head_gt
@@ -134,18 +137,73 @@ def restrict(gt: dict[str, Any], candidates: dict[str, list[str]] | None) -> dic
     return out
 
 
+def budget_probe_domains(domains: list[str], k: int) -> list[str]:
+    """``k`` domains spread evenly over the (family-grouped) domain list, first and last included."""
+    idx = sorted({round(i * (len(domains) - 1) / (k - 1)) for i in range(k)})
+    return [domains[i] for i in idx]
+
+
+def budget_signal(gt: dict[str, Any]) -> dict[str, float]:
+    """How far a ground truth's transfers stand above their seed noise: per target, the sd of
+    the mean transfer over its candidate sources divided by the median SE of those values;
+    -> {"median_snr" (over targets), "median_gap_over_se" (best − second-best gap / median SE)}."""
+    snr, gap = [], []
+    for t, row in gt["transfer"].items():
+        vals = np.array([v for s, v in row.items() if s != t])
+        se = np.array([v for s, v in gt["transfer_se"][t].items() if s != t])
+        noise = float(np.median(se))
+        if vals.size < 2 or not noise > 0:
+            continue
+        top = np.sort(vals)[::-1]
+        snr.append(float(vals.std(ddof=1)) / noise)
+        gap.append(float(top[0] - top[1]) / noise)
+    return {"median_snr": float(np.median(snr)) if snr else float("nan"),
+            "median_gap_over_se": float(np.median(gap)) if gap else float("nan")}
+
+
+def choose_budget(model: Any, tok: Any, fp: str, domains: list[str], cfg: SelectionConfig, log: Any,
+                  loader: Any = None) -> dict[str, Any]:
+    """Choose the LoRA steps from ``cfg.budget_grid`` on a validation split, before the
+    ground truth is measured: ``cfg.budget_domains`` domains (:func:`budget_probe_domains`)
+    are fine-tuned on their train split for every budget over 2 seeds, and evaluated on their
+    *sketch* split — disjoint from the eval split the reported truth uses; no method's scores
+    are looked at.  The budget with the largest :func:`budget_signal` median SNR wins (the
+    smaller budget on a tie).  -> {"chosen", "domains", "grid": [{steps, median_snr,
+    median_gap_over_se}], "validation_split": "sketch"}."""
+    lc = cfg.lora
+    probe = budget_probe_domains(domains, cfg.budget_domains)
+    blocks = capture_blocks(model, tok, fp, probe, {"train": cfg.tokens.train, "sketch": cfg.tokens.sketch},
+                            lc.n_last, log, loader, lc.seq_len)
+    rows = []
+    for steps in cfg.budget_grid or ():
+        def one(seed: int, steps: int = steps) -> dict[str, Any]:
+            return lora_gt.transfer_matrix(model, blocks["train"], blocks["sketch"], n_last=lc.n_last, r=lc.r,
+                                           alpha=lc.alpha, lr=lc.lr, steps=steps, batch=lc.batch, seed=seed,
+                                           targets=list(lc.targets), resume_tag=fp)
+        gt = gt_seeds.over_seeds(one, cfg.seed, 2)
+        rows.append({"steps": steps, **budget_signal(gt)})
+        log(f"budget probe: {steps} steps -> median SNR {rows[-1]['median_snr']:.2f}, "
+            f"gap/SE {rows[-1]['median_gap_over_se']:.2f}")
+    ok = [r for r in rows if math.isfinite(r["median_snr"])]
+    if not ok:
+        raise InputError("budget probe: no budget gave a measurable signal-to-noise ratio (all SEs zero?)")
+    best = max(ok, key=lambda r: (r["median_snr"], -r["steps"]))
+    return {"chosen": best["steps"], "domains": probe, "grid": rows, "validation_split": "sketch", "seeds": 2}
+
+
 def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: SelectionConfig,
                  log: Any, loader: Any = None, data: dict[str, Any] | None = None,
-                 candidates: dict[str, list[str]] | None = None) -> dict[str, Any]:
+                 candidates: dict[str, list[str]] | None = None, steps: int | None = None) -> dict[str, Any]:
     """The transfer table from ``cfg.ground_truth`` ("lora" or "head") fine-tuning, over
-    ``cfg.gt_seeds`` seeds, each target's row cut to its ``candidates`` (all: None).
+    ``cfg.gt_seeds`` seeds, each target's row cut to its ``candidates`` (all: None); LoRA
+    trains ``steps`` steps (default ``cfg.lora.steps``).
 
     ``data``: head-input captures by split (needed for "head", which trains on them).  The
     LoRA fine-tunings are cached one (source, seed) at a time, so an interrupted run
     resumes where it stopped (``lora_gt.transfer_matrix(resume_tag=...)``)."""
     splits = {"train": cfg.tokens.train, "eval": cfg.tokens.eval}
     if cfg.ground_truth == "lora":
-        lc = cfg.lora
+        lc = cfg.lora if steps is None else dataclasses.replace(cfg.lora, steps=steps)
         blocks = capture_blocks(model, tok, fp, domains, splits, lc.n_last, log, loader, lc.seq_len)
 
         def one(seed: int) -> dict[str, Any]:
@@ -208,7 +266,9 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
     wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = capture_domains(model, tok, fp, domains, wanted, log)
     candidates = candidate_sets(domains, cfg.candidates, cfg.seed)
-    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, log, data=data, candidates=candidates)
+    budget = choose_budget(model, tok, fp, domains, cfg, log) if cfg.budget_grid else None
+    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, log, data=data, candidates=candidates,
+                      steps=None if budget is None else budget["chosen"])
     del model
     sc, by_method, head = score_and_evaluate(w0, b0, data["sketch"], gt["transfer"], fp=fp, cfg=cfg, log=log,
                                              groups=families, per_source=trivial_values(w0, b0, data["sketch"], gt))
@@ -228,6 +288,7 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
     metrics = {
         "n_domains": len(domains), "n_families": len(set(families.values())),
         "candidates": candidates,
+        "budget": budget,
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": gt,
         "best_source_same_family": same_family_best,
