@@ -506,6 +506,64 @@ def readme_trust(recs: list[dict]) -> list[str]:
     return lines
 
 
+#: paper A's numbers for each selection claim (Llama-3.1-8B), by record kind
+PAPER_CLAIMS = {"selection": ("FisherSketch picks the best source", {"top1": 0.457, "oracle_normalised_transfer": 0.984}),
+                "verbalizer": ("FisherSketch picks the best answer-word set", {"top1": 2 / 3}),
+                "smiles": ("A_F correlates with the perplexity reduction", {"pooled": 0.53})}
+
+
+def _kind(m: dict) -> str:
+    if "correlation" in m:
+        return "smiles"
+    if "design" in m or "verbalizer_token_ids" in m:
+        return "verbalizer"
+    return "selection"
+
+
+def _against(block: dict, paper: float) -> str:
+    """Where the paper's value lies against our 95% CI."""
+    ci = block.get("ci")
+    if block.get("mean") is None or not ci:
+        return "n/a"
+    return "inside our CI" if ci[0] - 1e-9 <= paper <= ci[1] + 1e-9 else "above our CI" if paper > ci[1] else "below our CI"
+
+
+def claims_table(recs: list[dict]) -> list[str]:
+    """One row per selection record: the claim, FisherSketch against the paper's number
+    (where the paper's value lies against our 95% CI) and the noise ceiling, and the paired
+    per-target difference to the family / collection label and to CKA (rule of
+    :func:`_verdict`) — generated, so no verdict number is typed."""
+    rows = ["| record | claim (paper) | FisherSketch (95% CI) | noise ceiling | paper's value | "
+            "FisherSketch − family / collection label | FisherSketch − CKA |", "|---|---|---|---|---|---|---|"]
+    for r in recs:
+        m, name = r["metrics"], r["_file"].removesuffix(".json")
+        kind = _kind(m)
+        claim, paper = PAPER_CLAIMS[kind]
+        f = m["methods"]["fisher"]
+        ceil = (m.get("truth_noise") or {}).get("ceiling") or {}
+        if kind == "smiles":
+            po = m["correlation"]["fisher"]["pooled"]
+            ours = f"pooled ρ_s {po['rho']:.2f}, p_perm {po['p_perm']:.3f}"
+            where = f"ρ_s {paper['pooled']:.2f}: {'significant here too' if po['p_perm'] < 0.05 else 'not significant here'}"
+            cell_ceiling = "–"
+        else:
+            keys = [k for k in paper if k in f]
+            ours = "; ".join(f"{METRIC_SHORT[k]} {_mci(f[k])}" for k in keys)
+            where = "; ".join(f"{METRIC_SHORT[k]} {paper[k]:.3f}: {_against(f[k], paper[k])}" for k in keys)
+            cell_ceiling = "; ".join(f"{METRIC_SHORT[k]} {_mci(ceil.get(k))}" for k in keys) if ceil else "–"
+        metric = "top1" if kind == "verbalizer" else "spearman"
+        paired = m.get("paired", {})
+        lab = labels(m)
+        cmp = [("" if b != "family" or lab is LABEL else f"against the {_plain(lab[b])} label: ")
+               + f"Δ {METRIC[metric]} {_verdict(paired.get(f'fisher - {b}', {}).get(metric))}" for b in ("family", "cka")]
+        n_t = f["top1"]["n"]
+        rows.append(f"| `{name}` ({n_t} targets) | {claim} | {ours} | {cell_ceiling} | {where} | {cmp[0]} | {cmp[1]} |")
+    return rows
+
+
+METRIC_SHORT = {"top1": "top-1", "oracle_normalised_transfer": "oracle-norm."}
+
+
 def _plain(label: str) -> str:
     return label.replace("*trivial:* ", "")
 
@@ -563,7 +621,8 @@ def estimator_table(recs: list[dict]) -> list[str]:
     return rows
 
 
-MULTI_KINDS = {"readme_methods": readme_methods, "readme_trust": readme_trust, "estimator": estimator_table}
+MULTI_KINDS = {"readme_methods": readme_methods, "readme_trust": readme_trust, "estimator": estimator_table,
+               "claims": claims_table}
 def example_bank(rec: dict) -> list[str]:
     """The README's bank example: what ``index query`` and ``index dedup`` printed."""
     q, d = rec["metrics"]["query"], rec["metrics"]["dedup"]
