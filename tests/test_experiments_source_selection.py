@@ -104,7 +104,7 @@ def test_budget_chosen_on_the_validation_split(tiny):
     assert b["domains"] == ["dom_a", "dom_c", "dom_e"] and b["validation_split"] == "sketch"
     assert [r["steps"] for r in b["grid"]] == [1, 6]
     best = max(b["grid"], key=lambda r: (r["median_snr"], -r["steps"]))
-    assert b["chosen"] == best["steps"]
+    assert b["chosen"] == best["steps"] and res["config"]["lora_steps_used"] == b["chosen"]
 
 
 def test_budget_signal_by_hand():

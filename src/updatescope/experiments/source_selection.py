@@ -294,6 +294,6 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
         "best_source_same_family": same_family_best,
         **scoring.method_metrics(sc, by_method, head, paired, noise),
     }
-    return Result(NAME, config_record(cfg, families=families), metrics, time.perf_counter() - t0, figures={
+    return Result(NAME, config_record(cfg, families=families, **({} if budget is None else {"lora_steps_used": budget["chosen"]})), metrics, time.perf_counter() - t0, figures={
         "source_selection.png": lambda path: figures.plot_selection(head, gt["transfer"], sc["scores"]["fisher"],
                                                                     path, title)})
