@@ -110,3 +110,48 @@ def test_verbalizer_contrast_design(tiny):
     assert len(same) == 1 and abs(act["Yes/No, other half"] - same.pop()) > 1e-6
     tr = m["ground_truth"]["transfer"]
     assert len(tr) == 6 and all(len(r) == 6 for r in tr.values())
+
+
+def test_sketch_resolution_curve_matches_sketch_vs_exact():
+    """Each point of the curve is sketch_vs_exact of the signatures at that size and seed; the
+    error shrinks as the sketch grows (variance ~ 1/m)."""
+    import updatescope as us
+    import torch
+
+    g = torch.Generator().manual_seed(2)
+    w0 = torch.randn(40, 8, generator=g)
+    tasks = {n: {"acts": torch.randn(200, 8, generator=g) + i, "labels": torch.randint(0, 40, (200,), generator=g)}
+             for i, n in enumerate("abcd")}
+    sc = scoring.score_methods(w0, None, tasks, sketch_dim=64, baselines=(), exact_n=None)
+    res = scoring.sketch_resolution(w0, None, tasks, sc["exact_alignment"], dims=[64, 4096], seeds=3, base_seed=5)
+    names = list(tasks)
+    for m in (64, 4096):
+        sigs = [heads.sketch_stream(w0, None, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=m, seed=6, name=n)
+                for n in names]
+        mats = us.alignment_matrix(sigs)
+        ref = scoring.sketch_vs_exact({k: scoring._table(names, mats[k]) for k in scoring.SKETCH_KINDS},
+                                      sc["exact_alignment"])
+        got = res["by_dim"][str(m)]["fisher"]
+        assert got["mean_abs_err"]["values"][1] == pytest.approx(ref["fisher"]["mean_abs_err"])
+        assert len(got["spearman"]["values"]) == 3
+    err = {m: res["by_dim"][str(m)]["fisher"]["mean_abs_err"]["mean"] for m in (64, 4096)}
+    assert err[4096] < err[64] / 2
+    assert res["exact_range"]["fisher"] > 0
+
+
+def test_verbalizer_records_the_resolution_curve(tiny):
+    cfg = {"sketch_dim": 64, "verify_n": 6, "ground_truth": "head", "gt_seeds": 2, "resolution_dims": [32, 256],
+           "resolution_seeds": 2, "finetune": {"lr": 1e-2, "steps": 3, "batch": None, "extra_rows": 8}}
+    m = reproduce("verbalizer", tiny / "out", cfg)["metrics"]
+    curve = m["sketch_resolution"]
+    assert curve["dims"] == [32, 256] and set(curve["by_dim"]) == {"32", "256"}
+    assert len(curve["by_dim"]["32"]["fisher"]["spearman"]["values"]) == 2
+
+
+@pytest.mark.parametrize("bad", [{"resolution_dims": []}, {"resolution_dims": [100]}, {"resolution_seeds": 1}])
+def test_bad_resolution_settings(bad):
+    from updatescope.errors import InputError
+    from updatescope.experiments import configure
+
+    with pytest.raises(InputError):
+        configure("verbalizer", settings=bad)

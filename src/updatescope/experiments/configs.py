@@ -224,11 +224,21 @@ class VerbalizerConfig:
     exact_n: int | None = None
     baseline_n: int | None = None
     gt_seeds: int = 3  # fine-tuning seeds averaged into the ground truth (>= 2 gives a noise ceiling)
+    # sketch sizes of the resolution curve (sketch vs exact at each, over resolution_seeds bases); None: none
+    resolution_dims: tuple[int, ...] | None = None
+    resolution_seeds: int = 3
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
         _gt_seeds(self.gt_seeds)
+        if self.resolution_dims is not None:
+            if not 1 <= len(self.resolution_dims) <= 8:
+                raise InputError(f"resolution_dims takes 1 to 8 sketch sizes, got {len(self.resolution_dims)}")
+            for m in self.resolution_dims:
+                _sketch_dim(m)
+        if not 2 <= self.resolution_seeds <= 20:
+            raise InputError(f"resolution_seeds must be in [2, 20] (bases per sketch size), got {self.resolution_seeds}")
         if not 2 <= self.n_sets <= 10:
             raise InputError(f"n_sets must be in [2, 10] (the built-in verbalizer sets), got {self.n_sets}")
         if not 0.0 < self.train_frac < 1.0:

@@ -24,7 +24,7 @@ from updatescope.errors import InputError
 from updatescope.experiments.heads import errors_of, sketch_stream
 
 __all__ = ["SKETCH_KINDS", "PAIRED", "mean_gradients", "score_methods", "trivial_scores", "evaluate_methods",
-           "paired_comparisons", "truth_noise", "eval_noise", "sketch_vs_exact", "headline", "method_metrics"]
+           "paired_comparisons", "truth_noise", "eval_noise", "sketch_vs_exact", "sketch_resolution", "headline", "method_metrics"]
 
 
 SKETCH_KINDS = ("fisher", "activation", "error", "coupling")
@@ -319,6 +319,49 @@ def sketch_vs_exact(sketch: Mapping[str, Any], exact: Mapping[str, Any]) -> dict
         rho = float(stats.spearmanr(x, y).statistic) if x.size >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0 else math.nan
         out[kind] = {"spearman": rho, "mean_abs_err": float(np.abs(x - y).mean()) if x.size else math.nan,
                      "max_abs_err": float(np.abs(x - y).max()) if x.size else math.nan, "pairs": int(x.size)}
+    return out
+
+
+def _finite_summary(values: Sequence[float]) -> dict[str, Any]:
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=np.float64)
+    return {"mean": float(v.mean()) if v.size else None, "sd": float(v.std(ddof=1)) if v.size > 1 else None,
+            "n": int(v.size), "values": [float(x) for x in values]}
+
+
+def sketch_resolution(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]],
+                      exact: Mapping[str, Any], *, dims: Sequence[int], seeds: int, base_seed: int = 0,
+                      fp: str = "", log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """At which sketch size the sketch resolves the pairs: :func:`sketch_vs_exact` of the
+    signatures at each sketch dimension in ``dims``, over ``seeds`` independent bases
+    (seeds ``base_seed``, ``base_seed + 1``, …), against the same ``exact`` tables.
+
+    -> {"dims", "seeds", "exact_range": {kind: max − min of the exact pair values},
+    "by_dim": {str(m): {kind: {"spearman": {mean, sd, n, values}, "mean_abs_err": {...}}}}}
+    (mean and sd over the bases where the value is defined, n of them; a tiny sketch can leave
+    a norm estimate ≤ 0 and every pair undefined): a sketch resolves the ranking once its mean
+    |error| is well below the exact values' range."""
+    import updatescope as us
+
+    names = list(tasks)
+    out: dict[str, Any] = {"dims": list(dims), "seeds": seeds, "by_dim": {}, "exact_range": {}}
+    for kind, tab in exact.items():
+        vals = [v for t, row in tab.items() for s, v in row.items() if s < t and math.isfinite(v)]
+        out["exact_range"][kind] = float(max(vals) - min(vals)) if vals else None
+    for m in dims:
+        per: dict[str, dict[str, list[float]]] = {}
+        for r in range(seeds):
+            sigs = [sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=m, seed=base_seed + r,
+                                  fp=fp, name=n) for n in names]
+            mats = us.alignment_matrix(sigs)
+            got = sketch_vs_exact({kind: _table(names, mats[kind]) for kind in SKETCH_KINDS}, exact)
+            for kind, v in got.items():
+                for key in ("spearman", "mean_abs_err"):
+                    per.setdefault(kind, {}).setdefault(key, []).append(v[key])
+        out["by_dim"][str(m)] = {kind: {key: _finite_summary(v) for key, v in d.items()} for kind, d in per.items()}
+        if log:
+            f = out["by_dim"][str(m)].get("fisher", {})
+            log(f"sketch resolution m={m}: A_F Spearman vs exact {f.get('spearman', {}).get('mean')}, "
+                f"mean |err| {f.get('mean_abs_err', {}).get('mean')}")
     return out
 
 

@@ -228,6 +228,11 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         vals = [v for row in table.values() for v in row.values()]
         spread[method] = max(vals) - min(vals) if vals else None
 
+    resolution = None
+    if cfg.resolution_dims and sc["exact_alignment"]:
+        resolution = scoring.sketch_resolution(w0, b0, train, sc["exact_alignment"], dims=cfg.resolution_dims,
+                                               seeds=cfg.resolution_seeds, base_seed=seed, fp=fp, log=log)
+
     title = (f"verbalizer shift ({cfg.design}), SmolLM2-135M, {len(names)} sets, "
              f"{cfg.ground_truth} fine-tuning ground truth")
     metrics = {
@@ -240,6 +245,7 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         "ground_truth": gt,
         "score_spread": spread,
         "word_groups": groups,
+        "sketch_resolution": resolution,
         **scoring.method_metrics(sc, metrics_by_method, head, paired, noise),
     }
     return Result(NAME, config_record(cfg, verbalizers=names), metrics,
