@@ -211,7 +211,15 @@ def noise_lines(rec: dict) -> list[str]:
             f"median gap best − second-best source {n['median_best_gap']:.4f} against a median SE per value of "
             f"{n['median_se']:.4f}; the best source is the same in every seed for {n['best_same_in_every_seed']} "
             f"of {n['n_targets']} targets."
-            + _candidate_line(m) + _eval_noise_line(n.get("eval"))]
+            + _candidate_line(m) + _finetune_line(gt) + _eval_noise_line(n.get("eval"))]
+
+
+def _finetune_line(gt: dict) -> str:
+    secs = gt.get("finetune_seconds")
+    if secs is None:
+        return ""
+    n = len(gt.get("seeds", [])) * len(gt.get("train_loss_by_seed", [{}])[0])
+    return f" The {n} LoRA fine-tunings (with their evaluations) took {secs:,.0f} s in all."
 
 
 def _candidate_line(m: dict) -> str:
@@ -283,6 +291,48 @@ def sketch_exact_lines(metrics: dict) -> list[str]:
 WITHIN_VERDICT = ("cka", "activation", "easiness", "family", "exact_fisher")
 #: the paired columns of :func:`within_lines` (no within-property Spearman: 2 candidates per target)
 WITHIN_PAIRED_COLS = {k: PAIRED_COLS[k] for k in ("spearman", "top1", "oracle_normalised_transfer", "regret")}
+
+
+def budget_table(metrics: dict) -> list[str]:
+    """The fine-tuning budget probe on the validation split: per LoRA step count, the median
+    over targets of the transfer spread / its seed SE, and of the best − second-best gap / SE."""
+    b = metrics.get("budget")
+    if not b:
+        return ["(the budget of this record was not chosen on a validation split)"]
+    rows = [f"| LoRA steps | median SNR (sd of transfers / median SE) | median gap best − second / SE | |",
+            "|---|---|---|---|"]
+    for r in b["grid"]:
+        rows.append(f"| {r['steps']} | {_num(r['median_snr'], '{:.2f}')} | {_num(r['median_gap_over_se'], '{:.2f}')} "
+                    f"| {'**chosen**' if r['steps'] == b['chosen'] else ''} |")
+    rows.append(f"| *probe* | {len(b['domains'])} domains ({', '.join(b['domains'])}), {b['seeds']} seeds, "
+                f"evaluated on the {b['validation_split']} split | | |")
+    return rows
+
+
+def resolution_table(metrics: dict) -> list[str]:
+    """The sketch-resolution curve: per sketch size, sketch vs exact over independent bases
+    (mean ± sd of the Spearman and of the mean |error|), beside the exact values' range."""
+    cur = metrics.get("sketch_resolution")
+    if not cur:
+        return ["(no resolution curve in this record)"]
+    rng = cur["exact_range"]
+    rows = [f"| sketch size m (bytes) | A_F Spearman vs exact | A_F mean abs. error | Scov(Γ_e) Spearman vs exact "
+            f"| Scov(Γ_e) mean abs. error |", "|---|---|---|---|---|"]
+
+    def cell(block: dict) -> str:
+        if block.get("mean") is None:
+            return "n/a"
+        sd = "" if block.get("sd") is None else f" ± {block['sd']:.3f}"
+        n = "" if block.get("n", len(block["values"])) == len(block["values"]) else f" ({block['n']} of {len(block['values'])} bases)"
+        return f"{block['mean']:.3f}{sd}{n}"
+
+    for m in cur["dims"]:
+        d = cur["by_dim"][str(m)]
+        rows.append(f"| {m:,} ({4 * m // 1024:,} KB) | {cell(d['fisher']['spearman'])} | {cell(d['fisher']['mean_abs_err'])} "
+                    f"| {cell(d['error']['spearman'])} | {cell(d['error']['mean_abs_err'])} |")
+    rows.append(f"| *exact values' range (max − min over pairs)* | | {_num(rng.get('fisher'), '{:.3f}')} | "
+                f"| {_num(rng.get('error'), '{:.3f}')} |")
+    return rows
 
 
 #: the baselines a selection verdict compares FisherSketch with, in order
@@ -498,9 +548,11 @@ def readme_trust(recs: list[dict]) -> list[str]:
     lines = []
     for r in recs:
         m, name = r["metrics"], r["_file"].removesuffix(".json")
-        metric = "spearman" if "design" not in m and "verbalizer_token_ids" not in m else "top1"
-        parts = [f"FisherSketch − {_plain(labels(m)[b])}: Δ {METRIC[metric]} "
-                 f"{_verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
+        kind = _kind(m)
+        wanted = ("top1",) if kind == "verbalizer" else ("spearman",) if kind == "smiles" else ("spearman", "top1")
+        parts = [f"FisherSketch − {_plain(labels(m)[b])}: " + ", ".join(
+                     f"Δ {METRIC[metric]} {_verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
+                     for metric in wanted)
                  for b in ("family", "cka") if f"fisher - {b}" in m.get("paired", {})]
         lines.append(f"- `{name}`: " + "; ".join(parts) + ".")
     return lines
@@ -666,6 +718,8 @@ def example_select(rec: dict) -> list[str]:
 PAPER_ESTIMATOR_SPEARMAN = 0.97  # paper A: sketch vs exact A_F Spearman on ViT-B/16
 KINDS["vision"] = vision_groups_table
 KINDS["verdict"] = selection_verdict
+KINDS["resolution"] = resolution_table
+KINDS["budget"] = budget_table
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
 RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines,
                 "smileswithin": within_lines,
