@@ -236,9 +236,12 @@ def _eval_noise_line(ev: dict | None) -> str:
     """The evaluation-sample noise (bootstrap over eval sequences) beside the seed noise."""
     if not ev or ev.get("median_se") is None:
         return ""
+    gap = "" if ev.get("median_gap_se") is None else (
+        f", of the best − second-best difference {ev['median_gap_se']:.4f}")
     return (f" Evaluation noise (bootstrap over the median {ev['n_sequences']:.0f} eval sequences per target, "
-            f"{ev['n_boot']:,} draws): median SE per value {ev['median_se']:.4f}; the recorded best source "
-            f"stays best in {100 * ev['mean_best_stable']:.0f}% of the draws (mean over targets).")
+            f"{ev['n_boot']:,} draws, the same draw for every source of a target): median SE per value "
+            f"{ev['median_se']:.4f}{gap}; the recorded best source stays best in {100 * ev['mean_best_stable']:.0f}% "
+            f"of the draws (mean over targets).")
 
 
 def truth_table(metrics: dict) -> list[str]:

@@ -31,6 +31,9 @@ def test_eval_noise_matches_a_direct_bootstrap():
     best = max(point, key=point.get)
     share = np.mean([max(draws, key=lambda s: draws[s][i]) == best for i in range(400)])
     assert out["per_target"]["t"]["best_stable"] == pytest.approx(share)
+    second = min(point, key=point.get)  # two candidates: the other one
+    gap = np.array(draws[best]) - np.array(draws[second])
+    assert out["per_target"]["t"]["gap_se"] == pytest.approx(np.std(gap, ddof=1), rel=1e-10)
     assert "t" not in out["per_target"]["t"]["se"]  # self-transfer is not a candidate
 
 

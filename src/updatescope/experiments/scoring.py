@@ -268,12 +268,14 @@ def eval_noise(seq: Mapping[str, Any], n_boot: int = 1000, seed: int = 0) -> dic
 
     -> per target: "se" {s: bootstrap sd of the transfer}, "best_stable" (share of draws
     whose best source is the measured best: how often a predictor that knew the population
-    truth would match the recorded top-1); overall "median_se", "mean_best_stable",
+    truth would match the recorded top-1), "gap_se" (bootstrap sd of the best − second-best
+    difference: the sources share the target's eval sequences, so a difference is less noisy
+    than either value); overall "median_se", "median_gap_se", "mean_best_stable",
     "n_sequences" (median per target).  The fine-tuning seeds' SE is a separate noise.
     """
     rng = np.random.default_rng(seed)
     per: dict[str, Any] = {}
-    ses, stable, n_seq = [], [], []
+    ses, stable, n_seq, gap_ses = [], [], [], []
     for t, rows in seq["loss"].items():
         srcs = [s for s in rows if s != t]
         base = np.asarray(seq["base"][t], dtype=np.float64)
@@ -290,12 +292,17 @@ def eval_noise(seq: Mapping[str, Any], n_boot: int = 1000, seed: int = 0) -> dic
         best = int(np.argmax(point))
         share = float((boot.argmax(1) == best).mean())
         per[t] = {"se": {s: float(v) for s, v in zip(srcs, sd)}, "best_stable": share}
+        if len(srcs) > 1:
+            second = int(np.argsort(point)[-2])
+            per[t]["gap_se"] = float((boot[:, best] - boot[:, second]).std(ddof=1))
+            gap_ses.append(per[t]["gap_se"])
         ses.extend(sd.tolist())
         stable.append(share)
         n_seq.append(n)
     return {"per_target": per, "n_boot": n_boot,
             "median_se": float(np.median(ses)) if ses else None,
             "mean_best_stable": float(np.mean(stable)) if stable else None,
+            "median_gap_se": float(np.median(gap_ses)) if gap_ses else None,
             "n_sequences": float(np.median(n_seq)) if n_seq else None}
 
 
