@@ -125,5 +125,9 @@ def test_transfer_matrix_candidates_and_resume(model, monkeypatch):
     # a different hyper-parameter is a different result, not a cache hit
     with pytest.raises(pytest.fail.Exception, match="fine-tuned again"):
         _lora.transfer_matrix(model, tr, tr, candidates=cands, resume_tag="fp", **{**kw, "lr": 2e-2})
+    # so is a result computed by other fine-tuning code
+    monkeypatch.setattr(_lora, "_code_digest", lambda: "other code")
+    with pytest.raises(pytest.fail.Exception, match="fine-tuned again"):
+        _lora.transfer_matrix(model, tr, tr, candidates=cands, resume_tag="fp", **kw)
     with pytest.raises(InputError, match="unknown domains"):
         _lora.transfer_matrix(model, tr, tr, candidates={"u": ["nope"]}, **kw)

@@ -20,6 +20,7 @@ verbalizer counts one position per prompt).
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import time
 from typing import Any, Callable, Mapping, Sequence
@@ -222,6 +223,23 @@ def _digest(t: Tensor) -> str:
     return cache_key(list(t.shape), str(t.dtype), hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest())
 
 
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """A digest of the code a cached fine-tuning result depends on, so results computed by
+    an earlier version of it are never loaded (the package version where no source is read).
+    Read once per process: the code does not change while it runs."""
+    import inspect
+
+    from updatescope import __version__
+
+    try:
+        src = "".join(inspect.getsource(f) for f in (tail_model, _head_inputs, sequence_losses, finetune_lora,
+                                                     minibatch_indices))
+    except (OSError, TypeError):
+        src = __version__
+    return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+
 def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
                     evals: Mapping[str, Mapping[str, Tensor]], *, n_last: int, r: int, alpha: float,
                     lr: float, steps: int, batch: int, seed: int = 0,
@@ -240,8 +258,8 @@ def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
     run at the paper's shape (24 candidates per target) evaluates each fine-tuned source
     only on the targets that list it (and on itself).
     ``resume_tag`` (e.g. the model fingerprint): store each (source, seed) result in the
-    experiment cache, keyed by the tag, the hyper-parameters and digests of the data, so an
-    interrupted run resumes where it stopped; ``finetune_seconds`` are the times measured
+    experiment cache, keyed by the tag, the hyper-parameters, digests of the data and of the
+    fine-tuning code, so an interrupted run resumes where it stopped; ``finetune_seconds`` are the times measured
     when each result was computed."""
     names = list(train)
     if candidates is not None:
@@ -253,8 +271,9 @@ def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
     base_seq = {t: sequence_losses(base_tail, evals[t]) for t in names}
     del base_tail
     base = {t: float(v[0].sum()) / max(int(v[1].sum()), 1) for t, v in base_seq.items()}
-    digests = None
+    digests, code = None, None
     if resume_tag is not None:
+        code = _code_digest()
         digests = {f"{split}/{n}/{k}": _digest(d[k]) for split, src in (("train", train), ("eval", evals))
                    for n, d in src.items() for k in ("hidden", "labels", "mask")}
     loss: dict[str, dict[str, float]] = {t: {} for t in names}
@@ -278,7 +297,7 @@ def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
         else:
             parts = {f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
                      for split, ts in (("train", [s]), ("eval", wanted[s])) for t in ts}
-            key = cache_key("lora-gt-v1", resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts)
+            key = cache_key("lora-gt", code, resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts)
             res = cached("lora-gt", key, build)
         train_loss[s] = {"after": float(res["train_after"])}
         seconds[s] = float(res["seconds"])
