@@ -51,6 +51,19 @@ def mean_gradients(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[st
             for name, t in tasks.items()}
 
 
+def sketch_tables(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]], *,
+                  sketch_dim: int, seed: int, fp: str = "") -> dict[str, dict[str, dict[str, float]]]:
+    """FisherSketch's pair values: one signature per task (streaming pass), all pairs from
+    the signatures.  -> {kind: {target: {source: value}}} for every kind in SKETCH_KINDS."""
+    import updatescope as us
+
+    names = list(tasks)
+    sigs = [sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=sketch_dim, seed=seed, fp=fp,
+                          name=n) for n in names]
+    mats = us.alignment_matrix(sigs)
+    return {kind: _table(names, mats[kind]) for kind in SKETCH_KINDS}
+
+
 def score_methods(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]], *,
                   fp: str = "", sketch_dim: int = 4096, seed: int = 0, exact_n: int | None = 400,
                   baseline_n: int | None = 400, baselines: Sequence[str] = ("cka", "rsa", "svcca", "logme",
@@ -82,12 +95,9 @@ def score_methods(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str
 
     # FisherSketch: one streaming pass per task, all pairs from the signatures.
     t0 = time.perf_counter()
-    sigs = [sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=sketch_dim, seed=seed, fp=fp,
-                          name=n) for n in names]
-    mats = us.alignment_matrix(sigs)
+    sketch_al = sketch_tables(w0, b0, tasks, sketch_dim=sketch_dim, seed=seed, fp=fp)
     secs["sketch"] = time.perf_counter() - t0
     say(f"sketched {len(names)} tasks ({secs['sketch']:.1f}s)")
-    sketch_al = {kind: _table(names, mats[kind]) for kind in SKETCH_KINDS}
     for kind in ("fisher", "activation", "error"):
         scores[kind] = sketch_al[kind]
 
@@ -347,9 +357,6 @@ def sketch_resolution(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping
     (mean and sd over the bases where the value is defined, n of them; a tiny sketch can leave
     a norm estimate ≤ 0 and every pair undefined): a sketch resolves the ranking once its mean
     |error| is well below the exact values' range."""
-    import updatescope as us
-
-    names = list(tasks)
     out: dict[str, Any] = {"dims": list(dims), "seeds": seeds, "by_dim": {}, "exact_range": {}}
     for kind, tab in exact.items():
         vals = [v for t, row in tab.items() for s, v in row.items() if s < t and math.isfinite(v)]
@@ -357,10 +364,7 @@ def sketch_resolution(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping
     for m in dims:
         per: dict[str, dict[str, list[float]]] = {}
         for r in range(seeds):
-            sigs = [sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=m, seed=base_seed + r,
-                                  fp=fp, name=n) for n in names]
-            mats = us.alignment_matrix(sigs)
-            got = sketch_vs_exact({kind: _table(names, mats[kind]) for kind in SKETCH_KINDS}, exact)
+            got = sketch_vs_exact(sketch_tables(w0, b0, tasks, sketch_dim=m, seed=base_seed + r, fp=fp), exact)
             for kind, v in got.items():
                 for key in ("spearman", "mean_abs_err"):
                     per.setdefault(kind, {}).setdefault(key, []).append(v[key])

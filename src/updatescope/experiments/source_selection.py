@@ -176,10 +176,9 @@ def choose_budget(model: Any, tok: Any, fp: str, domains: list[str], cfg: Select
                             lc.n_last, log, loader, lc.seq_len)
     rows = []
     for steps in cfg.budget_grid or ():
-        def one(seed: int, steps: int = steps) -> dict[str, Any]:
-            return lora_gt.transfer_matrix(model, blocks["train"], blocks["sketch"], n_last=lc.n_last, r=lc.r,
-                                           alpha=lc.alpha, lr=lc.lr, steps=steps, batch=lc.batch, seed=seed,
-                                           targets=list(lc.targets), resume_tag=fp)
+        def one(seed: int, lc: Any = dataclasses.replace(lc, steps=steps)) -> dict[str, Any]:
+            return lora_gt.transfer_from_config(model, blocks["train"], blocks["sketch"], lc, seed=seed,
+                                                resume_tag=fp)
         gt = gt_seeds.over_seeds(one, cfg.seed, 2)
         rows.append({"steps": steps, **budget_signal(gt)})
         log(f"budget probe: {steps} steps -> median SNR {rows[-1]['median_snr']:.2f}, "
@@ -207,10 +206,8 @@ def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[
         blocks = capture_blocks(model, tok, fp, domains, splits, lc.n_last, log, loader, lc.seq_len)
 
         def one(seed: int) -> dict[str, Any]:
-            return lora_gt.transfer_matrix(model, blocks["train"], blocks["eval"], n_last=lc.n_last, r=lc.r,
-                                           alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch,
-                                           seed=seed, targets=list(lc.targets), candidates=candidates,
-                                           resume_tag=fp, log=log)
+            return lora_gt.transfer_from_config(model, blocks["train"], blocks["eval"], lc, seed=seed,
+                                                candidates=candidates, resume_tag=fp, log=log)
     else:
         if data is None or "train" not in data:
             data = capture_domains(model, tok, fp, domains, splits, log, loader)

@@ -146,9 +146,7 @@ def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], t
                  "eval": torch.arange(n_train, len(texts))}
         for part, sl in parts.items():
             split[part][name] = {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab[sl]}
-    return lora_gt.transfer_matrix(model, split["train"], split["eval"], n_last=lc.n_last, r=lc.r,
-                                   alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch, seed=seed,
-                                   targets=list(lc.targets), log=log)
+    return lora_gt.transfer_from_config(model, split["train"], split["eval"], lc, seed=seed, log=log)
 
 
 def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:

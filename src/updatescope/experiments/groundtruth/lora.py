@@ -315,3 +315,12 @@ def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
            "tokens": {t: [int(v) for v in base_seq[t][1]] for t in names}}
     return {"base_loss": base, "loss": loss, "transfer": transfer, "train_loss": train_loss, "tokens": counted,
             "eval_sequences": seq, "finetune_seconds": seconds}
+
+
+def transfer_from_config(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
+                         evals: Mapping[str, Mapping[str, Tensor]], lc: Any, *, seed: int,
+                         **kw: Any) -> dict[str, Any]:
+    """:func:`transfer_matrix` with the recipe of a ``LoRAConfig`` ``lc`` (n_last, r, alpha,
+    lr, steps, batch, targets); ``kw``: candidates, resume_tag, log."""
+    return transfer_matrix(model, train, evals, n_last=lc.n_last, r=lc.r, alpha=lc.alpha, lr=lc.lr,
+                           steps=lc.steps, batch=lc.batch, seed=seed, targets=list(lc.targets), **kw)
