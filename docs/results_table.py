@@ -506,12 +506,22 @@ def vision_lines(rec: dict) -> list[str]:
 
 
 # ------------------------------------------------- README blocks (several records each)
+def _kind(m: dict) -> str:
+    """Which experiment a selection record is from: "smiles", "verbalizer" or "selection"."""
+    if "correlation" in m:
+        return "smiles"
+    if "design" in m or "verbalizer_token_ids" in m:
+        return "verbalizer"
+    return "selection"
+
+
 #: per record kind, the headline metric of the README's method table: (label, getter)
 def _headline(rec: dict) -> tuple[str, Any]:
     m = rec["metrics"]
-    if "correlation" in m:  # SMILES: pooled Spearman with the perplexity reduction
+    kind = _kind(m)
+    if kind == "smiles":  # pooled Spearman with the perplexity reduction
         return "pooled ρ_s (p_perm)", lambda name: _pooled(m, name)
-    if "design" in m or "verbalizer_token_ids" in m:  # verbalizer: top-1 over the answer-word sets
+    if kind == "verbalizer":  # top-1 over the answer-word sets
         return "top-1", lambda name: None if name not in m["methods"] else f"{m['methods'][name]['top1']['mean']:.2f}"
     return "top-1 / per-target Spearman", lambda name: (  # source selection
         None if name not in m["methods"] else
@@ -565,14 +575,6 @@ def readme_trust(recs: list[dict]) -> list[str]:
 PAPER_CLAIMS = {"selection": ("FisherSketch picks the best source", {"top1": 0.457, "oracle_normalised_transfer": 0.984}),
                 "verbalizer": ("FisherSketch picks the best answer-word set", {"top1": 2 / 3}),
                 "smiles": ("A_F correlates with the perplexity reduction", {"pooled": 0.53})}
-
-
-def _kind(m: dict) -> str:
-    if "correlation" in m:
-        return "smiles"
-    if "design" in m or "verbalizer_token_ids" in m:
-        return "verbalizer"
-    return "selection"
 
 
 def _against(block: dict, paper: float) -> str:

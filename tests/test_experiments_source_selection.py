@@ -126,3 +126,12 @@ def test_bad_budget_and_candidate_settings(bad, match):
 
     with pytest.raises(InputError, match=match):
         configure("source-selection", settings=bad)
+
+
+@pytest.mark.parametrize("bad", [{"candidates": 4}, {"budget_grid": [4, 8]}])
+def test_smiles_refuses_the_selection_only_settings(bad):
+    from updatescope.errors import InputError
+    from updatescope.experiments import configure
+
+    with pytest.raises(InputError, match="not a smiles setting"):
+        configure("smiles", settings=bad)

@@ -195,6 +195,13 @@ class SmilesConfig(SelectionConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _positive(self, "n_perm")
+        # the pooled correlation and its Mantel test need every pair, and the budget probe is
+        # source selection's: refuse them here rather than ignore them
+        if self.candidates is not None:
+            raise InputError("candidates is not a smiles setting: the pooled correlation and its Mantel test "
+                             "use every pair of bins")
+        if self.budget_grid is not None:
+            raise InputError("budget_grid is not a smiles setting (the budget probe belongs to source-selection)")
         if self.collection not in (None, "nci"):
             raise InputError(f"collection must be None or 'nci' (the one collection with >= 9 bins), "
                              f"got {self.collection!r}")
