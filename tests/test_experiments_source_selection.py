@@ -119,6 +119,7 @@ def test_budget_signal_by_hand():
                                         ({"budget_grid": [5, 5]}, "budget_grid"),
                                         ({"budget_grid": [5, 10], "ground_truth": "head"}, "ground_truth=lora"),
                                         ({"budget_grid": [5, 10], "budget_domains": 2}, "budget_domains"),
+                                        ({"budget_domains": 4}, "needs budget_grid"),
                                         ({"candidates": 1}, "candidates"), ({"candidates": 20}, "candidates")])
 def test_bad_budget_and_candidate_settings(bad, match):
     from updatescope.errors import InputError

@@ -148,7 +148,8 @@ def test_verbalizer_records_the_resolution_curve(tiny):
     assert len(curve["by_dim"]["32"]["fisher"]["spearman"]["values"]) == 2
 
 
-@pytest.mark.parametrize("bad", [{"resolution_dims": []}, {"resolution_dims": [100]}, {"resolution_seeds": 1}])
+@pytest.mark.parametrize("bad", [{"resolution_dims": []}, {"resolution_dims": [100]},
+                                 {"resolution_dims": [64], "resolution_seeds": 1}, {"resolution_seeds": 3}])
 def test_bad_resolution_settings(bad):
     from updatescope.errors import InputError
     from updatescope.experiments import configure

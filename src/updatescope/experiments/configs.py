@@ -137,7 +137,7 @@ class SelectionConfig:
     gt_seeds: int = 3  # fine-tuning seeds averaged into the ground truth (>= 2 gives a noise ceiling)
     # LoRA steps to choose from on the validation split (source_selection.choose_budget); None: lora.steps
     budget_grid: tuple[int, ...] | None = None
-    budget_domains: int = 6  # domains of the budget probe, spread over the domain list
+    budget_domains: int | None = None  # domains of the budget probe, spread over the domain list (None: 6)
     seed: int = 0
     quick: bool = False
 
@@ -154,10 +154,12 @@ class SelectionConfig:
 
             object.__setattr__(self, "domains", tuple(d.name for d in list_domains()))
         _names(self.domains, "domains", 3)
-        if self.budget_grid is not None and self.domains is not None \
-                and not 3 <= self.budget_domains <= len(self.domains):
-            raise InputError(f"budget_domains must be in [3, {len(self.domains)}] (the number of domains), "
-                             f"got {self.budget_domains}")
+        if self.budget_domains is not None:
+            if self.budget_grid is None:
+                raise InputError("budget_domains sizes the budget probe: it needs budget_grid")
+            if self.domains is not None and not 3 <= self.budget_domains <= len(self.domains):
+                raise InputError(f"budget_domains must be in [3, {len(self.domains)}] (the number of domains), "
+                                 f"got {self.budget_domains}")
         if self.candidates is not None:
             n = len(self.domains) if self.domains is not None else None
             if self.candidates < 2 or (n is not None and self.candidates > n - 1):
@@ -233,7 +235,7 @@ class VerbalizerConfig:
     gt_seeds: int = 3  # fine-tuning seeds averaged into the ground truth (>= 2 gives a noise ceiling)
     # sketch sizes of the resolution curve (sketch vs exact at each, over resolution_seeds bases); None: none
     resolution_dims: tuple[int, ...] | None = None
-    resolution_seeds: int = 3
+    resolution_seeds: int | None = None  # None: 3
     seed: int = 0
     quick: bool = False
 
@@ -244,8 +246,12 @@ class VerbalizerConfig:
                 raise InputError(f"resolution_dims takes 1 to 8 sketch sizes, got {len(self.resolution_dims)}")
             for m in self.resolution_dims:
                 _sketch_dim(m)
-        if not 2 <= self.resolution_seeds <= 20:
-            raise InputError(f"resolution_seeds must be in [2, 20] (bases per sketch size), got {self.resolution_seeds}")
+        if self.resolution_seeds is not None:
+            if self.resolution_dims is None:
+                raise InputError("resolution_seeds sizes the resolution curve: it needs resolution_dims")
+            if not 2 <= self.resolution_seeds <= 20:
+                raise InputError(f"resolution_seeds must be in [2, 20] (bases per sketch size), got "
+                                 f"{self.resolution_seeds}")
         if not 2 <= self.n_sets <= 10:
             raise InputError(f"n_sets must be in [2, 10] (the built-in verbalizer sets), got {self.n_sets}")
         if not 0.0 < self.train_frac < 1.0:

@@ -51,6 +51,8 @@ from updatescope.experiments.groundtruth import seeds as gt_seeds
 from updatescope.report import console, figures
 
 NAME = "source-selection"
+#: domains of the budget probe unless ``budget_domains`` says otherwise
+BUDGET_DOMAINS = 6
 #: characters read per split before the token cap applies (~2.2 chars/token for SMILES/digits)
 CHARS_PER_TOKEN_CAP = 6
 
@@ -164,14 +166,15 @@ def budget_signal(gt: dict[str, Any]) -> dict[str, float]:
 def choose_budget(model: Any, tok: Any, fp: str, domains: list[str], cfg: SelectionConfig, log: Any,
                   loader: Any = None) -> dict[str, Any]:
     """Choose the LoRA steps from ``cfg.budget_grid`` on a validation split, before the
-    ground truth is measured: ``cfg.budget_domains`` domains (:func:`budget_probe_domains`)
+    ground truth is measured: ``cfg.budget_domains`` (default :data:`BUDGET_DOMAINS`) domains
+    (:func:`budget_probe_domains`)
     are fine-tuned on their train split for every budget over 2 seeds, and evaluated on their
     *sketch* split — disjoint from the eval split the reported truth uses; no method's scores
     are looked at.  The budget with the largest :func:`budget_signal` median SNR wins (the
     smaller budget on a tie).  -> {"chosen", "domains", "grid": [{steps, median_snr,
     median_gap_over_se}], "validation_split": "sketch"}."""
     lc = cfg.lora
-    probe = budget_probe_domains(domains, cfg.budget_domains)
+    probe = budget_probe_domains(domains, cfg.budget_domains or min(BUDGET_DOMAINS, len(domains)))
     blocks = capture_blocks(model, tok, fp, probe, {"train": cfg.tokens.train, "sketch": cfg.tokens.sketch},
                             lc.n_last, log, loader, lc.seq_len)
     rows = []

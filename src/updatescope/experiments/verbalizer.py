@@ -229,7 +229,7 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
     resolution = None
     if cfg.resolution_dims and sc["exact_alignment"]:
         resolution = scoring.sketch_resolution(w0, b0, train, sc["exact_alignment"], dims=cfg.resolution_dims,
-                                               seeds=cfg.resolution_seeds, base_seed=seed, fp=fp, log=log)
+                                               seeds=cfg.resolution_seeds or 3, base_seed=seed, fp=fp, log=log)
 
     title = (f"verbalizer shift ({cfg.design}), SmolLM2-135M, {len(names)} sets, "
              f"{cfg.ground_truth} fine-tuning ground truth")
