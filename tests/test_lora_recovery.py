@@ -1,6 +1,7 @@
 """The ``lora-recovery`` experiment: config checks, the BA-space maps against peft's own delta
 weights, the verdict rule, and a tiny end-to-end run on a random Llama."""
 import dataclasses
+import json
 import math
 
 import pytest
@@ -160,8 +161,28 @@ def test_lora_recovery_tiny_run(tiny):
     assert m["verdicts"]["prefix.k10"] is None and isinstance(m["verdicts"]["forgetting_clear"], bool)
     assert r["step_norms"] != reps[0]["step_norms"] or r is reps[0]  # fresh minibatches per replicate
     assert reps[0]["step_norms"] != reps[1]["step_norms"]
+    assert m["resumed_replicates"] == []
     pytest.importorskip("matplotlib")
     assert (tiny / "out" / lora_recovery.FIGURE).stat().st_size > 0
+
+
+def test_an_interrupted_run_resumes_at_its_first_unfinished_replicate(tiny, monkeypatch):
+    first = reproduce("lora-recovery", tiny / "a", TINY)["metrics"]
+    # a stop after replicate 0: its cache entry stays, replicate 1's is lost
+    for p in (tiny / "cache").rglob("lora-recovery-rep1-*.pt"):
+        p.unlink()
+    again = reproduce("lora-recovery", tiny / "b", TINY)["metrics"]
+    assert again["resumed_replicates"] == [0]
+    # the same numbers (wall times aside; NaN compared as text)
+    same = lambda reps: json.dumps([{k: v for k, v in x.items() if k != "timings_s"} for x in reps], sort_keys=True)
+    assert same(again["replicates"]) == same(first["replicates"])
+    assert again["replicates"][0]["timings_s"] == first["replicates"][0]["timings_s"]  # loaded, not rerun
+    # another setting is another key: nothing is loaded
+    other = reproduce("lora-recovery", tiny / "c", {**TINY, "recover_eval_every": 2})["metrics"]
+    assert other["resumed_replicates"] == []
+    # so is another version of the code
+    monkeypatch.setattr(lora_recovery, "_code_digest", lambda: "edited")
+    assert reproduce("lora-recovery", tiny / "d", TINY)["metrics"]["resumed_replicates"] == []
 
 
 

@@ -43,12 +43,17 @@ Measures (per replicate; mean +- SE over replicates in ``summary``), as in
 - effective rank of ``rank_n`` per-sequence gradients per task at theta_forg against
   shuffled labels (next tokens permuted across the counted positions of the same sequences)
   and Gaussian rows with the same norms.
+Resuming: every finished replicate is stored in the experiment cache under a key of the model,
+the config, theta_mt, the captured tensors and this code; a rerun after a stop loads them and
+lists them in ``resumed_replicates``.
 Verdict rule (as docs/locallinear_table.py): a claim is beyond its nulls when its mean - 2 SE
 exceeds every null's mean + 2 SE.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -59,6 +64,7 @@ from torch import Tensor, nn
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.experiments import Result, config_record, heads
+from updatescope.experiments.caching import cache_file, cache_key, cached
 from updatescope.experiments.configs import LoRARecoveryConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import minibatch_indices
@@ -427,6 +433,28 @@ def verdicts(s: Mapping[str, Any], tasks: Sequence[str], focus: str) -> dict[str
     return out
 
 
+def _tensor_digest(t: Tensor) -> str:
+    return cache_key(list(t.shape), str(t.dtype), hashlib.sha256(t.detach().contiguous().numpy().tobytes()).hexdigest())
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """A digest of the code a cached replicate depends on (this module, the lab's package and
+    the ground truth's LoRA helpers), so an edited version never loads an earlier result."""
+    import inspect
+
+    import updatescope.locallinear as lab
+    from updatescope import __version__
+
+    mods = [sys.modules[__name__], lora_gt] + [m for n, m in sorted(sys.modules.items())
+                                               if n.startswith(lab.__name__ + ".") or n == lab.__name__]
+    try:
+        src = "".join(inspect.getsource(m) for m in mods)
+    except (OSError, TypeError):
+        src = __version__
+    return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+
 def run(config: LoRARecoveryConfig, out_dir: Path) -> Result:
     """Capture the tasks, train theta_mt once, run every replicate and summarise."""
     t0 = time.perf_counter()
@@ -456,7 +484,18 @@ def run(config: LoRARecoveryConfig, out_dir: Path) -> Result:
     log(f"multitask LoRA ({theta_mt.numel():,} parameters): eval loss {loss_base['mix_loss']:.3f} -> "
         f"{loss_mt['mix_loss']:.3f} ({time.perf_counter() - t0:.0f}s)")
 
-    reps = [_replicate(config, r, tail, data, evals, theta_mt, loss_mt, log) for r in range(config.seeds)]
+    # each replicate is cached under everything it depends on, so a run stopped by a time limit
+    # resumes at the first replicate it had not finished (the record lists the ones loaded)
+    key = cache_key(NAME, _code_digest(), fp, config_record(config), _tensor_digest(theta_mt),
+                    {t: {k: _tensor_digest(v) for k, v in sorted(src[t].items())} for src in (data, evals) for t in src})
+    reps, resumed = [], []
+    for r in range(config.seeds):
+        path = cache_file(f"{NAME}-rep{r}", key)
+        if path.is_file():
+            resumed.append(r)
+            log(f"replicate {r}: loaded from the cache ({path.name})")
+        reps.append(cached(f"{NAME}-rep{r}", key,
+                           lambda r=r: _replicate(config, r, tail, data, evals, theta_mt, loss_mt, log)))
     s = summarise(reps)
     for t in config.tasks:
         s[f"loss_base.{t}"] = loss_base[t]
@@ -469,7 +508,10 @@ def run(config: LoRARecoveryConfig, out_dir: Path) -> Result:
                "rank_n": min(x["rank"][t]["task"]["n"] for x in reps for t in config.tasks), "summary": s,
                "verdicts": verdicts(s, config.tasks, config.focus),
                "multitask_history": [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in mt_log],
-               "replicates": reps, "seconds_per_replicate": [x["timings_s"]["rank"] for x in reps]}
+               "replicates": reps, "seconds_per_replicate": [x["timings_s"]["rank"] for x in reps],
+               # replicates computed by an earlier, interrupted run of the same code and inputs;
+               # "seconds" above covers this run only, seconds_per_replicate every replicate
+               "resumed_replicates": resumed}
     record = config_record(config, replicates="shared theta_mt; fresh forgetting, recovery and measurement "
                                                "minibatches per replicate")
     return Result(NAME, record, metrics, time.perf_counter() - t0,
