@@ -119,3 +119,42 @@ def test_within_collection_block_renders_from_the_record(tmp_path):
     (tmp_path / "rec.json").write_text(json.dumps(rec))
     fresh = tool.regenerate(out, tmp_path)
     assert fresh != out and "− linear CKA +0.20 [-0.10, +0.50], no difference shown" in fresh  # ... the block is stale
+
+
+#: a decimal with two or more digits after the point (0.55, 0.0041, 12.35)
+TYPED_DECIMAL = __import__("re").compile(r"(?<![\w.])\d*\.\d{2,}")
+
+
+def _typed_decimals(text: str) -> list[str]:
+    """The sentences (table rows: the row) outside generated blocks and fenced code that
+    hold a decimal with ≥ 2 digits after the point and do not mention the paper."""
+    import re
+
+    lines, fence, units, para = _tool()._blocks.strip(text).split("\n"), False, [], []
+    for line in lines + [""]:
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        if line.lstrip().startswith("|") or not line.strip():
+            units += re.split(r"(?<=[.!?])\s+", " ".join(para)) if para else []
+            para = []
+            if line.strip():
+                units.append(line)
+        else:
+            para.append(line.strip())
+    return [u for u in units if TYPED_DECIMAL.search(u) and "paper" not in u.lower()]
+
+
+def test_typed_decimal_check_can_fail():
+    typed = "Intro.\nFisherSketch reaches 0.55 here.\n<!-- generated: x y -->\n0.55\n<!-- end generated -->\n"
+    assert _typed_decimals(typed) == ["FisherSketch reaches 0.55 here."]
+    assert _typed_decimals("| a | 0.0041 |\nThe paper's 0.97 stays.\n```\n12.35\n```\nv0.12 and 0.5 pass.") == \
+        ["| a | 0.0041 |"]
+
+
+def test_results_md_has_no_typed_decimals():
+    """Every number of ours comes from a record through a generated block; numbers quoted
+    from the paper may stay typed."""
+    assert _typed_decimals((ROOT / "docs" / "results.md").read_text()) == []
