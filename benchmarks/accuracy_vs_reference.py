@@ -4,9 +4,11 @@ at equal state size (sketch_dim m on both sides), on identical task streams.
 Tasks: the synthetic head-task family (``updatescope.models.head_tasks``), 12 tasks mixed
 between anchors so pairs span low to high alignment (as in estimator_accuracy.py).  For
 each of several seeds both sketches are built; the error of every pair estimate against the
-exact float64 value (unbiased norms) is summarised as median |error| and Spearman.
+exact float64 value (unbiased norms) is summarised as median |error| and Spearman.  The
+config records the map kinds updatescope's sketches resolved to (``maps``: activation/error).
 
     python benchmarks/accuracy_vs_reference.py --peer-python PEER/bin/python [--k 8192 --n 300 --seeds 3]
+    python benchmarks/accuracy_vs_reference.py --table A.json[+B.json...]   # README table, one row per record
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from updatescope.models.head_tasks import HeadTaskFamily
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from estimator_accuracy import make_tasks  # noqa: E402
+from estimator_accuracy import earlier_maps, earlier_record, make_tasks, map_label, missing_maps, record_paths  # noqa: E402
 
 KEYS = {"fisher": "S_ae", "activation": "S_a", "error": "S_e"}
 
@@ -45,8 +47,42 @@ def summarise(est: dict[str, np.ndarray], exact: dict[str, np.ndarray]) -> dict[
     return out
 
 
+def record_maps(path: Path, rec: dict) -> str:
+    """The record's "act/error" maps, with its note (default / earlier default)."""
+    cfg = rec["config"]
+    if "maps" in cfg:
+        maps = cfg["maps"]
+    elif earlier_record(path):
+        maps = earlier_maps(cfg["d"], cfg["k"])
+    else:
+        raise missing_maps(path)
+    return map_label(maps, cfg["d"], cfg["k"], cfg["m"])
+
+
+def table(paths: list[Path]) -> str:
+    """The README comparison: an updatescope row per record (labelled with its maps), then the
+    reference package's row (one per record when their runs of it differ)."""
+    stat = "median \\|err\\| / Spearman"
+    lines = ["| | " + " | ".join(KEYS) + " |", "|---|" + "---|" * len(KEYS)]
+    peers, notes = {}, []
+    for path in paths:
+        rec = json.loads(path.read_text())
+        label, cfg, mean = record_maps(path, rec), rec["config"], rec["metrics"]["mean_over_seeds"]
+        row = lambda side: " | ".join(f"{mean[side][k]['median_abs_err']:.4f} / {mean[side][k]['spearman']:.3f}"  # noqa: E731
+                                      for k in KEYS)
+        lines.append(f"| updatescope, {label}: {stat} | {row('updatescope')} |")
+        peers.setdefault(row("fishersketch"), []).append(label)
+        notes.append(f"- {label}: `{path.as_posix()}`; K = {cfg['k']:,}, d = {cfg['d']}, m = {cfg['m']:,} on both "
+                     f"sides, n = {cfg['n']} per task, {cfg['n_tasks']} tasks, {cfg['n_pairs']} pairs, mean over "
+                     f"{cfg['seeds']} seeds.")
+    for cells, labels in peers.items():
+        beside = f" (run beside {' and '.join(labels)})" if len(peers) > 1 else ""
+        lines.append(f"| fishersketch{beside}: {stat} | {cells} |")
+    return "\n".join(lines + [""] + notes)
+
+
 def main() -> int:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--peer-python", default=str(HERE / ".venv-peer" / "bin" / "python"))
     p.add_argument("--k", type=int, default=8192)
     p.add_argument("--d", type=int, default=128)
@@ -55,18 +91,24 @@ def main() -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(HERE / "results" / "accuracy_vs_reference.json"))
+    p.add_argument("--table", metavar="PATHS", help="print the README table of one or more records "
+                   "(paths joined with +) and exit")
     args = p.parse_args()
+    if args.table:
+        print(table(record_paths(args.table)))
+        return 0
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     fam = HeadTaskFamily(act_dim=args.d, out_dim=args.k)
     tasks = [(a, us.error_vectors(z, y)[0]) for _, (a, z, y) in make_tasks(fam, args.n)]
     exact = {k: v.numpy() for k, v in us.exact_alignment_matrix(tasks).items()}
-    rows = []
+    rows, maps = [], None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tasks.pt"
         torch.save({"tasks": tasks}, path)
         for seed in range(args.seeds):
             sigs = [us.FisherSketch(args.d, args.k, args.m, seed).update(a, e).signature() for a, e in tasks]
+            maps = f"{sigs[0].config.act_map}/{sigs[0].config.error_map}"  # as resolved by the library
             ours = {k: v.numpy() for k, v in us.alignment_matrix(sigs).items()}
             run = subprocess.run([args.peer_python, str(HERE / "_peer_accuracy.py"), str(path), str(args.m),
                                   str(seed), str(args.threads)], capture_output=True, text=True)
@@ -81,7 +123,8 @@ def main() -> int:
                 f"{rows[-1]['fishersketch'][k]['median_abs_err']:.4f}" for k in KEYS), flush=True)
     mean = {side: {k: {stat: float(np.mean([r[side][k][stat] for r in rows])) for stat in ("median_abs_err", "spearman")}
                    for k in KEYS} for side in ("updatescope", "fishersketch")}
-    record = {"name": "accuracy_vs_reference", "config": portable_config(args) | {"n_tasks": len(tasks), "n_pairs": len(tasks) * (len(tasks) - 1) // 2},
+    record = {"name": "accuracy_vs_reference", "config": portable_config(args) | {"n_tasks": len(tasks), "n_pairs": len(tasks) * (len(tasks) - 1) // 2,
+                                                          "maps": maps},
               "metrics": {"per_seed": rows, "mean_over_seeds": mean}, "env": env_info(),
               "seconds": round(time.perf_counter() - t0, 1)}
     write_json_atomic(record, Path(args.out))

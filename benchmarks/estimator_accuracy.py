@@ -4,13 +4,19 @@ Tasks come from the synthetic head-task family (``updatescope.models.head_tasks`
 between anchor tasks so that the pairs span low to high true alignment.  For every pair
 we compare the sketch's fisher / activation / error (and coupling) with the exact values
 (unbiased norms, same samples), and report Spearman and median |sketch − exact|, at
-sketch_dim 4096 and along a sketch_dim curve.
+sketch_dim 4096 and along a sketch_dim curve.  Each sketch_dim's entry records the map kinds
+the sketches resolved to (``maps``: activation/error).
 
     python benchmarks/estimator_accuracy.py [--quick] [--out benchmarks/results/estimator_accuracy.json]
+    python benchmarks/estimator_accuracy.py --table A.json[+B.json...]   # README table, one row group per record
+
+The ``--table`` helpers here (map labels, ``+``-joined record paths) are shared with
+accuracy_vs_reference.py and speed_vs_reference.py.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -23,6 +29,105 @@ from updatescope.records import env_info, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
 
 KINDS = ("fisher", "activation", "error", "coupling")
+ACT_DIM = 128  # d of both families below (records made before they stored it)
+EARLIER_DENSE_MAX = 1024  # the earlier default: dense up to 1,024 inputs per side, block SRHT beyond
+EARLIER_SUFFIX = "_dense_srht"  # records measured with the earlier default, before records named their maps
+TABLE_DIMS = (256, 1024, 4096, 8192)  # sketch_dims shown in the README table (all are in the record)
+BOLD_DIM = 4096
+
+
+# ------------------------------------------------------------------ map labels (--table modes)
+def resolved_maps(d: int, k: int, m: int, act_map: str = "auto", error_map: str = "auto") -> str:
+    """"act/error": the map kinds the library resolves these requests to (``auto`` by width and m)."""
+    cfg = us.SketchConfig(d, k, m, act_map=act_map, error_map=error_map)
+    return f"{cfg.act_map}/{cfg.error_map}"
+
+
+def earlier_maps(d: int, k: int) -> str:
+    """"act/error" of the earlier default: dense up to 1,024 inputs, block SRHT ("srht") beyond."""
+    return "/".join("dense" if n <= EARLIER_DENSE_MAX else "srht" for n in (d, k))
+
+
+def maps_note(maps: str, d: int, k: int, m: int) -> str:
+    """"default" when ``maps`` is what ``auto`` resolves to now, "earlier default" when it is
+    what it resolved to before the stack map, else ""."""
+    if maps == resolved_maps(d, k, m):
+        return "default"
+    return "earlier default" if maps == earlier_maps(d, k) else ""
+
+
+def map_label(maps: str, d: int, k: int, m: int) -> str:
+    note = maps_note(maps, d, k, m)
+    return f"{maps} ({note})" if note else maps
+
+
+def group_label(labelled: list[tuple[str, str]]) -> str:
+    """One label for a record from its rows' (maps, note): the distinct maps, then the note
+    when every row shares it."""
+    maps = list(dict.fromkeys(m for m, _ in labelled))
+    notes = {n for _, n in labelled}
+    note = notes.pop() if len(notes) == 1 else ""
+    return ", ".join(maps) + (f" ({note})" if note else "")
+
+
+def record_paths(spec: str) -> list[Path]:
+    """``A.json+B.json`` -> [A.json, B.json]."""
+    paths = [Path(p) for p in spec.split("+") if p]
+    if not paths:
+        raise SystemExit("--table needs one or more record paths joined with +")
+    return paths
+
+
+def earlier_record(path: Path) -> bool:
+    """A record of the earlier default maps kept beside the new ones (named *_dense_srht.json);
+    only these may omit their maps, which are then derived from the earlier default's rule."""
+    return path.stem.endswith(EARLIER_SUFFIX)
+
+
+def missing_maps(path: Path) -> SystemExit:
+    return SystemExit(f"{path}: the record does not say which maps it used (only *{EARLIER_SUFFIX}.json "
+                      "records of the earlier default may omit them)")
+
+
+def fmt_rho(x: float, digits: int = 3) -> str:
+    return f"{x:.{digits}f}".replace("-", "−")
+
+
+def table(paths: list[Path]) -> str:
+    """The README accuracy table: one row group per record, each row labelled with its maps."""
+    lines = ["| K | maps | n / task | sketch_dim | fisher ρ_s / median \\|err\\| | activation | error | coupling |",
+             "|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for path in paths:
+        rec = json.loads(path.read_text())
+        labelled, ranges = [], []
+        for name, fam in rec["metrics"].items():
+            k, d = int(name.split("=")[1]), int(fam.get("act_dim", ACT_DIM))
+            for m in (m for m in TABLE_DIMS if str(m) in fam["by_dim"]):
+                res = fam["by_dim"][str(m)]
+                if "maps" in res:
+                    maps = res["maps"]
+                elif earlier_record(path) and "error_map" in fam:
+                    maps = f"{earlier_maps(d, k).split('/')[0]}/{fam['error_map']}"
+                else:
+                    raise missing_maps(path)
+                labelled.append((maps, maps_note(maps, d, k, m)))
+                cells = [f"{res[kind]['spearman_mean']:.3f} / {res[kind]['median_abs_err_mean']:.3f}"
+                         for kind in KINDS[:3]]
+                cells.append(f"{fmt_rho(res['coupling']['spearman_mean'], 2)} / "
+                             f"{res['coupling']['median_abs_err_mean']:.3f}")
+                dim = f"{m:,}"
+                if m == BOLD_DIM:
+                    dim, cells[0] = f"**{dim}**", f"**{cells[0]}**"
+                lines.append(f"| {k:,} | {map_label(maps, d, k, m)} | {fam['n_per_task']:,} | {dim} | "
+                             + " | ".join(cells) + " |")
+            lo, hi = fam["exact_range"]["coupling"]
+            ranges.append(f"{lo:.2f}–{hi:.2f} at K = {k:,}")
+        pairs = {fam["n_pairs"] for fam in rec["metrics"].values()}
+        notes.append(f"- {group_label(labelled)}: `{path.as_posix()}`, mean over {rec['config']['seeds']} random "
+                     f"bases; exact coupling ρ across the {'/'.join(map(str, sorted(pairs)))} pairs: "
+                     + ", ".join(ranges) + ".")
+    return "\n".join(lines + [""] + notes)
 
 
 def make_tasks(fam: HeadTaskFamily, n: int) -> list[tuple[str, tuple]]:
@@ -61,7 +166,7 @@ def evaluate(fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs
             t_sk += time.perf_counter() - t1
             est = us.alignment_matrix(sigs)
             rows.append({k: np.array([float(est[k][i, j]) for i, j in pairs]) for k in KINDS})
-        res = {}
+        res = {"maps": f"{sigs[0].config.act_map}/{sigs[0].config.error_map}"}  # as resolved by the library
         for k in KINDS:
             sp = [spearmanr(r[k], truth[k]).statistic for r in rows]
             err = [np.nanmedian(np.abs(r[k] - truth[k])) for r in rows]
@@ -78,7 +183,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer seeds and dims, smaller n")
     p.add_argument("--out", default="benchmarks/results/estimator_accuracy.json")
+    p.add_argument("--table", metavar="PATHS", help="print the README table of one or more records "
+                   "(paths joined with +) and exit")
     args = p.parse_args()
+    if args.table:
+        print(table(record_paths(args.table)))
+        return
     torch.set_num_threads(2)
     t0 = time.perf_counter()
     seeds = 1 if args.quick else 3
@@ -91,7 +201,7 @@ def main() -> None:
     for name, fam, n, emap in configs:
         print(f"{name}: d={fam.act_dim}, n={n} per task", flush=True)
         results[name] = evaluate(fam, n, dims, seeds, max_pairs=66, error_map=emap)
-        results[name]["error_map"] = us.SketchConfig(fam.act_dim, fam.out_dim).error_map
+        results[name]["act_dim"] = fam.act_dim
     record = {"name": "estimator_accuracy", "config": {"quick": args.quick, "seeds": seeds, "dims": dims,
               "family": "HeadTaskFamily (synthetic, Zipf label blocks, shared random head)"},
               "metrics": results, "env": env_info(), "seconds": round(time.perf_counter() - t0, 1)}

@@ -316,7 +316,8 @@ def budget_table(metrics: dict) -> list[str]:
     for r in b["grid"]:
         rows.append(f"| {r['steps']} | {_num(r['median_snr'], '{:.2f}')} | {_num(r['median_gap_over_se'], '{:.2f}')} "
                     f"| {'**chosen**' if r['steps'] == b['chosen'] else ''} |")
-    rows.append(f"| *probe* | {len(b['domains'])} domains ({', '.join(b['domains'])}), {b['seeds']} seeds, "
+    unit = "answer-word sets" if "design" in metrics else "domains"
+    rows.append(f"| *probe* | {len(b['domains'])} {unit} ({', '.join(b['domains'])}), {b['seeds']} seeds, "
                 f"evaluated on the {b['validation_split']} split | | |")
     return rows
 

@@ -156,3 +156,44 @@ def test_bad_resolution_settings(bad):
 
     with pytest.raises(InputError):
         configure("verbalizer", settings=bad)
+
+
+LORA = {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3, "batch": 8}
+
+
+def test_verbalizer_budget_is_chosen_on_the_train_tail_only(tiny, monkeypatch):
+    """The probe fine-tunes on train rows before the tail, evaluates on the tail, never on the
+    eval split, and the truth is measured at the chosen budget."""
+    seen = []
+    real = verbalizer.lora_ground_truth
+
+    def spy(model, tok, fp, prompts, tasks, n_train, lc, seed, log, rows=None, eval_rows=None):
+        seen.append((lc.steps, None if rows is None else {n: r.tolist() for n, r in rows.items()},
+                     None if eval_rows is None else eval_rows.tolist(), n_train, len(prompts)))
+        return real(model, tok, fp, prompts, tasks, n_train, lc, seed, log, rows=rows, eval_rows=eval_rows)
+
+    monkeypatch.setattr(verbalizer, "lora_ground_truth", spy)
+    cfg = {"sketch_dim": 64, "verify_n": 6, "gt_seeds": 2, "lora": LORA, "budget_grid": [1, 4]}
+    res = reproduce("verbalizer", tiny / "out", cfg)
+    b = res["metrics"]["budget"]
+    assert [r["steps"] for r in b["grid"]] == [1, 4] and b["chosen"] in (1, 4) and b["seeds"] == 2
+    assert res["config"]["lora_steps_used"] == b["chosen"]
+    probe, truth = seen[:4], seen[4:]
+    n_train = probe[0][3]
+    assert b["validation_n"] == round(0.3 * n_train)
+    n_fit = n_train - b["validation_n"]
+    for steps, rows, ev, _n, _total in probe:
+        assert ev == list(range(n_fit, n_train))  # the train tail, not the eval split
+        assert all(max(r) < n_fit for r in rows.values())
+    assert [p[0] for p in probe] == [1, 1, 4, 4]
+    assert len(truth) == 2 and all(t[0] == b["chosen"] and t[2] is None for t in truth)  # default: eval split
+
+
+@pytest.mark.parametrize("bad", [{"budget_grid": [3]}, {"budget_grid": [3, 3]}, {"budget_grid": [2.5, 4]},
+                                 {"budget_grid": [2, 4], "ground_truth": "head"}, {"budget_val_frac": 1.0}])
+def test_bad_budget_settings(bad):
+    from updatescope.errors import InputError
+    from updatescope.experiments import configure
+
+    with pytest.raises(InputError):
+        configure("verbalizer", settings=bad)

@@ -119,6 +119,17 @@ class HeadFinetuneConfig:
             raise InputError(f"HeadFinetuneConfig.extra_rows must be >= 0, got {self.extra_rows}")
 
 
+def _budget_grid(grid: tuple[int, ...] | None, ground_truth: str) -> None:
+    """A budget grid: 2 to 8 distinct LoRA step counts, for a LoRA ground truth."""
+    if grid is None:
+        return
+    if not 2 <= len(grid) <= 8 or len(set(grid)) != len(grid) \
+            or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000 for v in grid):
+        raise InputError(f"budget_grid must be 2 to 8 distinct step counts in [1, 100000], got {list(grid)}")
+    if ground_truth != "lora":
+        raise InputError("budget_grid chooses the LoRA steps: it needs ground_truth=lora")
+
+
 @dataclass(frozen=True)
 class SelectionConfig:
     """``source-selection``: rank every other domain as a source for each target domain."""
@@ -142,13 +153,7 @@ class SelectionConfig:
     quick: bool = False
 
     def __post_init__(self) -> None:
-        if self.budget_grid is not None:
-            if not 2 <= len(self.budget_grid) <= 8 or len(set(self.budget_grid)) != len(self.budget_grid) \
-                    or any(isinstance(v, bool) or not 1 <= v <= 100_000 for v in self.budget_grid):
-                raise InputError(f"budget_grid must be 2 to 8 distinct step counts in [1, 100000], got "
-                                 f"{list(self.budget_grid)}")
-            if self.ground_truth != "lora":
-                raise InputError("budget_grid chooses the LoRA steps: it needs ground_truth=lora")
+        _budget_grid(self.budget_grid, self.ground_truth)
         if self.domains == "all":
             from updatescope.data.domains import list_domains
 
@@ -236,11 +241,19 @@ class VerbalizerConfig:
     # sketch sizes of the resolution curve (sketch vs exact at each, over resolution_seeds bases); None: none
     resolution_dims: tuple[int, ...] | None = None
     resolution_seeds: int | None = None  # None: 3
+    # LoRA steps to choose from before the truth is measured: every set is fine-tuned on the
+    # first part of its train rows and evaluated on the last ``budget_val_frac`` of the train
+    # split (never the eval split); None: lora.steps
+    budget_grid: tuple[int, ...] | None = None
+    budget_val_frac: float = 0.3
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
         _gt_seeds(self.gt_seeds)
+        _budget_grid(self.budget_grid, self.ground_truth)
+        if not 0.0 < self.budget_val_frac < 1.0:
+            raise InputError(f"budget_val_frac must be in (0, 1), got {self.budget_val_frac}")
         if self.resolution_dims is not None:
             if not 1 <= len(self.resolution_dims) <= 8:
                 raise InputError(f"resolution_dims takes 1 to 8 sketch sizes, got {len(self.resolution_dims)}")

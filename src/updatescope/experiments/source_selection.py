@@ -37,7 +37,7 @@ import functools
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -177,20 +177,32 @@ def choose_budget(model: Any, tok: Any, fp: str, domains: list[str], cfg: Select
     probe = budget_probe_domains(domains, cfg.budget_domains or min(BUDGET_DOMAINS, len(domains)))
     blocks = capture_blocks(model, tok, fp, probe, {"train": cfg.tokens.train, "sketch": cfg.tokens.sketch},
                             lc.n_last, log, loader, lc.seq_len)
+
+    def truth_at(steps: int, seed: int) -> dict[str, Any]:
+        return lora_gt.transfer_from_config(model, blocks["train"], blocks["sketch"],
+                                            dataclasses.replace(lc, steps=steps), seed=seed, resume_tag=fp)
+    return {**probe_budget(cfg.budget_grid or (), truth_at, cfg.seed, log), "domains": probe,
+            "validation_split": "sketch"}
+
+
+def probe_budget(grid: Sequence[int], truth_at: Callable[[int, int], dict[str, Any]], seed: int,
+                 log: Any = None, seeds: int = 2) -> dict[str, Any]:
+    """The budget rule shared by the experiments: ``truth_at(steps, seed)`` (a transfer table
+    on a validation split) over ``seeds`` seeds per budget; the budget with the largest
+    :func:`budget_signal` median SNR wins (the smaller one on a tie).
+    -> {"chosen", "grid": [{steps, median_snr, median_gap_over_se}], "seeds"}."""
     rows = []
-    for steps in cfg.budget_grid or ():
-        def one(seed: int, lc: Any = dataclasses.replace(lc, steps=steps)) -> dict[str, Any]:
-            return lora_gt.transfer_from_config(model, blocks["train"], blocks["sketch"], lc, seed=seed,
-                                                resume_tag=fp)
-        gt = gt_seeds.over_seeds(one, cfg.seed, 2)
+    for steps in grid:
+        gt = gt_seeds.over_seeds(lambda s, steps=steps: truth_at(steps, s), seed, seeds)
         rows.append({"steps": steps, **budget_signal(gt)})
-        log(f"budget probe: {steps} steps -> median SNR {rows[-1]['median_snr']:.2f}, "
-            f"gap/SE {rows[-1]['median_gap_over_se']:.2f}")
+        if log is not None:
+            log(f"budget probe: {steps} steps -> median SNR {rows[-1]['median_snr']:.2f}, "
+                f"gap/SE {rows[-1]['median_gap_over_se']:.2f}")
     ok = [r for r in rows if math.isfinite(r["median_snr"])]
     if not ok:
         raise InputError("budget probe: no budget gave a measurable signal-to-noise ratio (all SEs zero?)")
     best = max(ok, key=lambda r: (r["median_snr"], -r["steps"]))
-    return {"chosen": best["steps"], "domains": probe, "grid": rows, "validation_split": "sketch", "seeds": 2}
+    return {"chosen": best["steps"], "grid": rows, "seeds": seeds}
 
 
 def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: SelectionConfig,

@@ -43,6 +43,7 @@ Designs (``design`` in the config):
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import time
@@ -125,11 +126,13 @@ def word_mass(w0: Any, b0: Any, acts: torch.Tensor, word_ids: dict[str, dict[str
 
 def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], tasks: dict[str, torch.Tensor],
                       n_train: int, lc: LoRAConfig, seed: int, log: Any,
-                      rows: dict[str, torch.Tensor] | None = None) -> dict[str, Any]:
+                      rows: dict[str, torch.Tensor] | None = None,
+                      eval_rows: torch.Tensor | None = None) -> dict[str, Any]:
     """LoRA transfer table: the prompts' block inputs are captured once (with the first set's
     answer appended; causal attention keeps every earlier position independent of it) and each
     set relabels the one counted position per prompt.  ``rows``: per set, its train rows
-    (default: the whole train split); every set is evaluated on the eval split."""
+    (default: the whole train split); every set is evaluated on ``eval_rows`` (default: the
+    eval split, rows n_train and beyond)."""
     first = next(iter(tasks.values()))
     texts = [p + [int(first[i])] for i, p in enumerate(prompts)]
     width = max(len(t) for t in texts)
@@ -143,7 +146,7 @@ def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], t
         lab = torch.full_like(blocks["labels"], IGNORE_INDEX)
         lab[keep] = y
         parts = {"train": torch.arange(n_train) if rows is None else rows[name],
-                 "eval": torch.arange(n_train, len(texts))}
+                 "eval": torch.arange(n_train, len(texts)) if eval_rows is None else eval_rows}
         for part, sl in parts.items():
             split[part][name] = {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab[sl]}
     return lora_gt.transfer_from_config(model, split["train"], split["eval"], lc, seed=seed, log=log)
@@ -195,9 +198,25 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
     ev = slice(n_train, len(data))
     train = {n: {"acts": base_acts[rows[n]], "labels": y[rows[n]]} for n, y in tasks.items()}
     evals = {n: {"acts": base_acts[ev], "labels": y[ev]} for n, y in tasks.items()}
+    budget = None
     if cfg.ground_truth == "lora":
+        lc = cfg.lora
+        if cfg.budget_grid:
+            # validation: the last budget_val_frac of the train split; each set fine-tunes on its
+            # train rows before it, and the eval split is not touched
+            n_fit = n_train - max(1, int(round(cfg.budget_val_frac * n_train)))
+            fit = {n: r[r < n_fit] for n, r in rows.items()}
+            val = torch.arange(n_fit, n_train)
+
+            def truth_at(steps: int, s: int) -> dict[str, Any]:
+                return lora_ground_truth(model, tok, fp, prompts, tasks, n_train,
+                                         dataclasses.replace(lc, steps=steps), s, log, rows=fit, eval_rows=val)
+            budget = {**source_selection.probe_budget(cfg.budget_grid, truth_at, seed, log),
+                      "domains": names, "validation_split": "held-out tail of the train", "validation_n": len(val)}
+            lc = dataclasses.replace(lc, steps=budget["chosen"])
+
         def one(s: int) -> dict[str, Any]:
-            return lora_ground_truth(model, tok, fp, prompts, tasks, n_train, cfg.lora, s, log, rows=rows)
+            return lora_ground_truth(model, tok, fp, prompts, tasks, n_train, lc, s, log, rows=rows)
     else:
         ft = cfg.finetune
 
@@ -244,9 +263,11 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         "score_spread": spread,
         "word_groups": groups,
         "sketch_resolution": resolution,
+        "budget": budget,
         **scoring.method_metrics(sc, metrics_by_method, head, paired, noise),
     }
-    return Result(NAME, config_record(cfg, verbalizers=names), metrics,
+    used = {} if budget is None else {"lora_steps_used": budget["chosen"]}
+    return Result(NAME, config_record(cfg, verbalizers=names, **used), metrics,
                   time.perf_counter() - t0, figures={
                       "verbalizer.png": lambda path: figures.plot_selection(head, gt["transfer"],
                                                                             sc["scores"]["fisher"], path, title)})
