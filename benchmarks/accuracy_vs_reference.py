@@ -8,7 +8,7 @@ exact float64 value (unbiased norms) is summarised as median |error| and Spearma
 config records the map kinds updatescope's sketches resolved to (``maps``: activation/error).
 
     python benchmarks/accuracy_vs_reference.py --peer-python PEER/bin/python [--k 8192 --n 300 --seeds 3]
-    python benchmarks/accuracy_vs_reference.py --table A.json[+B.json...]   # README table, one row per record
+    python benchmarks/accuracy_vs_reference.py --table A.json[+B.json...]   # README table, one row group per record
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ from updatescope.models.head_tasks import HeadTaskFamily
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from estimator_accuracy import earlier_maps, earlier_record, make_tasks, map_label, missing_maps, record_paths  # noqa: E402
+from estimator_accuracy import (earlier_maps, earlier_record, make_tasks, map_label, missing_maps,  # noqa: E402
+                                record_paths)
 
 KEYS = {"fisher": "S_ae", "activation": "S_a", "error": "S_e"}
 
@@ -68,21 +69,21 @@ def table(paths: list[Path]) -> str:
     for path in paths:
         rec = json.loads(path.read_text())
         label, cfg, mean = record_maps(path, rec), rec["config"], rec["metrics"]["mean_over_seeds"]
-        row = lambda side: " | ".join(f"{mean[side][k]['median_abs_err']:.4f} / {mean[side][k]['spearman']:.3f}"  # noqa: E731
-                                      for k in KEYS)
+        row = lambda side: " | ".join(  # noqa: E731
+            f"{mean[side][k]['median_abs_err']:.4f} / {mean[side][k]['spearman']:.3f}" for k in KEYS)
         lines.append(f"| updatescope, {label}: {stat} | {row('updatescope')} |")
         peers.setdefault(row("fishersketch"), []).append(label)
         notes.append(f"- {label}: `{path.as_posix()}`; K = {cfg['k']:,}, d = {cfg['d']}, m = {cfg['m']:,} on both "
                      f"sides, n = {cfg['n']} per task, {cfg['n_tasks']} tasks, {cfg['n_pairs']} pairs, mean over "
                      f"{cfg['seeds']} seeds.")
     for cells, labels in peers.items():
-        beside = f" (run beside {' and '.join(labels)})" if len(peers) > 1 else ""
+        beside = f", run beside {' and '.join(labels)}" if len(peers) > 1 else ""
         lines.append(f"| fishersketch{beside}: {stat} | {cells} |")
     return "\n".join(lines + [""] + notes)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser()
     p.add_argument("--peer-python", default=str(HERE / ".venv-peer" / "bin" / "python"))
     p.add_argument("--k", type=int, default=8192)
     p.add_argument("--d", type=int, default=128)

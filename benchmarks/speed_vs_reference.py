@@ -3,8 +3,10 @@
 The reference runs in its own venv (never a project dependency), in a subprocess, on the
 same saved (acts, errors) tensors; the two are timed alternately so the ratio survives a
 noisy machine.  Both use sketch_dim m = 4096 (equal state: 2 halves × 3 kinds × m float64).
+Each row records the map kinds updatescope's sketch resolved to (``maps``: activation/error).
 
     python benchmarks/speed_vs_reference.py --peer-python PEER/bin/python [--n 64 --reps 3]
+    python benchmarks/speed_vs_reference.py --table A.json[+B.json...]   # README table, one row group per record
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +25,9 @@ import updatescope as us
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from estimator_accuracy import group_label, map_label, maps_note, record_paths  # noqa: E402
+
 SHAPES = ((576, 49152), (4096, 128256))
 
 
@@ -42,6 +48,31 @@ def time_ours(a: torch.Tensor, e: torch.Tensor, m: int) -> float:
     return time.perf_counter() - t
 
 
+def rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def table(paths: list[Path]) -> str:
+    """The README speed table: one row group per record, each row labelled with its maps."""
+    lines = ["| (d, K) | updatescope maps | updatescope, samples/s | fishersketch, samples/s | speed-up |",
+             "|---|---|---|---|---|"]
+    notes = []
+    for path in paths:
+        rec = json.loads(path.read_text())
+        cfg, labelled = rec["config"], []
+        for r in rec["rows"]:
+            d, k, m = r["act_dim"], r["out_dim"], r["sketch_dim"]
+            labelled.append((r["maps"], maps_note(r["maps"], d, k, m)))
+            lines.append(f"| ({d}, {k:,}) | {map_label(r['maps'], d, k, m)} | {rate(r['ours_samples_per_s'])} | "
+                         f"{rate(r['ref_samples_per_s'])} | **{r['speedup']:.1f}×** |")
+        versions = ", ".join(dict.fromkeys(r["ref_version"] for r in rec["rows"]))
+        notes.append(f"- {group_label(labelled)}: `{path.as_posix()}`; fishersketch {versions}, m = {cfg['m']:,}, "
+                     f"n = {cfg['n']} samples per update, {cfg['threads']} thread{'s' * (cfg['threads'] != 1)}, "
+                     f"medians over {cfg['reps']} alternated repetitions (speed-up: median of the per-repetition "
+                     "ratios).")
+    return "\n".join(lines + [""] + notes)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--peer-python", default=str(HERE / ".venv-peer" / "bin" / "python"))
@@ -50,7 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--m", type=int, default=4096)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_reference.json"))
+    p.add_argument("--table", metavar="PATHS", help="print the README table of one or more records "
+                   "(paths joined with +) and exit")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(record_paths(args.table)))
+        return 0
     torch.set_num_threads(args.threads)
     rows = []
     for d, k in SHAPES:
