@@ -210,7 +210,7 @@ def _lora_samples(m: dict) -> str:
                 f"static planes from {cfg['batches_per_task']} such gradients per task; effective rank from "
                 f"{cfg['rank_n']} per-sequence gradients per task.")
     n, repl = m["plane_n"], m["plane_with_replacement"]
-    how = (f"sampled with replacement for {', '.join(repl)}, which have fewer than {2 * n} sequences" if repl
+    how = (f"sampled with replacement for {', '.join(repl)}, which {'has' if len(repl) == 1 else 'have'} fewer than {2 * n} sequences" if repl
            else "two disjoint draws per task")
     return (f"Task planes, resample floor and drift: gradients of {n} sequences per task ({how}); static planes "
             f"of width {m['static_width']} spanned by their micro-batch gradients; effective rank from "
