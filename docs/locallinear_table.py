@@ -59,17 +59,19 @@ def _beyond(ms: dict, i: int, nulls: list[dict]) -> bool:
     return all(m is None or lo > m + 2 * (s or 0.0) for m, s in (_at(n, i) for n in nulls))
 
 
-def _rank_rows(s: dict, tasks: list[str]) -> list[str]:
+def _rank_rows(s: dict, tasks: list[str], space: str = "", where: str = "") -> list[str]:
     """One effective-rank row per task (entropy / stable rank against shuffled labels and
-    Gaussian rows); shared by the synthetic and the LoRA recovery tables."""
+    Gaussian rows); shared by the synthetic and the LoRA recovery tables.  ``space`` "dw_"
+    gives the rows of the gradients pushed into ΔW = BA space, labelled ``where``."""
     rows = []
     for t in tasks:
-        e = lambda kind: num(s[f"rank.{t}.{kind}.entropy_rank"], fmt="{:.1f}")
-        st = lambda kind: num(s[f"rank.{t}.{kind}.stable_rank"], fmt="{:.2f}")
-        low = s[f"rank.{t}.task.stable_rank"]["mean"] <= 8
-        below = s[f"rank.{t}.task_unit.stable_rank"]["mean"] < s[f"rank.{t}.shuffled_unit.stable_rank"]["mean"]
+        e = lambda kind: num(s[f"rank.{t}.{space}{kind}.entropy_rank"], fmt="{:.1f}")
+        st = lambda kind: num(s[f"rank.{t}.{space}{kind}.stable_rank"], fmt="{:.2f}")
+        low = s[f"rank.{t}.{space}task.stable_rank"]["mean"] <= 8
+        below = (s[f"rank.{t}.{space}task_unit.stable_rank"]["mean"]
+                 < s[f"rank.{t}.{space}shuffled_unit.stable_rank"]["mean"])
         rows.append(
-            f"| effective rank, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
+            f"| effective rank{where}, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
             f"{e('shuffled')} / {st('shuffled')}; Gaussian, same norms {e('gaussian')} / {st('gaussian')}; unit rows: "
             f"task {st('task_unit')}, shuffled {st('shuffled_unit')}, Gaussian {st('gaussian_unit')} (stable) | "
             f"{'stable rank ≤ 8' if low else 'stable rank > 8'}; directions "
@@ -77,14 +79,14 @@ def _rank_rows(s: dict, tasks: list[str]) -> list[str]:
     return rows
 
 
-def _drift_row(s: dict, pick: list[int], floor: dict) -> str:
+def _drift_row(s: dict, pick: list[int], floor: dict, key: str = "drift", where: str = "") -> str:
     """The drift row: overlap with the plane at θ_forg at the steps ``pick`` (indices into
-    ``drift.steps``), raw and divided by the same-point resample floor."""
-    steps = s["drift.steps"]
-    ov = ", ".join(f"step {steps[i]}: {num(s['drift.overlap'], i, '{:.3f}')} (÷ floor {num(s['drift.normalised'], i, '{:.2f}')})"
-                   for i in pick)
-    last = s["drift.normalised"]["mean"][pick[-1]] if pick else None
-    return (f"| the task plane drifts | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
+    ``{key}.steps``), raw and divided by the same-point resample floor."""
+    steps = s[f"{key}.steps"]
+    ov = ", ".join(f"step {steps[i]}: {num(s[f'{key}.overlap'], i, '{:.3f}')} "
+                   f"(÷ floor {num(s[f'{key}.normalised'], i, '{:.2f}')})" for i in pick)
+    last = s[f"{key}.normalised"]["mean"][pick[-1]] if pick else None
+    return (f"| the task plane drifts{where} | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
             f"floor {num(floor, None, '{:.3f}')} | "
             f"{'drift beyond resampling' if last is not None and last < 0.5 else 'little drift beyond resampling'} |")
 
@@ -281,15 +283,24 @@ def lora_recovery_table(m: dict) -> list[str]:
                 f"independent run {pct(s[f'curve.{space}independent_rest'], i)}; static plane "
                 f"{pct(s[rest], i)} | {v} |")
     nt = len(tasks)
-    loc, pre = s["task_plane.capture_forg"], s["task_plane.capture_mt"]
-    rows.append(
-        f"| static planes capture little ({nt}-dim task plane, LoRA space) | local ≈ 15%, pre-interference < 2% | "
-        f"local {pct(loc, None, 2)}; pre-interference {pct(pre, None, 2)} | random {nt}/D = {nt / m['dim']:.1e} | "
-        f"{'little, local > pre-interference' if loc['mean'] > pre['mean'] else 'little'} |")
-    steps = s["drift.steps"]
-    rows.append(_drift_row(s, [i for i, t in enumerate(steps) if t in (10, steps[-1])],
-                           s["task_plane.resample_floor"]))
+    # LoRA space, then (records that have it) the same plane, drift and ranks in ΔW = BA space
+    spaces = [("", "LoRA space", "D", m["dim"])]
+    if "task_plane_dw.capture_forg" in s:
+        spaces.append(("_dw", "ΔW = BA space", "P", m["dw_dim"]))
+    for sfx, where, sym, dim in spaces:
+        loc, pre = s[f"task_plane{sfx}.capture_forg"], s[f"task_plane{sfx}.capture_mt"]
+        rows.append(
+            f"| static planes capture little ({nt}-dim task plane, {where}) | local ≈ 15%, pre-interference < 2% | "
+            f"local {pct(loc, None, 2)}; pre-interference {pct(pre, None, 2)} | random {nt}/{sym} = {nt / dim:.1e} | "
+            f"{'little, local > pre-interference' if loc['mean'] > pre['mean'] else 'little'} |")
+    for sfx, where, *_ in spaces:
+        steps = s[f"drift{sfx}.steps"]
+        rows.append(_drift_row(s, [i for i, t in enumerate(steps) if t in (10, steps[-1])],
+                               s[f"task_plane{sfx}.resample_floor"], key=f"drift{sfx}",
+                               where=f" ({where})" if sfx else ""))
     rows += _rank_rows(s, tasks)
+    if len(spaces) > 1:
+        rows += _rank_rows(s, tasks, space="dw_", where=" in ΔW = BA space")
     return rows
 
 

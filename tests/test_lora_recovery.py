@@ -109,6 +109,22 @@ def test_push_w_is_the_jacobian_of_ba(tail):
 
 
 # ------------------------------------------------------------------------------ verdict rule
+def test_pushed_rows_are_the_jacobian_applied_row_by_row(tail):
+    pairs = lora_recovery.ba_pairs(tail)
+    from updatescope.locallinear import flat_params
+
+    theta0 = flat_params(tail).float()
+    theta0 = theta0 + 0.1 * torch.randn(theta0.shape, generator=torch.Generator().manual_seed(3))
+    g = torch.randn(3, theta0.numel(), generator=torch.Generator().manual_seed(4))
+    got = lora_recovery._push_rows(g, theta0, pairs)
+    assert got.dtype == torch.float32 and got.shape == (3, lora_recovery.push_w(g[0], theta0, pairs).numel())
+    for i in range(3):
+        torch.testing.assert_close(got[i], lora_recovery.push_w(g[i], theta0, pairs))
+    # linear in the rows: the pushed plane of a stack is the push of its span
+    torch.testing.assert_close(lora_recovery._push_rows((g[:1] + 2 * g[1:2]), theta0, pairs)[0],
+                               got[0] + 2 * got[1], rtol=1e-5, atol=1e-5)
+
+
 def test_beyond_rule():
     s = {"curve.a": {"mean": [0.9, 0.5], "se": [0.01, 0.2]}, "curve.n1": {"mean": [0.5, 0.5], "se": [0.05, 0.0]},
          "curve.n2": {"mean": [0.8], "se": [0.01]}}
@@ -154,14 +170,24 @@ def test_lora_recovery_tiny_run(tiny):
         assert len(r["step_norms"]) == TINY["recover_steps"] and r["forget_steps"] >= 1
         assert set(r["forget_rise"]) == set(TINY["tasks"])
         assert r["drift"]["steps"] == [1, 3, 6] and r["task_plane"]["batches_disjoint"]
+        assert r["drift_dw"]["steps"] == r["drift"]["steps"]
+        assert 0 <= r["task_plane_dw"]["resample_floor"] <= 1 + 1e-9
+        assert all(0 <= v <= 1 + 1e-9 for v in r["drift_dw"]["overlap"])
+        assert r["task_plane_dw"]["random_overlap"] == pytest.approx(len(TINY["tasks"]) / m["dw_dim"])
+        kinds = {"task", "gaussian", "shuffled"}
         for t in TINY["tasks"]:
-            assert set(r["rank"][t]) == {"task", "task_unit", "gaussian", "gaussian_unit", "shuffled", "shuffled_unit"}
-            assert 1 <= r["rank"][t]["task"]["entropy_rank"] <= TINY["rank_n"] + 1e-9
+            assert set(r["rank"][t]) == {f"{p}{k}{u}" for p in ("", "dw_") for k in kinds for u in ("", "_unit")}
+            for k in ("task", "dw_task"):
+                assert 1 <= r["rank"][t][k]["entropy_rank"] <= TINY["rank_n"] + 1e-9
     # k = 10 and 20 lie past the 4 recorded steps: no verdict rather than a wrong one
     assert m["verdicts"]["prefix.k10"] is None and isinstance(m["verdicts"]["forgetting_clear"], bool)
     assert r["step_norms"] != reps[0]["step_norms"] or r is reps[0]  # fresh minibatches per replicate
     assert reps[0]["step_norms"] != reps[1]["step_norms"]
     assert m["resumed_replicates"] == []
+    # the docs table renders the BA-space plane, drift and rank rows of a new record
+    rows = _table_module().lora_recovery_table({**m, "config": rec["config"]})
+    dw = [r for r in rows if "ΔW = BA space" in r and ("task plane" in r or "effective rank" in r)]
+    assert len(dw) == 2 + len(TINY["tasks"]) and all("nan" not in r for r in dw)
     pytest.importorskip("matplotlib")
     assert (tiny / "out" / lora_recovery.FIGURE).stat().st_size > 0
 
@@ -187,16 +213,24 @@ def test_an_interrupted_run_resumes_at_its_first_unfinished_replicate(tiny, monk
 
 
 # ------------------------------------------------------------------------------ docs table
-def test_docs_table_follows_the_record():
-    import copy
+def _table_module():
     import importlib.util
-    import json
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("locallinear_table", root / "docs" / "locallinear_table.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_docs_table_follows_the_record():
+    import copy
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    mod = _table_module()
     text = (root / "docs" / "locallinear.md").read_text()
     assert any(kind == "lora-recovery" for _, kind, *_ in mod.BLOCK.findall(text))
     rec = json.loads((root / "docs" / "results" / "lora_recovery_quick.json").read_text())

@@ -42,7 +42,12 @@ Measures (per replicate; mean +- SE over replicates in ``summary``), as in
   gradients of both draws (``batches_per_task`` / 2 per draw) at theta_forg and theta_mt;
 - effective rank of ``rank_n`` per-sequence gradients per task at theta_forg against
   shuffled labels (next tokens permuted across the counted positions of the same sequences)
-  and Gaussian rows with the same norms.
+  and Gaussian rows with the same norms;
+- the task plane, its resample floor, its drift and the effective rank again in BA space:
+  every gradient pushed by the Jacobian of theta -> BA at its own point (at theta_forg for
+  the plane, the floor and the ranks, at theta_mt for the pre-interference plane, at theta_t
+  for the drift), i.e. the direction a gradient step moves BA to first order; its capture is
+  of the BA displacement x_T, the Gaussian rank baseline is drawn in BA space.
 Resuming: every finished replicate is stored in the experiment cache under a key of the model,
 the config, theta_mt, the captured tensors and this code; a rerun after a stop loads them and
 lists them in ``resumed_replicates``.
@@ -216,18 +221,40 @@ def _shuffled(labels: Tensor, seed: int) -> Tensor:
     return out
 
 
-def _rank_rows(tail, data, rows: Tensor, seed: int) -> dict[str, dict]:
+def _push_rows(g: Tensor, theta: Tensor, pairs: Sequence[tuple]) -> Tensor:
+    """Rows of g (n, D) pushed into ΔW = BA space by the Jacobian at theta, one at a time
+    into one (n, P) float32 stack."""
+    first = push_w(g[0].float(), theta, pairs)
+    out = torch.empty(g.shape[0], first.numel(), dtype=torch.float32)
+    out[0] = first
+    for i in range(1, g.shape[0]):
+        out[i] = push_w(g[i].float(), theta, pairs)
+    return out
+
+
+def _rank_rows(tail, data, rows: Tensor, seed: int, push: Callable[[Tensor], Tensor] | None = None) -> dict[str, dict]:
+    """Effective rank of per-sequence gradients, shuffled labels and Gaussian rows of the same
+    norms; with ``push`` also of the same stacks pushed into ΔW = BA space (``dw_*`` kinds;
+    the Gaussian rows are drawn in that space with the pushed rows' norms)."""
     def per_seq(labels: Tensor) -> Tensor:
         return gradient_stack(tail, [(lambda m, i=i: _loss(m, data, rows[i:i + 1], labels[i:i + 1]))
                                      for i in range(rows.numel())])
-    g = per_seq(data["labels"][rows])
-    row = {"task": effective_rank(g).as_dict(), "task_unit": effective_rank(_unit(g)).as_dict()}
-    gauss = gaussian_like(g, seed)
-    row["gaussian"] = effective_rank(gauss).as_dict()
-    row["gaussian_unit"] = effective_rank(_unit(gauss)).as_dict()
-    g = per_seq(_shuffled(data["labels"][rows], seed + 1))
-    row["shuffled"] = effective_rank(g).as_dict()
-    row["shuffled_unit"] = effective_rank(_unit(g)).as_dict()
+
+    def ranks(g: Tensor, kind: str, row: dict, gauss: bool) -> None:
+        row[kind] = effective_rank(g).as_dict()
+        row[f"{kind}_unit"] = effective_rank(_unit(g)).as_dict()
+        if gauss:
+            z = gaussian_like(g, seed)
+            row[kind.replace("task", "gaussian")] = effective_rank(z).as_dict()
+            row[f"{kind.replace('task', 'gaussian')}_unit"] = effective_rank(_unit(z)).as_dict()
+
+    row: dict[str, dict] = {}
+    for labels, kind in ((data["labels"][rows], "task"), (_shuffled(data["labels"][rows], seed + 1), "shuffled")):
+        g = per_seq(labels)
+        ranks(g, kind, row, kind == "task")
+        if push is not None:
+            ranks(push(g), f"dw_{kind}", row, kind == "task")
+        del g
     return row
 
 
@@ -350,10 +377,22 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
                          "sequences_per_gradient": cfg.plane_batch,
                          "batches_disjoint": all(v[2] for v in picks.values()),
                          "with_replacement": [t for t, v in picks.items() if not v[2]]}
-    drift = {t: subspace_overlap(ref, plane(_grads(tail, data, rec.snapshots[t], first, parts)))
-             for t in cfg.drift_steps}
+    # the same plane in ΔW = BA space: each task gradient pushed by the Jacobian at its own point
+    # (the direction a gradient step moves BA to first order), capture of the BA displacement
+    ref_w = plane(_push_rows(g_forg[0::2], theta_forg, pairs))
+    floor_w = subspace_overlap(ref_w, plane(_push_rows(g_forg[1::2], theta_forg, pairs)))
+    out["task_plane_dw"] = {"capture_forg": capture_fraction(ref_w, target_w),
+                            "capture_mt": capture_fraction(plane(_push_rows(g_mt[0::2], theta_mt, pairs)), target_w),
+                            "resample_floor": floor_w, "random_overlap": len(tasks) / p_dim}
+    drift, drift_w = {}, {}
+    for t in cfg.drift_steps:
+        g_t = _grads(tail, data, rec.snapshots[t], first, parts)
+        drift[t] = subspace_overlap(ref, plane(g_t))
+        drift_w[t] = subspace_overlap(ref_w, plane(_push_rows(g_t, rec.snapshots[t], pairs)))
     out["drift"] = {"steps": list(drift), "overlap": list(drift.values()),
                     "normalised": [v / floor for v in drift.values()]}
+    out["drift_dw"] = {"steps": list(drift_w), "overlap": list(drift_w.values()),
+                       "normalised": [v / floor_w for v in drift_w.values()]}
     timings["drift"] = time.perf_counter() - t0
 
     # ---- effective rank of per-sequence gradients -----------------------------------------------
@@ -362,7 +401,8 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
         for k, t in enumerate(tasks):
             n = min(cfg.rank_n, nseq[t])
             rows_t = torch.randperm(nseq[t], generator=torch.Generator().manual_seed(7000 + 1000 * r + k))[:n]
-            rank[t] = _rank_rows(tail, data[t], rows_t, 31 * r + k)
+            rank[t] = _rank_rows(tail, data[t], rows_t, 31 * r + k,
+                                 push=lambda g: _push_rows(g, theta_forg, pairs))
     out["rank"] = rank
     timings["rank"] = time.perf_counter() - t0
     out["curves"] = c
@@ -388,11 +428,13 @@ def summarise(reps: list[dict]) -> dict[str, Any]:
             s[f"loss_{part}.{t}"] = mean_se([x["losses"][part][t] for x in reps])
     for t in tasks:
         s[f"forget_rise.{t}"] = mean_se([x["forget_rise"][t] for x in reps])
-    for key in ("capture_forg", "capture_mt", "resample_floor"):
-        s[f"task_plane.{key}"] = mean_se([x["task_plane"][key] for x in reps])
-    s["drift.steps"] = reps[0]["drift"]["steps"]
-    s["drift.overlap"] = mean_se([x["drift"]["overlap"] for x in reps])
-    s["drift.normalised"] = mean_se([x["drift"]["normalised"] for x in reps])
+    for plane in ("task_plane", "task_plane_dw"):
+        for key in ("capture_forg", "capture_mt", "resample_floor"):
+            s[f"{plane}.{key}"] = mean_se([x[plane][key] for x in reps])
+    for drift in ("drift", "drift_dw"):
+        s[f"{drift}.steps"] = reps[0][drift]["steps"]
+        s[f"{drift}.overlap"] = mean_se([x[drift]["overlap"] for x in reps])
+        s[f"{drift}.normalised"] = mean_se([x[drift]["normalised"] for x in reps])
     for t in tasks:
         for kind in reps[0]["rank"][t]:
             for stat in ("entropy_rank", "stable_rank"):
@@ -428,7 +470,9 @@ def verdicts(s: Mapping[str, Any], tasks: Sequence[str], focus: str) -> dict[str
     out["forgetting_clear"] = all(
         s[f"forget_rise.{t}"]["mean"] - 2 * (s[f"forget_rise.{t}"]["se"] or 0.0) > 0.05 for t in others)
     out["recovery_stable"] = bool(s["stability.monotone_all"]) and s["stability.eta_lambda_rec"]["mean"] < 2
-    out["static_local_gt_pre"] = s["task_plane.capture_forg"]["mean"] > s["task_plane.capture_mt"]["mean"]
+    for plane in ("task_plane", "task_plane_dw"):
+        suffix = "_dw" if plane.endswith("_dw") else ""
+        out[f"static_local_gt_pre{suffix}"] = s[f"{plane}.capture_forg"]["mean"] > s[f"{plane}.capture_mt"]["mean"]
     out["rule"] = "beyond the nulls: mean - 2 SE > every null's mean + 2 SE (SE over replicates)"
     return out
 
