@@ -105,6 +105,10 @@ def test_budget_chosen_on_the_validation_split(tiny):
     assert [r["steps"] for r in b["grid"]] == [1, 6]
     best = max(b["grid"], key=lambda r: (r["median_snr"], -r["steps"]))
     assert b["chosen"] == best["steps"] and res["config"]["lora_steps_used"] == b["chosen"]
+    # the probe alone: the same choice (its fine-tunings are cached), no ground truth
+    only = reproduce("source-selection", tiny / "only", {**cfg, "budget_only": True})
+    assert only["metrics"]["budget"] == b and "ground_truth" not in only["metrics"]
+    assert only["config"]["lora_steps_chosen"] == b["chosen"] and "lora_steps_used" not in only["config"]
 
 
 def test_budget_signal_by_hand():
@@ -120,6 +124,8 @@ def test_budget_signal_by_hand():
                                         ({"budget_grid": [5, 10], "ground_truth": "head"}, "ground_truth=lora"),
                                         ({"budget_grid": [5, 10], "budget_domains": 2}, "budget_domains"),
                                         ({"budget_domains": 4}, "needs budget_grid"),
+                                        ({"budget_only": True}, "needs budget_grid"),
+                                        ({"budget_only": "yes", "budget_grid": [4, 8]}, "budget_only"),
                                         ({"candidates": 1}, "candidates"), ({"candidates": 20}, "candidates")])
 def test_bad_budget_and_candidate_settings(bad, match):
     from updatescope.errors import InputError

@@ -149,11 +149,16 @@ class SelectionConfig:
     # LoRA steps to choose from on the validation split (source_selection.choose_budget); None: lora.steps
     budget_grid: tuple[int, ...] | None = None
     budget_domains: int | None = None  # domains of the budget probe, spread over the domain list (None: 6)
+    # stop after the budget probe: record its choice and measure no ground truth (to check the
+    # budget of a run recorded without one, or to choose it before a long run)
+    budget_only: bool = False
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
         _budget_grid(self.budget_grid, self.ground_truth)
+        if self.budget_only and self.budget_grid is None:
+            raise InputError("budget_only records the budget probe alone: it needs budget_grid")
         if self.domains == "all":
             from updatescope.data.domains import list_domains
 

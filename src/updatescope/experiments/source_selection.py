@@ -275,6 +275,12 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
     w0, b0 = heads.head_weights(model)
+    if cfg.budget_only:  # the probe alone: nothing else is captured or fine-tuned
+        budget = choose_budget(model, tok, fp, domains, cfg, log)
+        log(f"budget probe only: {budget['chosen']} LoRA steps chosen; no ground truth measured")
+        return Result(NAME, config_record(cfg, families=families, lora_steps_chosen=budget["chosen"]),
+                      {"n_domains": len(domains), "n_families": len(set(families.values())), "budget": budget},
+                      time.perf_counter() - t0)
     wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = capture_domains(model, tok, fp, domains, wanted, log)
     candidates = candidate_sets(domains, cfg.candidates, cfg.seed)
