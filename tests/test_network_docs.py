@@ -39,3 +39,19 @@ def test_table_and_verdict_follow_the_numbers():
     assert "**worse**" in mod.verdict(m2)
     m2["paired"]["lora_layers - head"]["spearman"]["ci"] = [-0.2, 0.1]
     assert "no resolvable difference" in mod.verdict(m2)
+
+
+def test_validation_verdicts_follow_the_record():
+    mod = _script()
+    rec = json.loads((ROOT / "docs" / "results" / "network_quick.json").read_text())
+    rows = mod.validation_verdicts(rec)
+    assert len(rows) == 2 + 5 and all(r.count("|") == 5 for r in rows)  # 4 cells each, no stray pipes
+    rec2 = copy.deepcopy(rec)
+    for mm in rec2["metrics"]["models"]:
+        mm["tracking"]["sketch"]["head_token"]["spearman"] = 0.95
+        mm["bound_holds"] = 0.5
+    rows2 = mod.validation_verdicts(rec2)
+    assert "| **supported** (rule: Spearman ≥ 0.9" in rows2[4] and "**partly**" not in rows2[4]
+    assert "fails on some pairs" in rows2[6]
+    # the setting line names the record's own size and commit
+    assert f"{rec['config']['n_seq']} sequences per task" in mod.validation_tables(rec)[-1]
