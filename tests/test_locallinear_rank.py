@@ -31,3 +31,22 @@ def test_gaussian_baseline_keeps_row_norms_and_is_near_full_rank():
     assert effective_rank(noise).entropy_rank > 7.0  # nearly orthogonal rows in D = 4000
     with pytest.raises(ValueError, match="zero"):
         effective_rank(torch.zeros(3, 10))
+
+
+def test_chunked_gram_and_the_unit_rows_from_one_gram():
+    from updatescope.locallinear import effective_ranks, gram
+
+    g = torch.randn(6, 1000, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    g[2] *= 40.0  # one long row: the unit rows must not see it
+    torch.testing.assert_close(gram(g, chunk=7), g @ g.T, rtol=1e-12, atol=1e-9)
+    raw, unit = effective_ranks(g.float())
+    want = effective_rank(g.float())
+    assert raw.entropy_rank == pytest.approx(want.entropy_rank, rel=1e-9)
+    assert raw.stable_rank == pytest.approx(want.stable_rank, rel=1e-9)
+    u = g / g.norm(dim=1, keepdim=True)
+    assert unit.stable_rank == pytest.approx(effective_rank(u).stable_rank, rel=1e-6)
+    assert unit.entropy_rank == pytest.approx(effective_rank(u).entropy_rank, rel=1e-6)
+    # a zero row stays zero among unit rows
+    g[4] = 0.0
+    _, unit0 = effective_ranks(g)
+    assert unit0.n == 6 and unit0.entropy_rank < unit.entropy_rank

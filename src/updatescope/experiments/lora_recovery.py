@@ -73,11 +73,11 @@ from updatescope.experiments.caching import cache_file, cache_key, cached
 from updatescope.experiments.configs import LoRARecoveryConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import minibatch_indices
-from updatescope.experiments.recovery import _unit, mean_se
+from updatescope.experiments.recovery import mean_se
 from updatescope.locallinear import (
     PhaseConfig,
     capture_fraction,
-    effective_rank,
+    effective_ranks,
     flat_params,
     gaussian_like,
     gradient_stack,
@@ -241,12 +241,10 @@ def _rank_rows(tail, data, rows: Tensor, seed: int, push: Callable[[Tensor], Ten
                                      for i in range(rows.numel())])
 
     def ranks(g: Tensor, kind: str, row: dict, gauss: bool) -> None:
-        row[kind] = effective_rank(g).as_dict()
-        row[f"{kind}_unit"] = effective_rank(_unit(g)).as_dict()
-        if gauss:
-            z = gaussian_like(g, seed)
-            row[kind.replace("task", "gaussian")] = effective_rank(z).as_dict()
-            row[f"{kind.replace('task', 'gaussian')}_unit"] = effective_rank(_unit(z)).as_dict()
+        # the rows and the unit rows from one Gram (a BA-space stack is 100 x P)
+        for k, z in ((kind, g),) + (((kind.replace("task", "gaussian"), gaussian_like(g, seed)),) if gauss else ()):
+            raw, unit = effective_ranks(z)
+            row[k], row[f"{k}_unit"] = raw.as_dict(), unit.as_dict()
 
     row: dict[str, dict] = {}
     for labels, kind in ((data["labels"][rows], "task"), (_shuffled(data["labels"][rows], seed + 1), "shuffled")):

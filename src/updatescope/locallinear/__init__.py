@@ -42,6 +42,8 @@ _LAZY = {
     "delta_w": "updatescope.locallinear.lora",
     "drift_curve": "updatescope.locallinear.drift",
     "effective_rank": "updatescope.locallinear.rank",
+    "effective_ranks": "updatescope.locallinear.rank",
+    "gram": "updatescope.locallinear.rank",
     "expected_max_normal": "updatescope.locallinear.search",
     "flat_grad": "updatescope.locallinear.params",
     "flat_params": "updatescope.locallinear.params",
