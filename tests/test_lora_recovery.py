@@ -214,14 +214,9 @@ def test_an_interrupted_run_resumes_at_its_first_unfinished_replicate(tiny, monk
 
 # ------------------------------------------------------------------------------ docs table
 def _table_module():
-    import importlib.util
-    from pathlib import Path
+    from _docs_script import docs_script
 
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("locallinear_table", root / "docs" / "locallinear_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return docs_script("locallinear_table")
 
 
 def test_docs_table_follows_the_record():

@@ -1,18 +1,16 @@
 """docs/network.md's generated tables equal what docs/network_table.py makes of the records."""
 import copy
-import importlib.util
 import json
 import re
 from pathlib import Path
+
+from _docs_script import docs_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("network_table", ROOT / "docs" / "network_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return docs_script("network_table")
 
 
 def test_doc_tables_match_records():

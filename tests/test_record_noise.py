@@ -1,17 +1,15 @@
 """Every committed record's evaluation noise is what its own per-sequence losses give."""
 import copy
-import importlib.util
 import json
 from pathlib import Path
+
+from _docs_script import docs_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("record_noise", ROOT / "docs" / "record_noise.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return docs_script("record_noise")
 
 
 def test_committed_eval_noise_is_recomputed_exactly():

@@ -1,20 +1,18 @@
 """The generated tables of docs/results.md match the committed JSON records."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from _docs_script import docs_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("results_table", ROOT / "docs" / "results_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return docs_script("results_table")
 
 
 @pytest.mark.parametrize("doc", ["docs/results.md", "README.md"])

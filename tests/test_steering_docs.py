@@ -1,19 +1,17 @@
 """docs/steering.md's generated blocks equal what docs/steering_table.py makes of the records,
 and its verdicts follow the recorded numbers."""
 import copy
-import importlib.util
 import json
 import re
 from pathlib import Path
+
+from _docs_script import docs_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("steering_table", ROOT / "docs" / "steering_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return docs_script("steering_table")
 
 
 def _record():
