@@ -33,7 +33,8 @@ REFERENCE = "dense/srht"
 ARMS = (("stack/spread", "default (stack / spread)", "speed_vs_forward.json", "spread"),
         ("dense/srht", "earlier default (dense / block SRHT)", "speed_vs_forward_dense_srht.json", "srht"),
         ("spread/spread", "spread", "speed_vs_forward_spread.json", "spread"),
-        ("fold/fold", "fold", "speed_vs_forward_fold.json", "fold"))
+        ("fold/fold", "fold", "speed_vs_forward_fold.json", "fold"),
+        ("stack/foldspread", "foldspread (stack / foldspread)", "speed_vs_forward_foldspread.json", "foldspread"))
 KINDS = ("fisher", "activation", "error")
 ARMS_FILE = "speed_vs_forward_arms.json"  # every arm in one run (benchmarks/speed_vs_forward.py --arms)
 
@@ -108,7 +109,11 @@ def _floor_ratio(rec: dict | None, emap: str) -> str:
     if not rows:
         return "not run"
     top = max(rows, key=lambda r: r["out_dim"])
-    return f"{top['update_over_read']:.1f}× ({top['error_map']})"
+    fits = rec.get("fits", {})
+    fit, read = fits.get(top["error_map_requested"]), fits.get("read")
+    slope = (f"; per entry {fit['slope_ns_per_entry'] / read['slope_ns_per_entry']:.1f}× the read's"
+             if fit and read and read["slope_ns_per_entry"] > 0 else "")
+    return f"{top['update_over_read']:.1f}× ({top['error_map']}{slope})"
 
 
 def table(results: Path) -> str:
@@ -116,7 +121,7 @@ def table(results: Path) -> str:
     acc = [_load(results / "map_accuracy.json"), _load(results / "map_accuracy_576.json")]
     real = _load(results / "map_accuracy_smollm2.json")
     arms = _load(results / ARMS_FILE)
-    lines = ["| maps (act/error) | sketch / forward, streaming [min–max] | with the fingerprint | update / cold read, K = 2^17 "
+    lines = ["| maps (act/error) | sketch / forward, streaming [min–max] | with the fingerprint | update / cold read, K = 2^17 (the fit's cost per error entry over the read's) "
              "| synthetic K = 49,152, d = 128: median \\|err\\| fisher / activation / error (Δ vs the earlier default ± SE) "
              "| same, d = 576 | SmolLM2 real streams: fisher Spearman (Δ ± SE) / median \\|err\\| fisher / activation / error (Δ ± SE) |",
              "|---|---|---|---|---|---|---|"]

@@ -44,6 +44,8 @@ import torch
 
 from updatescope.records import make_record, portable_command, portable_config, write_json_atomic
 from updatescope.sketch.fishersketch import FisherSketch, _basis
+from updatescope.sketch.hadamard import _digits
+from updatescope.sketch.maps import _STACK_DENSE_DIM
 
 HERE = Path(__file__).resolve().parent
 SHAPES = {"SmolLM2-135M": (576, 49152), "Qwen2-0.5B": (896, 151936), "Llama-3-8B": (4096, 128256)}
@@ -55,19 +57,27 @@ def _spread(xs: list[float]) -> dict:
 
 
 def _map_madds(mp) -> float:
-    """Multiply-adds per token of one map's GEMMs (both factors u and v)."""
+    """Multiply-adds per token of one map's GEMMs (both factors u and v); ``fwht`` over n
+    costs n·Σ(its radix factors) per transform."""
+    fw = lambda n: n * sum(_digits(n))  # noqa: E731
     if mp.kind == "dense":
         return 2.0 * mp.dim * 2 * mp.m
     if mp.kind == "srht":  # H_Bp[S] stage, then H_A = H_A1 ⊗ H_A2
         return 2 * (2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * mp.a * (mp.h_a1.shape[0] + mp.h_a2.shape[0]))
+    if mp.kind == "fold" and mp.c > 1:  # the fold (2 rows), then H_F on both folded vectors
+        return 2.0 * mp.dim + 2.0 * fw(mp.f)
     if mp.kind == "fold":
         return 2 * (2.0 * mp.dim + 2.0 * mp.pu * mp.q * (mp.q + mp.p))
-    if mp.kind == "stack":  # G blocks per factor: H_N2 on the R used rows, then H_N1
-        return 2.0 * mp.g * mp.r * mp.n2 * (mp.n2 + mp.n1)
-    if mp.kind == "spread" and mp.wide:  # one (2s, B) @ (B, A) stage for both factors, then H_A1 ⊗ H_A2
-        return 2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * mp.a * (mp.a1 + mp.a2)
+    if mp.kind == "stack" and mp.dim <= _STACK_DENSE_DIM:  # its explicit (dim, 2m) matrix
+        return 2.0 * mp.dim * mp.m
+    if mp.kind == "stack":  # 2G transforms of N
+        return 2.0 * mp.g * fw(mp.n)
+    if mp.kind == "spread" and mp.wide:  # one (2s, B) @ (B, A) stage for both factors, then H_A on 2s rows
+        return 2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * fw(mp.a)
     if mp.kind == "spread":  # H_Q on the R runs, H_P restricted to them
         return 2.0 * mp.runs * mp.q * (mp.q + mp.p)
+    if mp.kind == "foldspread":  # the fold (2 rows) when there is one, then the spread map on W
+        return (2.0 * mp.dim if mp.c > 1 else 0.0) + _map_madds(mp.inner)
     raise ValueError(f"no work count for map kind {mp.kind!r}")
 
 

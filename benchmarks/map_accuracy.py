@@ -39,7 +39,8 @@ from estimator_accuracy import KINDS, make_tasks  # noqa: E402
 # Explicit kinds (what "auto" resolves to changes between versions; the record names both).
 # The first choice at each K is the reference of the paired differences.
 CHOICES = {1000: ["dense/dense", "stack/stack", "spread/spread", "fold/fold"],
-           49152: ["dense/srht", "stack/spread", "stack/srht", "dense/spread", "spread/spread", "fold/fold"]}
+           49152: ["dense/srht", "stack/spread", "stack/srht", "dense/spread", "spread/spread", "fold/fold",
+                   "stack/foldspread"]}
 N = {1000: 1000, 49152: 500}
 
 

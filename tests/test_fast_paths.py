@@ -9,7 +9,8 @@ import torch
 
 from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
 import updatescope as us
-from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap, StackMap, build_maps
+from updatescope.sketch.maps import (CountSketchMap, DenseMap, FoldMap, FoldSpreadMap, SpreadMap, SRHTMap, StackMap,
+                                    build_maps)
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 64, 128, 4096, 8192])
@@ -60,6 +61,8 @@ def test_fold_factors_equal_explicit_rows_of_HD(dim, m):
     order = torch.arange(f).view(mp.p, mp.q).T.reshape(-1)
     rows_u = order if mp.sel is None else order[mp.sel]
     rows_v = order[mp.pair]
+    # the wide path gathers these rows from a natural-order transform: the same map
+    assert torch.equal(mp.rows[0], rows_u) and torch.equal(mp.rows[1], rows_v)
     cols = torch.arange(dim) % f
     for q, rows, sign in ((u, rows_u, mp.signs[0]), (v, rows_v, mp.signs[1])):
         explicit = hadamard_entries(rows, cols, torch.float64) * sign.double()  # (m, dim)
@@ -97,6 +100,27 @@ def test_spread_factors_equal_explicit_rows(dim, m):
         cols = torch.arange(dim) % fold.f
         order = torch.arange(fold.f).view(fold.p, fold.q).T.reshape(-1)
         assert torch.unique(hadamard_entries(order, cols), dim=0).shape[0] == 1024
+
+
+@pytest.mark.parametrize("dim,m", [(5000, 256), (4096, 64), (20000, 512), (1000, 64), (49152, 4096), (300, 256)])
+def test_foldspread_factors_equal_explicit_rows(dim, m):
+    """Folded into W = 4·next_pow2(m) buckets with a sign per block, then the spread map's wide
+    rows of H_W: the documented (rows, cols, signs) give every output, all m rows distinct;
+    without anything to fold (dim ≤ W) it is the spread map of width dim."""
+    mp = FoldSpreadMap(dim, m, torch.Generator().manual_seed(8))
+    assert mp.w == 4 * next_pow2(m) and mp.c == -(-dim // mp.w)
+    x = torch.randn(3, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    u, v = mp.factors(x)
+    for q, which in ((u, 0), (v, 1)):
+        explicit = _spread_rows(mp, which)
+        assert bool((explicit.abs() == 1).all())
+        assert torch.allclose(q, x @ explicit.T, atol=1e-9)
+        assert torch.unique(explicit, dim=0).shape[0] == m
+    if mp.c > 1:  # coordinates one bucket apart (k ≡ k' mod W) share a column of H_W
+        assert torch.equal(mp.cols[:, 0], mp.cols[:, mp.w])
+    else:
+        sp = SpreadMap(dim, m, torch.Generator().manual_seed(8))
+        assert torch.equal(u, sp.factors(x)[0])
 
 
 @pytest.mark.parametrize("dim,m", [(576, 4096), (10, 64), (300, 256), (1000, 4096), (700, 48), (64, 64),
@@ -144,7 +168,7 @@ def test_update_logits_chunks_equal_update_with_errors(monkeypatch, ignored):
     keep = y != -100
     e = torch.softmax(z[keep], 1) - torch.nn.functional.one_hot(y[keep], 40)
     k3 = int(keep[:4].sum())
-    for kind in ("dense", "fold", "spread", "stack"):
+    for kind in ("dense", "fold", "spread", "stack", "foldspread"):
         kw = dict(act_dim=5, out_dim=40, sketch_dim=32, seed=4, act_map=kind, error_map=kind)
         ref = us.FisherSketch(**kw).update(a[keep][:k3], e[:k3]).update(a[keep][k3:], e[k3:])
         monkeypatch.setattr(fs, "_LOGIT_ELEMS", 3 * 40)  # 3 rows per softmax step
@@ -180,7 +204,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
     import updatescope.sketch.maps as maps
     g = torch.Generator().manual_seed(1)
     x = torch.randn(37, 700, dtype=torch.float64)
-    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap, FoldSpreadMap):
         mp = cls(700, 128, torch.Generator().manual_seed(2))
         whole = mp(x)
         monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3000)  # forces chunks of a few rows
@@ -191,7 +215,7 @@ def test_chunked_call_equals_single_call(monkeypatch):
 
 def test_float32_path_close_to_float64():
     x = torch.randn(6, 3000, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap):
+    for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap, FoldSpreadMap):
         mp = cls(3000, 256, torch.Generator().manual_seed(5))
         q64, q32 = mp(x), mp(x.float()).double()
         assert torch.allclose(q32, q64, rtol=1e-4, atol=1e-4 * float(q64.abs().max())), cls.kind
@@ -208,7 +232,7 @@ def test_basis_is_a_function_of_the_seed():
 
 @pytest.mark.parametrize("cls,dim", [(DenseMap, 12), (SRHTMap, 12), (SRHTMap, 300), (FoldMap, 12), (FoldMap, 300),
                                      (SpreadMap, 12), (SpreadMap, 300), (StackMap, 12), (StackMap, 300),
-                                     (CountSketchMap, 12)])
+                                     (CountSketchMap, 12), (FoldSpreadMap, 300)])
 def test_map_unbiased_over_seeds(cls, dim):
     """mean over seeds and coordinates of q_j(x) q_j(x') equals (x·x')².
 

@@ -9,7 +9,7 @@ import updatescope as us
 from updatescope.models.head_tasks import HeadTaskFamily
 from updatescope.sketch.align import _u_sq
 
-MAPS = ["dense", "srht", "fold", "spread", "stack", "countsketch"]
+MAPS = ["dense", "srht", "fold", "spread", "stack", "countsketch", "foldspread"]
 
 
 def stream(n, d=6, k=10, seed=0, shift=0.0):
@@ -63,12 +63,13 @@ def test_sketch_pieces_unbiased_over_seeds(kind):
     assert float(z.max()) < 4.0, f"max |z| = {float(z.max()):.2f} ({kind})"
 
 
-@pytest.mark.parametrize("kind", ["dense", "srht", "fold", "spread", "stack"])
+@pytest.mark.parametrize("kind", ["dense", "srht", "fold", "spread", "stack", "foldspread"])
 def test_sketch_close_to_exact_within_reported_se(kind):
     fam = HeadTaskFamily(act_dim=32, out_dim=256 if kind == "dense" else 2048)
     src = fam.sample(0, 0, 600, seed=1, mix_to=(1, 1), mix=0.4)
     tgt = fam.sample(0, 0, 600, seed=2)
-    kw = dict(act_dim=32, out_dim=fam.out_dim, sketch_dim=2048, seed=3, error_map=kind,
+    # foldspread at m = 256 so that it folds (W = 1,024 < K)
+    kw = dict(act_dim=32, out_dim=fam.out_dim, sketch_dim=256 if kind == "foldspread" else 2048, seed=3, error_map=kind,
               act_map="stack" if kind == "stack" else "auto")
     sig_s = us.FisherSketch(**kw).update_logits(*src).signature()
     sig_t = us.FisherSketch(**kw).update_logits(*tgt).signature()

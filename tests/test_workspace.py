@@ -7,7 +7,7 @@ import torch
 import updatescope as us
 import updatescope.sketch.maps as maps
 from updatescope.sketch import workspace
-from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, SpreadMap, SRHTMap, StackMap
+from updatescope.sketch.maps import CountSketchMap, DenseMap, FoldMap, FoldSpreadMap, SpreadMap, SRHTMap, StackMap
 
 
 def _poison() -> None:
@@ -28,6 +28,7 @@ def _poison() -> None:
     (StackMap, 700, 48),      # m < N: kept rows selected for u
     (FoldMap, 700, 48),       # m < F: kept rows selected for u
     (CountSketchMap, 300, 64),
+    (FoldSpreadMap, 1000, 64),  # folded blocks plus a partial one, then the spread's wide rows
 ])
 def test_tagged_call_equals_fresh_call(monkeypatch, cls, dim, m):
     monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3 * 2 * max(dim, m))  # several chunks per call

@@ -96,7 +96,7 @@ def cmd_sketch(args: argparse.Namespace) -> int:
         if world > 1:
             raise UpdatescopeError("--layers sketches run in a single process, not under torchrun")
         if "countsketch" in (args.act_map, args.error_map):
-            raise UpdatescopeError("--layers needs two-factor maps (dense, srht, fold, spread, stack), not countsketch")
+            raise UpdatescopeError("--layers needs two-factor maps (dense, srht, fold, spread, stack, foldspread), not countsketch")
     if world > 1 and ckpt is not None:
         raise UpdatescopeError("--checkpoint-every/--resume run in a single process; under torchrun, sketch "
                                "shards separately with checkpoints and join them with 'updatescope merge'")
@@ -331,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--error-map", default="auto", choices=list(MAP_CHOICES),
                    help="error-side projection (auto: stacked SRHTs up to next_pow2(sketch_dim) outputs, the "
                         "wide-block SRHT of spread beyond; dense and srht were the earlier default, fold is faster "
-                        "at a larger error, see benchmarks/README.md; countsketch's "
+                        "at a larger error, foldspread folds into 4·sketch_dim buckets before spread's rows, see "
+                        "benchmarks/README.md; countsketch's "
                         "standard errors are not calibrated and its values are never trusted); compared "
                         "signatures must use the same maps")
     s.add_argument("--layers", nargs="+", default=None, metavar="PATTERN", help="write a network signature of "

@@ -12,7 +12,7 @@ __all__ = ["IGNORE_INDEX", "MAP_KINDS", "MAP_CHOICES", "DTYPE_NAMES", "DTYPE_CHO
 IGNORE_INDEX = -100
 
 #: Kinds of random projection for the activation and error sides of a sketch.
-MAP_KINDS = ("dense", "srht", "fold", "spread", "stack", "countsketch")
+MAP_KINDS = ("dense", "srht", "fold", "spread", "stack", "countsketch", "foldspread")
 #: What a user may ask for: a kind, or ``auto`` (the library picks per side and size).
 MAP_CHOICES = ("auto",) + MAP_KINDS
 

@@ -37,13 +37,17 @@ import math
 import torch
 from torch import Tensor
 
-from updatescope.sketch.hadamard import hadamard_entries, hadamard_matrix, next_pow2
+from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
 from updatescope.sketch.workspace import temp
 
 # Rows processed per chunk are chosen so the widest temporary stays near this many floats:
 # 2M floats (8 MB) stays in the last-level cache, so the signed copy of x is read back by
 # the matmul from cache, and the extra memory is bounded whatever the batch size.
 _CHUNK_ELEMS = 1 << 21
+
+# A stack map over at most this many input coordinates is applied as its explicit matrix
+# (see ``StackMap.factors``).
+_STACK_DENSE_DIM = 128
 
 
 def _rademacher(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
@@ -234,6 +238,13 @@ class FoldMap(QuadraticMap):
         self._pair_v = self.pair + f  # the same rows in the (n, 2F) layout of both factors (derived)
         self.h_q = hadamard_matrix(self.q)  # (Q, Q)
         self.h_p = hadamard_matrix(self.p)[: self.pu]  # (pu, P): H_P restricted to used rows
+        # Row of H_F behind each output, per factor.  The narrow path (c = 1) leaves the
+        # transform in the (Q, P) layout, whose position i is row (i mod P)·Q + i div P; the
+        # wide path transforms in natural order (``fwht``) and gathers these rows directly,
+        # so both compute the same map.
+        row_of = (torch.arange(f) % self.p) * self.q + torch.arange(f) // self.p
+        self.rows = torch.stack((row_of if self.sel is None else row_of[self.sel], row_of[self.pair]))
+        self._rows_v = self.rows[1] + f  # v's rows in the (n, 2F) natural layout (derived)
 
     def _width(self) -> int:
         # temporaries are (rows, 2, F) whatever dim is: the fold reads x once, in place
@@ -260,7 +271,11 @@ class FoldMap(QuadraticMap):
     def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
         n = x.shape[0]
         z = self._fold(x, tag)
-        # H_Q on the fast axis
+        if self.c > 1:  # wide: H_F on the whole folded vector, natural order, then the kept rows
+            flat = fwht(z.view(n * 2, self.f), tag).view(n, 2 * self.f)
+            u = torch.index_select(flat, 1, self.rows[0], out=temp(tag, "u", (n, self.m), x))
+            return u, torch.index_select(flat, 1, self._rows_v, out=temp(tag, "v", (n, self.m), x))
+        # narrow: only the first pu rows of the (P, Q) view are nonzero.  H_Q on the fast axis
         y = torch.mm(z.view(n * 2 * self.pu, self.q), self.h_q.to(x.dtype), out=temp(tag, "y1", (n * 2 * self.pu, self.q), x))
         # H_P on the slow axis; the result is laid out (q, p), a fixed permutation of H_F's rows
         y = torch.matmul(y.view(n * 2, self.pu, self.q).transpose(1, 2), self.h_p.to(x.dtype),
@@ -353,14 +368,16 @@ class SpreadMap(QuadraticMap):
         self.col_signs = c
         bits = a.bit_length() - 1
         self.a1, self.a2 = 1 << (bits // 2), a >> (bits // 2)
-        self.h_a1, self.h_a2 = hadamard_matrix(self.a1), hadamard_matrix(self.a2)
         # output (ob index i, o2, o1) of the layout below is row S[i]·A + o1·A2 + o2 of H_N
         i = torch.arange(self.s).repeat_interleave(a)
         o2 = (torch.arange(a) // self.a1).repeat(self.s)
         o1 = (torch.arange(a) % self.a1).repeat(self.s)
         rows = kept[:, i] * a + o1 * self.a2 + o2
         self.rows = torch.stack((rows[0], rows[1][self.pair]))
-        self._sel_v = self.pair + m  # v's outputs in the (n, 2m) layout
+        # H_A is applied by ``fwht`` in natural order, where output (i, o2, o1) above sits at
+        # position i·A + o1·A2 + o2 of its factor: gathering those positions gives this map.
+        nat = i * a + o1 * self.a2 + o2
+        self._gather_u, self._gather_v = nat, nat[self.pair] + m  # in the (n, 2m) layout of both factors
 
     def _width(self) -> int:
         return 4 * self.m + 2 * self.dim
@@ -379,22 +396,33 @@ class SpreadMap(QuadraticMap):
             flat = y.view(n, 2 * q * p)
             u = torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (n, m), x))
             return u, torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
+        return self._wide(x, tag)
+
+    def _wide(self, x: Tensor, tag: str | None) -> tuple[Tensor, Tensor]:
+        """Wide path.  x (n, dim), read by both factors, or (n, 2, dim): one input per factor
+        (``FoldSpreadMap`` passes its two folded vectors)."""
+        n, dim, m = x.shape[0], self.dim, self.m
         a, s, b = self.a, self.s, self.b
         full = dim // a
         hb = self.h_b.to(x.dtype)
-        # stage 1, both factors: (2s, B) @ (n, B, A) -> (n, 2s, A), x read in place
-        y = torch.matmul(hb[:, :full], x[:, : full * a].reshape(n, full, a), out=temp(tag, "y", (n, 2 * s, a), x))
-        if full < b:  # the last, partial block row
-            rest = dim - full * a
-            y[:, :, :rest] += hb[:, full].view(1, 2 * s, 1) * x[:, full * a :].unsqueeze(1)
+        if x.dim() == 2:
+            # stage 1, both factors: (2s, B) @ (n, B, A) -> (n, 2s, A), x read in place
+            y = torch.matmul(hb[:, :full], x[:, : full * a].reshape(n, full, a), out=temp(tag, "y", (n, 2 * s, a), x))
+            if full < b:  # the last, partial block row
+                rest = dim - full * a
+                y[:, :, :rest] += hb[:, full].view(1, 2 * s, 1) * x[:, full * a :].unsqueeze(1)
+        else:
+            # stage 1, one input per factor: (2, s, B) @ (n, 2, B, A) -> (n, 2, s, A)
+            hb2 = hb.view(2, s, b)
+            y = torch.matmul(hb2[:, :, :full], x[:, :, : full * a].reshape(n, 2, full, a),
+                             out=temp(tag, "y", (n, 2, s, a), x).view(n, 2, s, a)).view(n, 2 * s, a)
+            if full < b:
+                rest = dim - full * a
+                y.view(n, 2, s, a)[..., :rest] += hb2[:, :, full].view(1, 2, s, 1) * x[:, :, full * a :].unsqueeze(2)
         y.view(n, 2, s, a).mul_(self.col_signs.to(x.dtype).view(1, 2, 1, a))
-        # H_A = H_A1 ⊗ H_A2 on the (A1, A2) view of each row
-        a1, a2 = self.a1, self.a2
-        t = torch.mm(y.view(n * 2 * s * a1, a2), self.h_a2.to(x.dtype), out=temp(tag, "t", (n * 2 * s * a1, a2), x))
-        t = torch.matmul(t.view(n * 2 * s, a1, a2).transpose(1, 2), self.h_a1.to(x.dtype),
-                         out=temp(tag, "t2", (n * 2 * s, a2, a1), x))
-        flat = t.view(n, 2 * m)
-        return flat[:, :m], torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
+        flat = fwht(y.view(n * 2 * s, a), tag).view(n, 2 * m)  # H_A on every kept block row
+        u = torch.index_select(flat, 1, self._gather_u, out=temp(tag, "u", (n, m), x))
+        return u, torch.index_select(flat, 1, self._gather_v, out=temp(tag, "v", (n, m), x))
 
 
 class StackMap(QuadraticMap):
@@ -435,36 +463,109 @@ class StackMap(QuadraticMap):
         keep = torch.stack([torch.randperm(total, generator=g)[:m] for _ in range(2)])  # (2, m)
         if total == m:  # u keeps every output in order; v's permutation pairs them at random
             keep[0] = torch.arange(m)
-        self._sel_u = None if total == m else keep[0]
-        self._sel_v = keep[1] + total  # in the (n, 2·G·N) layout of both factors
-        # output position p of a block is row (p mod N1)·N2 + p div N1 of H_N (see factors)
+        # output position p of a block is row (p mod N1)·N2 + p div N1 of H_N (the (o2, o1)
+        # layout of a Kronecker transform, which fixed the map); the transform now runs in
+        # natural order (``fwht``), where that row sits at its own index: gather it there.
         pos = keep % n
         self.rows = (pos % self.n1) * self.n2 + pos // self.n1
         self.block = keep // n
-        self.h_2 = hadamard_matrix(self.n2)
-        self.h_1 = hadamard_matrix(self.n1)[:, : self.r].T.contiguous()  # (R, N1): H_N1 on the used rows
+        nat = self.block * n + self.rows  # (2, m) in one factor's (G·N) natural layout
+        self._gather_u = None if total == m and torch.equal(nat[0], torch.arange(m)) else nat[0]
+        self._gather_v = nat[1] + total
 
     def _width(self) -> int:
+        if self.dim <= _STACK_DENSE_DIM:
+            return 2 * self.m
         return 6 * self.g * self.n + 2 * self.m
 
     def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
-        rows, dim, m, g, n2, r = x.shape[0], self.dim, self.m, self.g, self.n2, self.r
-        span = r * n2
-        # both factors' G signed copies of x, padded to the used (R, N2) rows: (rows, 2G, R·N2)
-        z = temp(tag, "z", (rows, 2 * g, span), x)
+        if self.dim <= _STACK_DENSE_DIM:
+            # Narrow enough that the explicit (dim, 2m) ±1 matrix of both factors is small
+            # (≤ 4 MB at m = 4,096): one well-shaped GEMM beats G·R tiny transforms.
+            key = (x.dtype, x.device)
+            if getattr(self, "_explicit_key", None) != key:
+                u, v = self._transform(torch.eye(self.dim, dtype=x.dtype, device=x.device), None)
+                self._explicit, self._explicit_key = torch.cat((u, v), 1), key  # exact: sums of ±1
+            p = torch.mm(x, self._explicit, out=temp(tag, "p", (x.shape[0], 2 * self.m), x))
+            return p[:, : self.m], p[:, self.m :]
+        return self._transform(x, tag)
+
+    def _transform(self, x: Tensor, tag: str | None) -> tuple[Tensor, Tensor]:
+        rows, dim, m, g, n = x.shape[0], self.dim, self.m, self.g, self.n
+        # both factors' G signed copies of x, zero-padded to N: (rows, 2G, N)
+        z = temp(tag, "z", (rows, 2 * g, n), x)
         torch.mul(x.unsqueeze(1), self.signs.to(x.dtype).view(1, 2 * g, dim), out=z[:, :, :dim])
         z[:, :, dim:] = 0
-        # H_N = H_N1 ⊗ H_N2 on the (a1, a2) view: contract a2, then a1 (used rows only);
-        # the result is laid out (o2, o1), position o2·N1 + o1 = row o1·N2 + o2 of H_N
-        t = torch.mm(z.view(rows * 2 * g * r, n2), self.h_2.to(x.dtype), out=temp(tag, "t", (rows * 2 * g * r, n2), x))
-        t = torch.matmul(t.view(rows * 2 * g, r, n2).transpose(1, 2), self.h_1.to(x.dtype),
-                         out=temp(tag, "t2", (rows * 2 * g, n2, self.n1), x))
-        flat = t.view(rows, 2 * g * self.n)
-        u = flat[:, :m] if self._sel_u is None else torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (rows, m), x))
-        return u, torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (rows, m), x))
+        flat = fwht(z.view(rows * 2 * g, n), tag).view(rows, 2 * g * n)
+        u = flat[:, :m] if self._gather_u is None else torch.index_select(flat, 1, self._gather_u,
+                                                                         out=temp(tag, "u", (rows, m), x))
+        return u, torch.index_select(flat, 1, self._gather_v, out=temp(tag, "v", (rows, m), x))
 
 
-_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap)}
+class FoldSpreadMap(QuadraticMap):
+    """A signed fold of x into W = 4·next_pow2(m) buckets, then the spread map's wide SRHT
+    (``SpreadMap``) on each factor's folded vector: the spread's rows for the fold's cost.
+
+    The spread's first stage multiplies every input coordinate by 2·s ≈ 8 kept block rows of
+    H_Bp, so at a 128k vocabulary it costs several reads of x however it is laid out.  Here x
+    is read once by a 2-row fold: coordinate k = j·W + w goes to bucket w with sign R_j (a
+    sign per block of W coordinates, per factor), z_f = Σ_j R_fj x_j, and the spread map of
+    width W (drawn after R, its own factored signs R'_b C_a) is applied to z_u for u and to
+    z_v for v.  Output j of a factor is therefore Σ_k H_W[rows_j, cols(k mod W)] ·
+    R'C(k mod W) · R(k div W) · x_k, a ±1 row whose coordinate signs D_k are independent
+    pairwise (coordinates in one bucket differ by R, in different buckets by R'C), so
+    E[(u_j·x)(u_j·x')] = x·x' exactly, as for every map here.  Coordinates k ≡ k' (mod W)
+    share a column of H_W: a count sketch with a fixed hash into W = 4F buckets, four times
+    the fold map's F, before the spread's distinct rows.  For dim ≤ W there is nothing to
+    fold and the map is the spread map of width dim.
+
+    ``rows`` (2, m), ``cols`` (2, dim) and ``signs`` (2, dim) follow ``SpreadMap``'s
+    convention: u_j·x = Σ_k H[rows[0, j], cols[0, k]] signs[0, k] x_k.
+    """
+
+    kind = "foldspread"
+
+    def __init__(self, dim: int, m: int, g: torch.Generator) -> None:
+        super().__init__(dim, m, g)
+        self.w = 4 * next_pow2(m)
+        self.c = -(-dim // self.w)  # blocks of W coordinates folded onto each other
+        k = torch.arange(dim)
+        if self.c > 1:
+            self.r = _rademacher((2, self.c), g)  # block signs R_u, R_v
+            self.inner = SpreadMap(self.w, m, g)
+            w = k % self.w
+            self.rows = self.inner.rows
+            self.cols = self.inner.cols[:, w]
+            self.signs = self.inner.signs[:, w] * self.r[:, k // self.w]
+        else:
+            self.r = None
+            self.inner = SpreadMap(dim, m, g)
+            self.rows, self.cols, self.signs = self.inner.rows, self.inner.cols, self.inner.signs
+
+    def to(self, device: torch.device | str) -> "FoldSpreadMap":
+        super().to(device)
+        self.inner.to(device)
+        return self
+
+    def _width(self) -> int:
+        if self.c == 1:
+            return self.inner._width()
+        return 2 * self.w + self.inner._width()  # the folded pair, then the spread's temporaries
+
+    def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
+        if self.c == 1:
+            return self.inner.factors(x, tag)
+        n, dim, w = x.shape[0], self.dim, self.w
+        full, rest = dim // w, dim % w
+        r = self.r.to(x.dtype)
+        # Σ_j R_j x_j for both factors: (2, full) @ (n, full, W) -> (n, 2, W), x read in place
+        z = torch.matmul(r[:, :full], x[:, : full * w].reshape(n, full, w), out=temp(tag, "fz", (n, 2, w), x))
+        if rest:
+            z[:, :, :rest] += x[:, full * w :].unsqueeze(1) * r[:, full].view(1, 2, 1)
+        return self.inner._wide(z, tag)
+
+
+_KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap, FoldSpreadMap)}
 
 
 def build_maps(act_dim: int, out_dim: int, m: int, seed: int, act_kind: str, error_kind: str
