@@ -70,10 +70,10 @@ def _map_madds(mp) -> float:
         return 2 * (2.0 * mp.dim + 2.0 * mp.pu * mp.q * (mp.q + mp.p))
     if mp.kind == "stack" and mp.dim <= _STACK_DENSE_DIM:  # its explicit (dim, 2m) matrix
         return 2.0 * mp.dim * mp.m
-    if mp.kind == "stack":  # 2G transforms of N
-        return 2.0 * mp.g * fw(mp.n)
-    if mp.kind == "spread" and mp.wide:  # one (2s, B) @ (B, A) stage for both factors, then H_A on 2s rows
-        return 2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * fw(mp.a)
+    if mp.kind == "stack":  # G blocks per factor: H_N2 on the R used rows, then H_N1
+        return 2.0 * mp.g * mp.r * mp.n2 * (mp.n2 + mp.n1)
+    if mp.kind == "spread" and mp.wide:  # one (2s, B) @ (B, A) stage for both factors, then H_A1 ⊗ H_A2
+        return 2.0 * mp.s * mp.b * mp.a + 2.0 * mp.s * mp.a * (mp.a1 + mp.a2)
     if mp.kind == "spread":  # H_Q on the R runs, H_P restricted to them
         return 2.0 * mp.runs * mp.q * (mp.q + mp.p)
     if mp.kind == "foldspread":  # the fold (2 rows) when there is one, then the spread map on W

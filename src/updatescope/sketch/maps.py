@@ -368,16 +368,14 @@ class SpreadMap(QuadraticMap):
         self.col_signs = c
         bits = a.bit_length() - 1
         self.a1, self.a2 = 1 << (bits // 2), a >> (bits // 2)
+        self.h_a1, self.h_a2 = hadamard_matrix(self.a1), hadamard_matrix(self.a2)
         # output (ob index i, o2, o1) of the layout below is row S[i]·A + o1·A2 + o2 of H_N
         i = torch.arange(self.s).repeat_interleave(a)
         o2 = (torch.arange(a) // self.a1).repeat(self.s)
         o1 = (torch.arange(a) % self.a1).repeat(self.s)
         rows = kept[:, i] * a + o1 * self.a2 + o2
         self.rows = torch.stack((rows[0], rows[1][self.pair]))
-        # H_A is applied by ``fwht`` in natural order, where output (i, o2, o1) above sits at
-        # position i·A + o1·A2 + o2 of its factor: gathering those positions gives this map.
-        nat = i * a + o1 * self.a2 + o2
-        self._gather_u, self._gather_v = nat, nat[self.pair] + m  # in the (n, 2m) layout of both factors
+        self._sel_v = self.pair + m  # v's outputs in the (n, 2m) layout
 
     def _width(self) -> int:
         return 4 * self.m + 2 * self.dim
@@ -420,9 +418,14 @@ class SpreadMap(QuadraticMap):
                 rest = dim - full * a
                 y.view(n, 2, s, a)[..., :rest] += hb2[:, :, full].view(1, 2, s, 1) * x[:, :, full * a :].unsqueeze(2)
         y.view(n, 2, s, a).mul_(self.col_signs.to(x.dtype).view(1, 2, 1, a))
-        flat = fwht(y.view(n * 2 * s, a), tag).view(n, 2 * m)  # H_A on every kept block row
-        u = torch.index_select(flat, 1, self._gather_u, out=temp(tag, "u", (n, m), x))
-        return u, torch.index_select(flat, 1, self._gather_v, out=temp(tag, "v", (n, m), x))
+        # H_A = H_A1 ⊗ H_A2 on the (A1, A2) view of each row (two calls: cheaper than ``fwht``'s
+        # three at the few rows per chunk of a wide input)
+        a1, a2 = self.a1, self.a2
+        t = torch.mm(y.view(n * 2 * s * a1, a2), self.h_a2.to(x.dtype), out=temp(tag, "t", (n * 2 * s * a1, a2), x))
+        t = torch.matmul(t.view(n * 2 * s, a1, a2).transpose(1, 2), self.h_a1.to(x.dtype),
+                         out=temp(tag, "t2", (n * 2 * s, a2, a1), x))
+        flat = t.view(n, 2 * m)
+        return flat[:, :m], torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
 
 
 class StackMap(QuadraticMap):
@@ -463,15 +466,14 @@ class StackMap(QuadraticMap):
         keep = torch.stack([torch.randperm(total, generator=g)[:m] for _ in range(2)])  # (2, m)
         if total == m:  # u keeps every output in order; v's permutation pairs them at random
             keep[0] = torch.arange(m)
-        # output position p of a block is row (p mod N1)·N2 + p div N1 of H_N (the (o2, o1)
-        # layout of a Kronecker transform, which fixed the map); the transform now runs in
-        # natural order (``fwht``), where that row sits at its own index: gather it there.
+        self._sel_u = None if total == m else keep[0]
+        self._sel_v = keep[1] + total  # in the (n, 2·G·N) layout of both factors
+        # output position p of a block is row (p mod N1)·N2 + p div N1 of H_N (see factors)
         pos = keep % n
         self.rows = (pos % self.n1) * self.n2 + pos // self.n1
         self.block = keep // n
-        nat = self.block * n + self.rows  # (2, m) in one factor's (G·N) natural layout
-        self._gather_u = None if total == m and torch.equal(nat[0], torch.arange(m)) else nat[0]
-        self._gather_v = nat[1] + total
+        self.h_2 = hadamard_matrix(self.n2)
+        self.h_1 = hadamard_matrix(self.n1)[:, : self.r].T.contiguous()  # (R, N1): H_N1 on the used rows
 
     def _width(self) -> int:
         if self.dim <= _STACK_DENSE_DIM:
@@ -491,15 +493,20 @@ class StackMap(QuadraticMap):
         return self._transform(x, tag)
 
     def _transform(self, x: Tensor, tag: str | None) -> tuple[Tensor, Tensor]:
-        rows, dim, m, g, n = x.shape[0], self.dim, self.m, self.g, self.n
-        # both factors' G signed copies of x, zero-padded to N: (rows, 2G, N)
-        z = temp(tag, "z", (rows, 2 * g, n), x)
+        rows, dim, m, g, n2, r = x.shape[0], self.dim, self.m, self.g, self.n2, self.r
+        span = r * n2
+        # both factors' G signed copies of x, padded to the used (R, N2) rows: (rows, 2G, R·N2)
+        z = temp(tag, "z", (rows, 2 * g, span), x)
         torch.mul(x.unsqueeze(1), self.signs.to(x.dtype).view(1, 2 * g, dim), out=z[:, :, :dim])
         z[:, :, dim:] = 0
-        flat = fwht(z.view(rows * 2 * g, n), tag).view(rows, 2 * g * n)
-        u = flat[:, :m] if self._gather_u is None else torch.index_select(flat, 1, self._gather_u,
-                                                                         out=temp(tag, "u", (rows, m), x))
-        return u, torch.index_select(flat, 1, self._gather_v, out=temp(tag, "v", (rows, m), x))
+        # H_N = H_N1 ⊗ H_N2 on the (a1, a2) view: contract a2, then a1 (used rows only);
+        # the result is laid out (o2, o1), position o2·N1 + o1 = row o1·N2 + o2 of H_N
+        t = torch.mm(z.view(rows * 2 * g * r, n2), self.h_2.to(x.dtype), out=temp(tag, "t", (rows * 2 * g * r, n2), x))
+        t = torch.matmul(t.view(rows * 2 * g, r, n2).transpose(1, 2), self.h_1.to(x.dtype),
+                         out=temp(tag, "t2", (rows * 2 * g, n2, self.n1), x))
+        flat = t.view(rows, 2 * g * self.n)
+        u = flat[:, :m] if self._sel_u is None else torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (rows, m), x))
+        return u, torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (rows, m), x))
 
 
 class FoldSpreadMap(QuadraticMap):
