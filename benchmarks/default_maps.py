@@ -111,9 +111,12 @@ def _floor_ratio(rec: dict | None, emap: str) -> str:
     top = max(rows, key=lambda r: r["out_dim"])
     fits = rec.get("fits", {})
     fit, read = fits.get(top["error_map_requested"]), fits.get("read")
-    slope = (f"; per entry {fit['slope_ns_per_entry'] / read['slope_ns_per_entry']:.1f}× the read's"
-             if fit and read and read["slope_ns_per_entry"] > 0 else "")
-    return f"{top['update_over_read']:.1f}× ({top['error_map']}{slope})"
+    parts = ""
+    if fit and read and read["slope_ns_per_entry"] > 0:
+        fixed = fit["intercept_us"] / top["read_us_per_sample"]
+        parts = (f"; fixed part {fixed:.1f}×, per entry {fit['slope_ns_per_entry'] / read['slope_ns_per_entry']:.1f}× "
+                 "the read's")
+    return f"{top['update_over_read']:.1f}× ({top['error_map']}{parts})"
 
 
 def table(results: Path) -> str:
@@ -121,7 +124,7 @@ def table(results: Path) -> str:
     acc = [_load(results / "map_accuracy.json"), _load(results / "map_accuracy_576.json")]
     real = _load(results / "map_accuracy_smollm2.json")
     arms = _load(results / ARMS_FILE)
-    lines = ["| maps (act/error) | sketch / forward, streaming [min–max] | with the fingerprint | update / cold read, K = 2^17 (the fit's cost per error entry over the read's) "
+    lines = ["| maps (act/error) | sketch / forward, streaming [min–max] | with the fingerprint | update / cold read, K = 2^17 (fit t = t0 + b·K: t0 over the read at 2^17, b over the read's b) "
              "| synthetic K = 49,152, d = 128: median \\|err\\| fisher / activation / error (Δ vs the earlier default ± SE) "
              "| same, d = 576 | SmolLM2 real streams: fisher Spearman (Δ ± SE) / median \\|err\\| fisher / activation / error (Δ ± SE) |",
              "|---|---|---|---|---|---|---|"]
