@@ -80,6 +80,20 @@ def _spread_rows(mp: SpreadMap, which: int) -> torch.Tensor:
     return h * mp.signs[which].double()
 
 
+def _check_rows(mp, distinct: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both factors equal x @ (their explicit ±1 rows).T; with ``distinct``, all m rows differ.
+    Returns x and u."""
+    x = torch.randn(3, mp.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    u, v = mp.factors(x)
+    for q, which in ((u, 0), (v, 1)):
+        explicit = _spread_rows(mp, which)
+        assert bool((explicit.abs() == 1).all())
+        assert torch.allclose(q, x @ explicit.T, atol=1e-9)
+        if distinct:
+            assert torch.unique(explicit, dim=0).shape[0] == mp.m
+    return x, u
+
+
 @pytest.mark.parametrize("dim,m", [(10, 64), (300, 256), (5000, 256), (4096, 64), (1000, 4096), (700, 48),
                                    (577, 1024), (4097, 4096), (12345, 512), (49152, 4096)])
 def test_spread_factors_equal_explicit_rows(dim, m):
@@ -87,14 +101,8 @@ def test_spread_factors_equal_explicit_rows(dim, m):
     distinct (the fold's zero padding repeats rows); wide: kept rows of H_N with factored
     signs D_(b,a) = R_b C_a, rows without repeats where enough block rows exist."""
     mp = SpreadMap(dim, m, torch.Generator().manual_seed(8))
-    x = torch.randn(3, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
-    u, v = mp.factors(x)
-    for q, which in ((u, 0), (v, 1)):
-        explicit = _spread_rows(mp, which)
-        assert bool((explicit.abs() == 1).all())
-        assert torch.allclose(q, x @ explicit.T, atol=1e-9)
-        if mp.wide or mp.runs >= 2 * (mp.p.bit_length() - 1):  # (narrow) enough runs for ρ to span
-            assert torch.unique(explicit, dim=0).shape[0] == m  # no repeated projection
+    # (narrow) enough runs for ρ to span: no repeated projection
+    _check_rows(mp, distinct=mp.wide or mp.runs >= 2 * (mp.p.bit_length() - 1))
     if dim == 1000 and m == 4096:  # what the spread fixes: the fold's padded rows repeat
         fold = FoldMap(dim, m, torch.Generator().manual_seed(8))
         cols = torch.arange(dim) % fold.f
@@ -109,13 +117,7 @@ def test_foldspread_factors_equal_explicit_rows(dim, m):
     without anything to fold (dim ≤ W) it is the spread map of width dim."""
     mp = FoldSpreadMap(dim, m, torch.Generator().manual_seed(8))
     assert mp.w == 4 * next_pow2(m) and mp.c == -(-dim // mp.w)
-    x = torch.randn(3, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
-    u, v = mp.factors(x)
-    for q, which in ((u, 0), (v, 1)):
-        explicit = _spread_rows(mp, which)
-        assert bool((explicit.abs() == 1).all())
-        assert torch.allclose(q, x @ explicit.T, atol=1e-9)
-        assert torch.unique(explicit, dim=0).shape[0] == m
+    x, u = _check_rows(mp, distinct=True)
     if mp.c > 1:  # coordinates one bucket apart (k ≡ k' mod W) share a column of H_W
         assert torch.equal(mp.cols[:, 0], mp.cols[:, mp.w])
     else:
