@@ -51,9 +51,9 @@ _RADIX = 16
 
 def _digits(n: int) -> list[int]:
     """Radix factors of a power of two n > 1, each ≤ _RADIX, product n: as few passes as the
-    radix allows, the bits shared out evenly, smaller factors first (the first pass has the
-    longest contiguous runs, the last is a plain (rows, f) @ (f, f) matmul, which wants f
-    large: at n = 1,024, 8·8·16 and 4·16·16 run about 4× faster than 16·16·4)."""
+    radix allows, the bits shared out evenly, smaller factors first: the first pass works on
+    the longest contiguous runs, and the last one is a plain (rows, f) @ (f, f) matmul, which
+    runs poorly when f is small (as in 16·16·4)."""
     bits, rb = n.bit_length() - 1, _RADIX.bit_length() - 1
     k = -(-bits // rb)
     return [1 << (bits // k + (i >= k - bits % k)) for i in range(k)]

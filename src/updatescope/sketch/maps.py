@@ -418,8 +418,8 @@ class SpreadMap(QuadraticMap):
                 rest = dim - full * a
                 y.view(n, 2, s, a)[..., :rest] += hb2[:, :, full].view(1, 2, s, 1) * x[:, :, full * a :].unsqueeze(2)
         y.view(n, 2, s, a).mul_(self.col_signs.to(x.dtype).view(1, 2, 1, a))
-        # H_A = H_A1 ⊗ H_A2 on the (A1, A2) view of each row (two calls: cheaper than ``fwht``'s
-        # three at the few rows per chunk of a wide input)
+        # H_A = H_A1 ⊗ H_A2 on the (A1, A2) view of each row (two calls; ``fwht``'s three passes
+        # and a gather were not faster at the few rows per chunk of a wide input)
         a1, a2 = self.a1, self.a2
         t = torch.mm(y.view(n * 2 * s * a1, a2), self.h_a2.to(x.dtype), out=temp(tag, "t", (n * 2 * s * a1, a2), x))
         t = torch.matmul(t.view(n * 2 * s, a1, a2).transpose(1, 2), self.h_a1.to(x.dtype),
