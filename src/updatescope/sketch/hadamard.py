@@ -67,7 +67,9 @@ def fwht(x: Tensor, tag: str | None = None) -> Tensor:
     (d0, d1, …, dk), d_k least significant, pass i multiplies digit d_i by H_fi as one
     batched (fi × fi) @ (fi × post) matmul on the (rows·pre, fi, post) view: the layout
     never changes, so the result is in natural order with no transposes.  With ``tag`` the
-    two ping-pong buffers live in the thread's workspace (``workspace.temp``).
+    two ping-pong buffers live in the thread's workspace (``workspace.temp``) and the result
+    is one of them: valid until the next call with that tag, and not to be passed back in
+    with the same tag (the first pass would overwrite its own input).
     """
     from updatescope.sketch.workspace import temp
 
