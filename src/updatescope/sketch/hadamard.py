@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from updatescope.errors import InputError
+from updatescope.sketch.workspace import temp
 
 
 def next_pow2(n: int) -> int:
@@ -71,8 +72,6 @@ def fwht(x: Tensor, tag: str | None = None) -> Tensor:
     is one of them: valid until the next call with that tag, and not to be passed back in
     with the same tag (the first pass would overwrite its own input).
     """
-    from updatescope.sketch.workspace import temp
-
     n = x.shape[-1]
     if n < 1 or n & (n - 1):
         raise InputError(f"fwht needs a power-of-two length, got {n}")

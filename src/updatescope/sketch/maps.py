@@ -50,6 +50,20 @@ _CHUNK_ELEMS = 1 << 21
 _STACK_DENSE_DIM = 128
 
 
+def _block_fold(x: Tensor, r: Tensor, width: int, out: Tensor) -> Tensor:
+    """Σ_j R_fj x_j for both factors f: x (n, dim) cut into blocks of ``width`` coordinates
+    (the last may be partial), r (2, ⌈dim/width⌉) the block signs -> out (n, 2, width).  One
+    batched (2, blocks) @ (n, blocks, width) GEMM reads x in place (for row-contiguous x the
+    full blocks are a view even when a partial one follows), then the partial block is added."""
+    n, dim = x.shape
+    full, rest = dim // width, dim % width
+    r = r.to(x.dtype)
+    z = torch.matmul(r[:, :full], x[:, : full * width].reshape(n, full, width), out=out)
+    if rest:
+        z[:, :, :rest] += x[:, full * width :].unsqueeze(1) * r[:, full].view(1, 2, 1)
+    return z
+
+
 def _rademacher(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
     return torch.randint(0, 2, shape, generator=g, dtype=torch.int8).to(torch.float32).mul_(2).sub_(1)
 
@@ -259,13 +273,7 @@ class FoldMap(QuadraticMap):
             torch.mul(x.unsqueeze(1), self.signs.to(x.dtype).unsqueeze(0), out=z[:, :, :dim])
             z[:, :, dim:] = 0
             return z
-        full, rest = dim // f, dim % f
-        r = self.r.to(x.dtype)
-        # Σ_j R_j x_j over the blocks for both factors at once: (2, full) @ (n, full, F) -> (n, 2, F)
-        # (for row-contiguous x, x[:, :full·F] splits into blocks as a view: no copy even when rest > 0)
-        z = torch.matmul(r[:, :full], x[:, : full * f].reshape(n, full, f), out=temp(tag, "z", (n, 2, f), x))
-        if rest:
-            z[:, :, :rest] += x[:, full * f :].unsqueeze(1) * r[:, full:].view(1, 2, 1)
+        z = _block_fold(x, self.r, f, temp(tag, "z", (n, 2, f), x))  # Σ_j R_j x_j: (n, 2, F)
         return z.mul_(self.s.to(x.dtype))  # times S: (n, 2, F)
 
     def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
@@ -562,13 +570,7 @@ class FoldSpreadMap(QuadraticMap):
     def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
         if self.c == 1:
             return self.inner.factors(x, tag)
-        n, dim, w = x.shape[0], self.dim, self.w
-        full, rest = dim // w, dim % w
-        r = self.r.to(x.dtype)
-        # Σ_j R_j x_j for both factors: (2, full) @ (n, full, W) -> (n, 2, W), x read in place
-        z = torch.matmul(r[:, :full], x[:, : full * w].reshape(n, full, w), out=temp(tag, "fz", (n, 2, w), x))
-        if rest:
-            z[:, :, :rest] += x[:, full * w :].unsqueeze(1) * r[:, full].view(1, 2, 1)
+        z = _block_fold(x, self.r, self.w, temp(tag, "fz", (x.shape[0], 2, self.w), x))  # (n, 2, W)
         return self.inner._wide(z, tag)
 
 
