@@ -77,6 +77,36 @@ def test_correlation_tests_detect_signal_and_not_noise():
     assert math.isnan(const["pooled"]["rho"]) and const["per_target"]["n"] == 0
 
 
+def test_smiles_budget_chosen_on_the_validation_split(tiny, monkeypatch):
+    """budget_grid: the LoRA steps are chosen on the sketch split before the truth, recorded,
+    and used; budget_only stops after the probe; too many probe domains are refused before
+    any model loads."""
+    from updatescope.errors import InputError
+
+    cfg = {"tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
+           "n_perm": 50, "gt_seeds": 2, "budget_grid": [1, 5], "budget_domains": 3,
+           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
+                    "batch": 2, "seq_len": 16}}
+    res = reproduce("smiles", tiny / "out", cfg)
+    b = res["metrics"]["budget"]
+    assert b["domains"] == ["smi_a", "smi_c", "smi_e"] and b["validation_split"] == "sketch"
+    assert [r["steps"] for r in b["grid"]] == [1, 5]
+    best = max(b["grid"], key=lambda r: (r["median_snr"], -r["steps"]))
+    assert b["chosen"] == best["steps"] and res["config"]["lora_steps_used"] == b["chosen"]
+    assert res["metrics"]["ground_truth"]["transfer"]
+    only = reproduce("smiles", tiny / "only", {**cfg, "budget_only": True})
+    assert only["metrics"]["budget"] == b and "ground_truth" not in only["metrics"]
+    assert only["config"]["lora_steps_chosen"] == b["chosen"]
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(heads, "load_model", no_model)
+    with pytest.raises(InputError, match="budget_domains"):
+        reproduce("smiles", tiny / "bad", {**cfg, "budget_domains": 6})
+    assert not (tiny / "bad").exists()
+
+
 def test_smiles_within_one_collection(tiny):
     """collection="nci": every domain from NCI, the collection indicator constant and flagged,
     "family" = same property, FisherSketch bootstrapped against every baseline."""

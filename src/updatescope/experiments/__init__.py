@@ -114,9 +114,20 @@ def run_experiment(config: Any, out: str | Path, *, figures: bool = True,
 
     exp = _name_of(config)
     out = Path(out)
+    # made before the run (an unwritable place fails now, not after it), removed again if the
+    # run fails and leaves it empty: a refused run writes nothing
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    result = exp.runner()(config, out.parent)
+    try:
+        result = exp.runner()(config, out.parent)
+    except BaseException:
+        for p in made:  # deepest first
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
     metrics = {**result.metrics, "figures": list(result.figures)}
     record = make_record(result.name, result.config, metrics, result.seconds or time.perf_counter() - t0)
     write_json_atomic(record, out)

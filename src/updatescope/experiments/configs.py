@@ -195,6 +195,9 @@ class SelectionConfig:
 class SmilesConfig(SelectionConfig):
     """``smiles``: the SMILES domains (None: all of them), correlation with perplexity reduction.
 
+    ``budget_grid`` / ``budget_domains`` / ``budget_only``: the LoRA steps chosen on the
+    validation (sketch) split before the truth is measured, as in ``source-selection``.
+
     ``collection``: None (default, the recorded experiment): the 9 ``smiles`` domains from two
     collections (NCI, WEHI).  "nci": the 12 ``smiles_nci`` property bins of one collection
     (9 with ``--quick``), so the same-collection indicator is constant and only the sketch
@@ -207,13 +210,11 @@ class SmilesConfig(SelectionConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _positive(self, "n_perm")
-        # the pooled correlation and its Mantel test need every pair, and the budget probe is
-        # source selection's: refuse them here rather than ignore them
+        # the pooled correlation and its Mantel test need every pair: refuse a candidate subset
+        # rather than ignore it
         if self.candidates is not None:
             raise InputError("candidates is not a smiles setting: the pooled correlation and its Mantel test "
                              "use every pair of bins")
-        if self.budget_grid is not None:
-            raise InputError("budget_grid is not a smiles setting (the budget probe belongs to source-selection)")
         if self.collection not in (None, "nci"):
             raise InputError(f"collection must be None or 'nci' (the one collection with >= 9 bins), "
                              f"got {self.collection!r}")

@@ -16,6 +16,11 @@ L the target's eval-split mean cross-entropy (nats) under the base head and unde
 fine-tuned on S.  It is a monotone function of the loss reduction, so per-target rankings
 are the same as with ``transfer``; pooled over targets it puts targets on a relative scale.
 
+Budget (``budget_grid``, as in ``source-selection``): the LoRA steps are chosen before the
+truth is measured, on the sketch split of ``budget_domains`` bins (never the eval split the
+truth uses), by the largest median signal-to-noise ratio of the transfers over 2 seeds
+(:func:`source_selection.choose_budget`); ``budget_only`` records the probe alone.
+
 Statistics, for every method's similarity (FisherSketch joint A_F, activation-only
 Scov(M_a), error-only Scov(Γ_e), the exact Gram identity, mean-gradient cosine, the
 baselines, random):
@@ -50,6 +55,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads, scoring, source_selection
 from updatescope.experiments.configs import SmilesConfig
 from updatescope.report import console, figures
@@ -181,14 +187,24 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
             domains = [d for d in domains if property_of(d) in QUICK_WITHIN_PROPERTIES]
     else:
         domains = smiles_domains()
+    if cfg.budget_domains is not None and cfg.budget_domains > len(domains):
+        raise InputError(f"budget_domains must be in [3, {len(domains)}] (the number of SMILES domains), "
+                         f"got {cfg.budget_domains}")
     log = functools.partial(print, flush=True)
 
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
     w0, b0 = heads.head_weights(model)
+    budget = (source_selection.choose_budget(model, tok, fp, domains, cfg, log, loader=load_texts)
+              if cfg.budget_grid else None)
+    if cfg.budget_only:  # the probe alone: no ground truth, no scores
+        log(f"budget probe only: {budget['chosen']} LoRA steps chosen; no ground truth measured")
+        return Result(NAME, config_record(cfg, domains=domains, lora_steps_chosen=budget["chosen"]),
+                      {"n_domains": len(domains), "budget": budget}, time.perf_counter() - t0)
     wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = source_selection.capture_domains(model, tok, fp, domains, wanted, log, loader=load_texts)
-    gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, log, loader=load_texts, data=data)
+    gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, log, loader=load_texts, data=data,
+                                       steps=None if budget is None else budget["chosen"])
     del model
     truth = ppl_reduction(gt["base_loss"], gt["loss"])
     collections = {d: collection_of(d) for d in domains}
@@ -221,6 +237,7 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     title = f"SMILES, SmolLM2-135M, {where}{len(domains)} domains, {cfg.ground_truth} fine-tuning ground truth"
     metrics = {
         "n_domains": len(domains),
+        "budget": budget,
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
         "ground_truth": {**gt, "ppl_reduction": truth},
         "correlation": tests,
@@ -233,5 +250,6 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
                        constant_methods=sorted(m for m, tab in scores.items()
                                                if len({v for row in tab.values() for v in row.values()}) <= 1))
     fig = f"smiles_{cfg.collection}.png" if cfg.collection else "smiles.png"
-    return Result(NAME, config_record(cfg, domains=domains), metrics, time.perf_counter() - t0, figures={
+    used = {} if budget is None else {"lora_steps_used": budget["chosen"]}
+    return Result(NAME, config_record(cfg, domains=domains, **used), metrics, time.perf_counter() - t0, figures={
         fig: lambda path: figures.plot_smiles(pairs, y, tests, path, title)})
