@@ -49,3 +49,21 @@ def reproduce(name, out_dir, settings=None, *, quick=True, seed=0):
     from updatescope.experiments import configure, run_experiment
 
     return run_experiment(configure(name, quick=quick, seed=seed, settings=settings), out_dir / f"{name}.json")
+
+
+def check_budget_run(name, out_dir, cfg, probe_domains):
+    """Run ``name`` with ``cfg``'s budget grid, then its probe alone (``budget_only``), and
+    check the choice: made on the sketch split of ``probe_domains``, the grid's best median
+    SNR (the smaller budget on a tie), used for the truth, and the same when the probe runs
+    alone (its fine-tunings are cached), which measures no truth.  -> the full record."""
+    res = reproduce(name, out_dir / "out", cfg)
+    b = res["metrics"]["budget"]
+    assert b["domains"] == probe_domains and b["validation_split"] == "sketch"
+    assert [r["steps"] for r in b["grid"]] == list(cfg["budget_grid"])
+    best = max(b["grid"], key=lambda r: (r["median_snr"], -r["steps"]))
+    assert b["chosen"] == best["steps"] and res["config"]["lora_steps_used"] == b["chosen"]
+    assert res["metrics"]["ground_truth"]["transfer"]
+    only = reproduce(name, out_dir / "only", {**cfg, "budget_only": True})
+    assert only["metrics"]["budget"] == b and "ground_truth" not in only["metrics"]
+    assert only["config"]["lora_steps_chosen"] == b["chosen"] and "lora_steps_used" not in only["config"]
+    return res

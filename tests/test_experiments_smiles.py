@@ -6,7 +6,7 @@ import pytest
 
 from updatescope.experiments import heads, smiles
 
-from _tiny_lm import loader, reproduce
+from _tiny_lm import check_budget_run, loader, reproduce
 
 # within-collection names (collection "nci", property families tpsa / logp) -> an alphabet above
 WITHIN = [("tpsa", 1), ("tpsa", 2), ("logp", 1), ("logp", 2), ("logp", 3)]
@@ -87,16 +87,7 @@ def test_smiles_budget_chosen_on_the_validation_split(tiny, monkeypatch):
            "n_perm": 50, "gt_seeds": 2, "budget_grid": [1, 5], "budget_domains": 3,
            "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
                     "batch": 2, "seq_len": 16}}
-    res = reproduce("smiles", tiny / "out", cfg)
-    b = res["metrics"]["budget"]
-    assert b["domains"] == ["smi_a", "smi_c", "smi_e"] and b["validation_split"] == "sketch"
-    assert [r["steps"] for r in b["grid"]] == [1, 5]
-    best = max(b["grid"], key=lambda r: (r["median_snr"], -r["steps"]))
-    assert b["chosen"] == best["steps"] and res["config"]["lora_steps_used"] == b["chosen"]
-    assert res["metrics"]["ground_truth"]["transfer"]
-    only = reproduce("smiles", tiny / "only", {**cfg, "budget_only": True})
-    assert only["metrics"]["budget"] == b and "ground_truth" not in only["metrics"]
-    assert only["config"]["lora_steps_chosen"] == b["chosen"]
+    check_budget_run("smiles", tiny, cfg, ["smi_a", "smi_c", "smi_e"])
 
     def no_model(*a, **k):
         raise AssertionError("the model was loaded")

@@ -5,7 +5,7 @@ import pytest
 
 from updatescope.experiments import heads, source_selection
 
-from _tiny_lm import loader, reproduce
+from _tiny_lm import check_budget_run, loader, reproduce
 
 
 @pytest.fixture
@@ -99,16 +99,7 @@ def test_budget_chosen_on_the_validation_split(tiny):
            "gt_seeds": 2,
            "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 2,
                     "batch": 2, "seq_len": 16}}
-    res = reproduce("source-selection", tiny / "out", cfg)
-    b = res["metrics"]["budget"]
-    assert b["domains"] == ["dom_a", "dom_c", "dom_e"] and b["validation_split"] == "sketch"
-    assert [r["steps"] for r in b["grid"]] == [1, 6]
-    best = max(b["grid"], key=lambda r: (r["median_snr"], -r["steps"]))
-    assert b["chosen"] == best["steps"] and res["config"]["lora_steps_used"] == b["chosen"]
-    # the probe alone: the same choice (its fine-tunings are cached), no ground truth
-    only = reproduce("source-selection", tiny / "only", {**cfg, "budget_only": True})
-    assert only["metrics"]["budget"] == b and "ground_truth" not in only["metrics"]
-    assert only["config"]["lora_steps_chosen"] == b["chosen"] and "lora_steps_used" not in only["config"]
+    check_budget_run("source-selection", tiny, cfg, ["dom_a", "dom_c", "dom_e"])
 
 
 def test_budget_signal_by_hand():
