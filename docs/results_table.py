@@ -82,11 +82,14 @@ def correlation_table(metrics: dict, label: dict[str, str] | None = None) -> lis
 
 
 def transfer_table(metrics: dict) -> list[str]:
+    """Transfer in millinats, target × source; "·" where the pair was not fine-tuned (a
+    record with candidate subsets measures only each target's candidates)."""
     tr = metrics["ground_truth"]["transfer"]
     names = list(tr)
     rows = ["| target \\ source | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for t in names:
-        rows.append(f"| {t} | " + " | ".join(f"{1000 * tr[t][s]:+.0f}" for s in names) + " |")
+        rows.append(f"| {t} | " + " | ".join(f"{1000 * tr[t][s]:+.0f}" if s in tr[t] else "·" for s in names)
+                    + " |")
     return rows
 
 
