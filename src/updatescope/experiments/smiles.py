@@ -187,7 +187,7 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
             domains = [d for d in domains if property_of(d) in QUICK_WITHIN_PROPERTIES]
     else:
         domains = smiles_domains()
-    if cfg.budget_domains is not None and cfg.budget_domains > len(domains):
+    if cfg.budget_domains is not None and not 3 <= cfg.budget_domains <= len(domains):
         raise InputError(f"budget_domains must be in [3, {len(domains)}] (the number of SMILES domains), "
                          f"got {cfg.budget_domains}")
     log = functools.partial(print, flush=True)
