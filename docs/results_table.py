@@ -430,8 +430,47 @@ def within_lines(rec: dict) -> list[str]:
     label = labels(m)
     paired_label = {**label, **{n: f"{label.get(n, n)} (constant: Spearman counted as 0)"
                                 for n in m.get("constant_methods", [])}}
+    centred = centred_pooled_line(m, label)
     return (noise_lines(rec) + [""] + within_table(m, label) + [""]
-            + paired_table(m, WITHIN_PAIRED_COLS, paired_label) + [""] + within_verdict(m, label))
+            + paired_table(m, WITHIN_PAIRED_COLS, paired_label) + [""] + within_verdict(m, label)
+            + ([""] + centred if centred else []))
+
+
+def centred_pooled(scores: dict, truth: dict) -> float:
+    """Pooled Spearman over every (target, source ≠ target) pair between a method's scores and
+    the truth with each target's mean over its sources removed: the pooled statistic without
+    the differences between targets' overall gains (NaN when either side is constant)."""
+    from scipy import stats
+
+    xs, ys = [], []
+    for t, row in truth.items():
+        vals = {s: v for s, v in row.items() if s != t and s in scores.get(t, {})}
+        if not vals:
+            continue
+        mu = sum(vals.values()) / len(vals)
+        for s, v in vals.items():
+            xs.append(scores[t][s])
+            ys.append(v - mu)
+    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return math.nan
+    return float(stats.spearmanr(xs, ys).statistic)
+
+
+def centred_pooled_line(m: dict, label: dict[str, str]) -> list[str]:
+    """One line: FisherSketch's and CKA's pooled ρ_s beside the same with each target's mean
+    perplexity reduction removed (computed here from the record's score and truth tables)."""
+    truth = m.get("ground_truth", {}).get("ppl_reduction")
+    if not truth or not m.get("scores"):
+        return []  # a record without its tables: nothing to compute
+    parts = []
+    for name in ("fisher", "cka"):
+        if name in m.get("scores", {}):
+            rho = m["correlation"][name]["pooled"]["rho"]
+            parts.append(f"{label.get(name, name)} {_num(rho, '{:.2f}')} → "
+                         f"{_num(centred_pooled(m['scores'][name], truth), '{:.2f}')}")
+    return ["Pooled ρ_s → the same with each target's mean perplexity reduction removed (only the "
+            "ranking within targets is left, pooled; computed by this script from the record's tables): "
+            + "; ".join(parts) + "."]
 
 
 # ------------------------------------------------------------- select (document selection)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,17 @@ def test_results_md_has_no_typed_decimals():
     """Every number of ours comes from a record through a generated block; numbers quoted
     from the paper may stay typed."""
     assert _typed_decimals((ROOT / "docs" / "results.md").read_text()) == []
+
+
+def test_centred_pooled_keeps_only_the_within_target_ranking():
+    tool = _tool()
+    # within each target the scores order the sources as the truth does; the targets' levels differ
+    truth = {"a": {"b": 1.0, "c": 2.0, "d": 3.0}, "b": {"a": 11.0, "c": 12.0, "d": 13.0},
+             "c": {"a": 21.0, "b": 22.0, "d": 23.0}}
+    scores = {"a": {"b": 0.3, "c": 0.4, "d": 0.5}, "b": {"a": 0.3, "c": 0.4, "d": 0.5},
+              "c": {"a": 0.3, "b": 0.4, "d": 0.5}}
+    assert tool.centred_pooled(scores, truth) == pytest.approx(1.0)
+    reversed_ = {t: {s: -v for s, v in row.items()} for t, row in scores.items()}
+    assert tool.centred_pooled(reversed_, truth) == pytest.approx(-1.0)
+    flat = {t: {s: 1.0 for s in row} for t, row in scores.items()}
+    assert math.isnan(tool.centred_pooled(flat, truth))
