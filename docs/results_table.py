@@ -464,7 +464,7 @@ def centred_pooled_line(m: dict, label: dict[str, str]) -> list[str]:
         return []  # a record without its tables: nothing to compute
     parts = []
     for name in ("fisher", "cka"):
-        if name in m.get("scores", {}):
+        if name in m["scores"]:
             rho = m["correlation"][name]["pooled"]["rho"]
             parts.append(f"{label.get(name, name)} {_num(rho, '{:.2f}')} → "
                          f"{_num(centred_pooled(m['scores'][name], truth), '{:.2f}')}")

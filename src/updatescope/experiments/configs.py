@@ -130,6 +130,13 @@ def _budget_grid(grid: tuple[int, ...] | None, ground_truth: str) -> None:
         raise InputError("budget_grid chooses the LoRA steps: it needs ground_truth=lora")
 
 
+def check_budget_domains(k: int | None, n_domains: int) -> None:
+    """The budget probe's domain count: 3 to all ``n_domains`` of the run (None: the default).
+    Called by the config when the domain list is known there, else by the runner once it is."""
+    if k is not None and not 3 <= k <= n_domains:
+        raise InputError(f"budget_domains must be in [3, {n_domains}] (the number of domains), got {k}")
+
+
 @dataclass(frozen=True)
 class SelectionConfig:
     """``source-selection``: rank every other domain as a source for each target domain."""
@@ -167,9 +174,8 @@ class SelectionConfig:
         if self.budget_domains is not None:
             if self.budget_grid is None:
                 raise InputError("budget_domains sizes the budget probe: it needs budget_grid")
-            if self.domains is not None and not 3 <= self.budget_domains <= len(self.domains):
-                raise InputError(f"budget_domains must be in [3, {len(self.domains)}] (the number of domains), "
-                                 f"got {self.budget_domains}")
+            if self.domains is not None:
+                check_budget_domains(self.budget_domains, len(self.domains))
         if self.candidates is not None:
             n = len(self.domains) if self.domains is not None else None
             if self.candidates < 2 or (n is not None and self.candidates > n - 1):

@@ -55,9 +55,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads, scoring, source_selection
-from updatescope.experiments.configs import SmilesConfig
+from updatescope.experiments.configs import SmilesConfig, check_budget_domains
 from updatescope.report import console, figures
 
 NAME = "smiles"
@@ -187,9 +186,7 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
             domains = [d for d in domains if property_of(d) in QUICK_WITHIN_PROPERTIES]
     else:
         domains = smiles_domains()
-    if cfg.budget_domains is not None and not 3 <= cfg.budget_domains <= len(domains):
-        raise InputError(f"budget_domains must be in [3, {len(domains)}] (the number of SMILES domains), "
-                         f"got {cfg.budget_domains}")
+    check_budget_domains(cfg.budget_domains, len(domains))  # the domain list is known only now
     log = functools.partial(print, flush=True)
 
     model, tok = heads.load_model(cfg.model)
