@@ -45,6 +45,13 @@ from updatescope.sketch.workspace import temp
 # the matmul from cache, and the extra memory is bounded whatever the batch size.
 _CHUNK_ELEMS = 1 << 21
 
+# The spread map's wide path reads x in place (no signed copy of it), so its chunks are sized
+# by its Hadamard stages instead: 2·m floats per row each, and one stage of a chunk about
+# _CHUNK_ELEMS / _STAGE_SHARE floats (1 MB, a core's L2): 32 rows at m = 4,096, where sizing
+# by the input's width gave 6–18 rows at K = 49,152 … 151,936 and a slower error map
+# (benchmarks/README.md, "Chunk rows of the wide spread map").
+_STAGE_SHARE = 8
+
 # A stack map over at most this many input coordinates is applied as its explicit matrix
 # (see ``StackMap.factors``).
 _STACK_DENSE_DIM = 128
@@ -386,6 +393,8 @@ class SpreadMap(QuadraticMap):
         self._sel_v = self.pair + m  # v's outputs in the (n, 2m) layout
 
     def _width(self) -> int:
+        if self.wide:  # x is read in place; the temporaries are (rows, 2m) Hadamard stages (see _STAGE_SHARE)
+            return _STAGE_SHARE * 2 * self.m
         return 4 * self.m + 2 * self.dim
 
     def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
@@ -565,7 +574,7 @@ class FoldSpreadMap(QuadraticMap):
     def _width(self) -> int:
         if self.c == 1:
             return self.inner._width()
-        return 2 * self.w + self.inner._width()  # the folded pair, then the spread's temporaries
+        return 2 * self.w + self.inner._width()  # the folded pair (a copy), then the spread's stages
 
     def factors(self, x: Tensor, tag: str | None = None) -> tuple[Tensor, Tensor]:
         if self.c == 1:
