@@ -15,10 +15,17 @@ what one ``updatescope sketch`` call on exactly these tokens would see) is recor
 ``--arms``: several act/error map pairs measured in one run, each against a bare forward pass
 run just before it, the arms in a rotated order within every repetition, so every arm sees
 the same machine conditions; ``result`` is then the first arm's and ``arms`` holds each.
+
+    python benchmarks/speed_vs_forward.py --table A.json+B.json+…
+
+prints one row per record (a sitting): its commit, the bare forward pass's tokens/s and each
+arm's ratio with its min–max over the repetitions, so that runs of the same command in
+different sittings can be read side by side.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -34,8 +41,39 @@ TEXT = ("The committee reviewed the proposal in detail and asked for a revised b
         "a clearer schedule, and an independent assessment of the risks involved. ")
 
 
+def _arms(rec: dict) -> dict:
+    res = rec["result"]
+    return res.get("arms") or {"/".join(res["maps"]): res}
+
+
+def table(paths: list[str]) -> str:
+    """One row per record: commit, bare forward tok/s [min–max], each arm's ratio [min–max]."""
+    recs = [(p, json.loads(Path(p).read_text(encoding="utf-8"))) for p in paths]
+    names: list[str] = []
+    for _, rec in recs:
+        names += [a for a in _arms(rec) if a not in names]
+    head = ["record", "commit", "reps", "bare forward, tok/s [min–max]"] + [f"{a}: ratio [min–max]" for a in names]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path, rec in recs:
+        arms = _arms(rec)
+        bare = [t for a in arms.values() for t in a["bare_all"]]
+        commit = (rec.get("env", {}).get("git_commit") or "unknown")[:7]
+        cells = [f"`{Path(path).name}`", commit, str(rec["config"]["reps"]),
+                 f"{statistics.median(bare):.0f} [{min(bare):.0f}–{max(bare):.0f}]"]
+        for a in names:
+            r = arms.get(a)
+            cells.append("·" if r is None else
+                         f"{r['ratio']:.3f} [{min(r['ratio_all']):.3f}–{max(r['ratio_all']):.3f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("\n- ratio: per repetition, the sketch pipeline's tokens/s over the bare forward pass run just "
+                 "before it (fingerprint computed once beforehand); the median over the repetitions, then the "
+                 "smallest and largest. Bare forward: every bare run of the record. ·: arm not in that run.")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
+    p.add_argument("--table", default=None, help="print the table of records A.json+B.json+… and exit")
     p.add_argument("--tokens", type=int, default=2048)
     p.add_argument("--chunk-len", type=int, default=256)
     p.add_argument("--token-budget", type=int, default=1024)
@@ -48,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="several map pairs in one run (instead of --act-map/--error-map), e.g. stack/spread dense/srht")
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_forward.json"))
     args = p.parse_args(argv)
+    if args.table:
+        print(table(args.table.split("+")))
+        return 0
     arms = [(args.act_map, args.error_map)]
     if args.arms:
         arms = [tuple(a.split("/")) for a in args.arms]
@@ -129,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {**first, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
     if len(results) > 1:
         res["arms"] = results
-    write_json_atomic({"name": "speed_vs_forward", "config": portable_config(args), "result": res, "env": env_info(),
+    write_json_atomic({"name": "speed_vs_forward", "config": {k: v for k, v in portable_config(args).items() if k != "table"}, "result": res, "env": env_info(),
                        "command": portable_command("benchmarks/speed_vs_forward.py", argv)},
                       Path(args.out))
     return 0
