@@ -14,7 +14,6 @@ schedule, not the numbers.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -24,11 +23,12 @@ from pathlib import Path
 
 import torch
 
-import updatescope as us
 import updatescope.sketch.maps as maps
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cold import error_pool, parse, parser  # noqa: E402
+
 ROWS = (8, 16, 32, 64, 128, 256)
 
 
@@ -38,10 +38,7 @@ def earlier_rows(mp: maps.SpreadMap) -> int:
 
 
 def measure(k: int, m: int, n: int, reps: int) -> dict:
-    g = torch.Generator().manual_seed(0)
-    copies = max(3, (1 << 30) // (n * k * 4))
-    base, _ = us.error_vectors(3.0 * torch.randn(n, k, generator=g), torch.randint(0, k, (n,), generator=g))
-    pool = [base.clone() for _ in range(copies)]
+    pool = error_pool(n, k)
     mp = maps.SpreadMap(k, m, torch.Generator().manual_seed(1))
     default_rows = max(1, maps._CHUNK_ELEMS // mp._width())
     arms = {"earlier": earlier_rows(mp), **{f"{r}": r for r in ROWS}}
@@ -101,19 +98,11 @@ def table(paths: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("--n", type=int, default=256)
-    p.add_argument("--m", type=int, default=4096)
-    p.add_argument("--reps", type=int, default=12)
-    p.add_argument("--threads", type=int, default=2)
+    p = parser("chunk_rows", reps=12)
     p.add_argument("--out-dims", default="49152,131072,151936")
-    p.add_argument("--out", default=str(HERE / "results" / "chunk_rows.json"))
-    p.add_argument("--table", default=None, help="print the markdown table of records (a+b+…) and exit")
-    args = p.parse_args(argv)
-    if args.table:
-        print(table(args.table.split("+")))
+    args = parse(p, argv, table)
+    if args is None:
         return 0
-    torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     rows = []
     for k in (int(v) for v in args.out_dims.split(",")):

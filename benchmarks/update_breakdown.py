@@ -15,7 +15,6 @@ target however cheap the rest becomes.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -29,7 +28,9 @@ import updatescope as us
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 from updatescope.sketch.fishersketch import _basis, with_bias
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cold import error_pool, parse, parser  # noqa: E402
+
 PARTS = ("read", "update", "error_map", "act_map")
 
 
@@ -77,26 +78,16 @@ def table(paths: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("--n", type=int, default=256)
+    p = parser("update_breakdown", reps=15)
     p.add_argument("--d", type=int, default=64)
     p.add_argument("--k", type=int, default=1 << 17)
-    p.add_argument("--m", type=int, default=4096)
-    p.add_argument("--reps", type=int, default=15)
-    p.add_argument("--threads", type=int, default=2)
     p.add_argument("--error-maps", default="auto,srht,fold,foldspread")
-    p.add_argument("--out", default=str(HERE / "results" / "update_breakdown.json"))
-    p.add_argument("--table", default=None, help="print the markdown table of records (a+b+…) and exit")
-    args = p.parse_args(argv)
-    if args.table:
-        print(table(args.table.split("+")))
+    args = parse(p, argv, table)
+    if args is None:
         return 0
-    torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
-    g = torch.Generator().manual_seed(0)
-    e, _ = us.error_vectors(3.0 * torch.randn(args.n, args.k, generator=g), torch.randint(0, args.k, (args.n,), generator=g))
-    pool = [e] + [e.clone() for _ in range(max(2, -(-(1 << 30) // (e.numel() * 4))) - 1)]
-    a = torch.randn(args.n, args.d, generator=g)
+    pool = error_pool(args.n, args.k)
+    a = torch.randn(args.n, args.d, generator=torch.Generator().manual_seed(1))
     rows = []
     for kind in args.error_maps.split(","):
         row = measure(kind, args.d, args.k, args.m, args.n, args.reps, pool, a)
