@@ -59,7 +59,7 @@ def measure(kind: str, d: int, k: int, m: int, n: int, reps: int, pool: list[tor
 
 
 def table(paths: list[str]) -> str:
-    lines = ["| maps (act/error) | read, µs/sample | update (× read) | error map alone (× read) | activation map alone "
+    lines = ["| maps (act/error), threads | read, µs/sample | update (× read) | error map alone (× read) | activation map alone "
              "(× read) | rest: products, sums, checks (× read) |", "|---|---|---|---|---|---|"]
     notes = []
     for path in paths:
@@ -68,11 +68,12 @@ def table(paths: list[str]) -> str:
         for row in rec["rows"]:
             t, r = row["us_per_sample"], row["over_read"]
             cell = lambda p: f"{t[p]:.1f} ({r[p]:.1f}×)"  # noqa: E731
-            lines.append(f"| {row['act_map']}/{row['error_map']} | {t['read']:.1f} | {cell('update')} | "
+            threads = f"{cfg['threads']} thread" + ("s" if cfg["threads"] != 1 else "")
+            lines.append(f"| {row['act_map']}/{row['error_map']}, {threads} | {t['read']:.1f} | {cell('update')} | "
                          f"{cell('error_map')} | {cell('act_map')} | {cell('rest')} |")
         over = [f"{row['error_map']} {row['over_read']['error_map']:.1f}×" for row in rec["rows"]]
         notes.append(f"- `{path}`: d = {cfg['d']}, K = {cfg['k']:,}, m = {cfg['m']:,}, n = {cfg['n']} rows per call, "
-                     f"{cfg['threads']} threads, medians over {cfg['reps']} rotated repetitions, errors cold. The error "
+                     f"{cfg['threads']} thread{'s' if cfg['threads'] != 1 else ''}, medians over {cfg['reps']} rotated repetitions, errors cold. The error "
                      f"map alone over the read: {', '.join(over)}.")
     return "\n".join(lines + [""] + notes)
 
