@@ -440,20 +440,15 @@ def centred_pooled(scores: dict, truth: dict) -> float:
     """Pooled Spearman over every (target, source ≠ target) pair between a method's scores and
     the truth with each target's mean over its sources removed: the pooled statistic without
     the differences between targets' overall gains (NaN when either side is constant)."""
-    from scipy import stats
+    from updatescope.select.metrics import pooled_spearman
 
-    xs, ys = [], []
+    centred = {}
     for t, row in truth.items():
-        vals = {s: v for s, v in row.items() if s != t and s in scores.get(t, {})}
-        if not vals:
-            continue
-        mu = sum(vals.values()) / len(vals)
-        for s, v in vals.items():
-            xs.append(scores[t][s])
-            ys.append(v - mu)
-    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
-        return math.nan
-    return float(stats.spearmanr(xs, ys).statistic)
+        vals = {s: v for s, v in row.items() if s != t}
+        if vals:
+            mu = sum(vals.values()) / len(vals)
+            centred[t] = {s: v - mu for s, v in vals.items()}
+    return pooled_spearman(scores, centred)["rho"]
 
 
 def centred_pooled_line(m: dict, label: dict[str, str]) -> list[str]:
