@@ -1,11 +1,12 @@
 """Shared by the per-map timing scripts (``chunk_rows.py``, ``update_breakdown.py``): their
 common command line, and softmax-like error rows with enough copies (≥ 1 GiB in all) that
 each timed call, taking the next copy, reads its errors from memory rather than from cache."""
+
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -33,8 +34,9 @@ def error_pool(n: int, k: int, seed: int = 0) -> list[torch.Tensor]:
     return [e] + [e.clone() for _ in range(max(3, -(-(1 << 30) // (e.numel() * e.element_size()))) - 1)]
 
 
-def parse(p: argparse.ArgumentParser, argv: list[str] | None, table: Callable[[list[str]], str]
-          ) -> argparse.Namespace | None:
+def parse(
+    p: argparse.ArgumentParser, argv: list[str] | None, table: Callable[[list[str]], str]
+) -> argparse.Namespace | None:
     """The arguments, with torch's threads set; None after printing the table when --table is given."""
     args = p.parse_args(argv)
     if args.table:

@@ -1,11 +1,11 @@
 """Runs inside the peer venv (fishersketch==0.2.1 there only): sketches the saved task
 streams with the peer's torch engine and prints its alignment matrices as one JSON line."""
+
 import json
 import sys
 
 import numpy as np
 import torch
-
 from fishersketch.backend import FisherSketchGPU
 
 path, m, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -1,12 +1,12 @@
 """Runs inside the peer venv (fishersketch==0.2.1 installed there only): times its torch
 engine on the streams saved by speed_vs_reference.py.  Prints one JSON line."""
+
 import json
 import sys
 import time
 
 import numpy as np
 import torch
-
 from fishersketch.backend import FisherSketchGPU
 
 path, reps = sys.argv[1], int(sys.argv[2])

@@ -10,6 +10,7 @@ config records the map kinds updatescope's sketches resolved to (``maps``: activ
     python benchmarks/accuracy_vs_reference.py --peer-python PEER/bin/python [--k 8192 --n 300 --seeds 3]
     python benchmarks/accuracy_vs_reference.py --table A.json[+B.json...]   # README table, one row group per record
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,13 +26,19 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.records import env_info, portable_config, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
+from updatescope.records import env_info, portable_config, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from estimator_accuracy import (earlier_maps, earlier_record, make_tasks, map_label, missing_maps,  # noqa: E402
-                                record_paths)
+from estimator_accuracy import (
+    earlier_maps,
+    earlier_record,
+    make_tasks,
+    map_label,
+    missing_maps,  # noqa: E402
+    record_paths,
+)
 
 KEYS = {"fisher": "S_ae", "activation": "S_a", "error": "S_e"}
 
@@ -42,9 +49,11 @@ def summarise(est: dict[str, np.ndarray], exact: dict[str, np.ndarray]) -> dict[
     for k in KEYS:
         e, x = est[k][iu], exact[k][iu]
         ok = np.isfinite(e) & np.isfinite(x)
-        out[k] = {"median_abs_err": float(np.median(np.abs(e[ok] - x[ok]))) if ok.any() else float("nan"),
-                  "spearman": float(spearmanr(e[ok], x[ok]).statistic) if ok.sum() > 2 else float("nan"),
-                  "n_undefined": int((~ok).sum())}
+        out[k] = {
+            "median_abs_err": float(np.median(np.abs(e[ok] - x[ok]))) if ok.any() else float("nan"),
+            "spearman": float(spearmanr(e[ok], x[ok]).statistic) if ok.sum() > 2 else float("nan"),
+            "n_undefined": int((~ok).sum()),
+        }
     return out
 
 
@@ -70,12 +79,15 @@ def table(paths: list[Path]) -> str:
         rec = json.loads(path.read_text())
         label, cfg, mean = record_maps(path, rec), rec["config"], rec["metrics"]["mean_over_seeds"]
         row = lambda side: " | ".join(  # noqa: E731
-            f"{mean[side][k]['median_abs_err']:.4f} / {mean[side][k]['spearman']:.3f}" for k in KEYS)
+            f"{mean[side][k]['median_abs_err']:.4f} / {mean[side][k]['spearman']:.3f}" for k in KEYS
+        )
         lines.append(f"| updatescope, {label}: {stat} | {row('updatescope')} |")
         peers.setdefault(row("fishersketch"), []).append(label)
-        notes.append(f"- {label}: `{path.as_posix()}`; K = {cfg['k']:,}, d = {cfg['d']}, m = {cfg['m']:,} on both "
-                     f"sides, n = {cfg['n']} per task, {cfg['n_tasks']} tasks, {cfg['n_pairs']} pairs, mean over "
-                     f"{cfg['seeds']} seeds.")
+        notes.append(
+            f"- {label}: `{path.as_posix()}`; K = {cfg['k']:,}, d = {cfg['d']}, m = {cfg['m']:,} on both "
+            f"sides, n = {cfg['n']} per task, {cfg['n_tasks']} tasks, {cfg['n_pairs']} pairs, mean over "
+            f"{cfg['seeds']} seeds."
+        )
     for cells, labels in peers.items():
         beside = f", run beside {' and '.join(labels)}" if len(peers) > 1 else ""
         lines.append(f"| fishersketch{beside}: {stat} | {cells} |")
@@ -92,8 +104,9 @@ def main() -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(HERE / "results" / "accuracy_vs_reference.json"))
-    p.add_argument("--table", metavar="PATHS", help="print the README table of one or more records "
-                   "(paths joined with +) and exit")
+    p.add_argument(
+        "--table", metavar="PATHS", help="print the README table of one or more records (paths joined with +) and exit"
+    )
     args = p.parse_args()
     if args.table:
         print(table(record_paths(args.table)))
@@ -111,23 +124,48 @@ def main() -> int:
             sigs = [us.FisherSketch(args.d, args.k, args.m, seed).update(a, e).signature() for a, e in tasks]
             maps = f"{sigs[0].config.act_map}/{sigs[0].config.error_map}"  # as resolved by the library
             ours = {k: v.numpy() for k, v in us.alignment_matrix(sigs).items()}
-            run = subprocess.run([args.peer_python, str(HERE / "_peer_accuracy.py"), str(path), str(args.m),
-                                  str(seed), str(args.threads)], capture_output=True, text=True)
+            run = subprocess.run(
+                [
+                    args.peer_python,
+                    str(HERE / "_peer_accuracy.py"),
+                    str(path),
+                    str(args.m),
+                    str(seed),
+                    str(args.threads),
+                ],
+                capture_output=True,
+                text=True,
+            )
             if run.returncode != 0:
                 print(run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "peer failed", file=sys.stderr)
                 return 1
             peer_raw = json.loads(run.stdout.strip().splitlines()[-1])
             peer = {k: np.array(peer_raw[v], dtype=float) for k, v in KEYS.items()}
             rows.append({"seed": seed, "updatescope": summarise(ours, exact), "fishersketch": summarise(peer, exact)})
-            print(f"seed {seed}: " + "  ".join(
-                f"{k}: ours {rows[-1]['updatescope'][k]['median_abs_err']:.4f} / ref "
-                f"{rows[-1]['fishersketch'][k]['median_abs_err']:.4f}" for k in KEYS), flush=True)
-    mean = {side: {k: {stat: float(np.mean([r[side][k][stat] for r in rows])) for stat in ("median_abs_err", "spearman")}
-                   for k in KEYS} for side in ("updatescope", "fishersketch")}
-    record = {"name": "accuracy_vs_reference", "config": portable_config(args) | {"n_tasks": len(tasks), "n_pairs": len(tasks) * (len(tasks) - 1) // 2,
-                                                          "maps": maps},
-              "metrics": {"per_seed": rows, "mean_over_seeds": mean}, "env": env_info(),
-              "seconds": round(time.perf_counter() - t0, 1)}
+            print(
+                f"seed {seed}: "
+                + "  ".join(
+                    f"{k}: ours {rows[-1]['updatescope'][k]['median_abs_err']:.4f} / ref "
+                    f"{rows[-1]['fishersketch'][k]['median_abs_err']:.4f}"
+                    for k in KEYS
+                ),
+                flush=True,
+            )
+    mean = {
+        side: {
+            k: {stat: float(np.mean([r[side][k][stat] for r in rows])) for stat in ("median_abs_err", "spearman")}
+            for k in KEYS
+        }
+        for side in ("updatescope", "fishersketch")
+    }
+    record = {
+        "name": "accuracy_vs_reference",
+        "config": portable_config(args)
+        | {"n_tasks": len(tasks), "n_pairs": len(tasks) * (len(tasks) - 1) // 2, "maps": maps},
+        "metrics": {"per_seed": rows, "mean_over_seeds": mean},
+        "env": env_info(),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     write_json_atomic(record, Path(args.out))
     print(json.dumps(mean, indent=1))
     return 0

@@ -5,6 +5,7 @@ cost: one (1024, 576) batch through the activation map, best of 5.
 
     python benchmarks/act_map_choice.py [--out benchmarks/results/act_map_choice.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,8 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.records import env_info, portable_config, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
+from updatescope.records import env_info, portable_config, write_json_atomic
 from updatescope.sketch.maps import build_maps
 
 HERE = Path(__file__).resolve().parent
@@ -50,13 +51,32 @@ def main() -> None:
             for k in acc:
                 e_, x_ = est[k].numpy()[iu], ex[k].numpy()[iu]
                 acc[k].append([float(spearmanr(e_, x_).statistic), float(np.median(np.abs(e_ - x_)))])
-        out[kind] = {"us_per_token": best * 1e6 / len(batch),
-                     **{k: {"spearman": float(np.mean([v[0] for v in vals])),
-                            "median_abs_err": float(np.mean([v[1] for v in vals]))} for k, vals in acc.items()}}
-        print(kind, f"{out[kind]['us_per_token']:.1f} us/token",
-              {k: (round(out[kind][k]["spearman"], 4), round(out[kind][k]["median_abs_err"], 4)) for k in acc}, flush=True)
-    write_json_atomic({"name": "act_map_choice", "config": portable_config(args), "metrics": out, "env": env_info(),
-                       "seconds": round(time.perf_counter() - t0, 1)}, Path(args.out))
+        out[kind] = {
+            "us_per_token": best * 1e6 / len(batch),
+            **{
+                k: {
+                    "spearman": float(np.mean([v[0] for v in vals])),
+                    "median_abs_err": float(np.mean([v[1] for v in vals])),
+                }
+                for k, vals in acc.items()
+            },
+        }
+        print(
+            kind,
+            f"{out[kind]['us_per_token']:.1f} us/token",
+            {k: (round(out[kind][k]["spearman"], 4), round(out[kind][k]["median_abs_err"], 4)) for k in acc},
+            flush=True,
+        )
+    write_json_atomic(
+        {
+            "name": "act_map_choice",
+            "config": portable_config(args),
+            "metrics": out,
+            "env": env_info(),
+            "seconds": round(time.perf_counter() - t0, 1),
+        },
+        Path(args.out),
+    )
 
 
 if __name__ == "__main__":

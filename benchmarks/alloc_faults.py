@@ -9,6 +9,7 @@ m = 4096, for the default maps and the fold maps.
 Whether freed temporaries go back to the kernel depends on the C allocator's state, so the
 "off" figures vary from run to run; the faults per token say which state a run was in.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,11 @@ def child(d: int, k: int, maps: str, on: bool, n: int, reps: int) -> dict:
         sk.update_logits(a, z, y)
         times.append(time.perf_counter() - t)
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
-    return {"maps": f"{sk.config.act_map}/{sk.config.error_map}", "us_per_token": 1e6 * statistics.median(times) / n,
-            "faults_per_token": statistics.median(faults) / n}
+    return {
+        "maps": f"{sk.config.act_map}/{sk.config.error_map}",
+        "us_per_token": 1e6 * statistics.median(times) / n,
+        "faults_per_token": statistics.median(faults) / n,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +74,26 @@ def main(argv: list[str] | None = None) -> int:
             runs = {True: [], False: []}
             for _ in range(args.rounds):
                 for on in (True, False):
-                    out = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--n", str(args.n),
-                                          "--reps", str(args.reps), "--child", str(d), str(k), maps, "1" if on else "0"],
-                                         capture_output=True, text=True, check=True)
+                    out = subprocess.run(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--threads",
+                            str(args.threads),
+                            "--n",
+                            str(args.n),
+                            "--reps",
+                            str(args.reps),
+                            "--child",
+                            str(d),
+                            str(k),
+                            maps,
+                            "1" if on else "0",
+                        ],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
                     runs[on].append(json.loads(out.stdout.strip().splitlines()[-1]))
             row = {"act_dim": d, "out_dim": k, "maps": runs[True][0]["maps"], "n": args.n}
             for on, name in ((True, "workspace"), (False, "fresh")):
@@ -81,13 +102,24 @@ def main(argv: list[str] | None = None) -> int:
                 row[f"{name}_runs"] = runs[on]
             row["fresh_over_workspace"] = row["fresh_us_per_token"] / row["workspace_us_per_token"]
             rows.append(row)
-            print(f"({d}, {k}) {row['maps']:>11}: workspace {row['workspace_us_per_token']:.0f} us/token "
-                  f"({row['workspace_faults_per_token']:.2f} faults/token), fresh {row['fresh_us_per_token']:.0f} "
-                  f"({row['fresh_faults_per_token']:.2f}), x{row['fresh_over_workspace']:.2f}", flush=True)
-    write_json_atomic({"name": "alloc_faults", "config": {k: v for k, v in portable_config(args).items() if k != "child"},
-                       "rows": rows, "env": env_info(), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                       "command": portable_command("benchmarks/alloc_faults.py", argv)},
-                      Path(args.out))
+            print(
+                f"({d}, {k}) {row['maps']:>11}: workspace {row['workspace_us_per_token']:.0f} us/token "
+                f"({row['workspace_faults_per_token']:.2f} faults/token), fresh {row['fresh_us_per_token']:.0f} "
+                f"({row['fresh_faults_per_token']:.2f}), x{row['fresh_over_workspace']:.2f}",
+                flush=True,
+            )
+    write_json_atomic(
+        {
+            "name": "alloc_faults",
+            "config": {k: v for k, v in portable_config(args).items() if k != "child"},
+            "rows": rows,
+            "env": env_info(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+            "command": portable_command("benchmarks/alloc_faults.py", argv),
+        },
+        Path(args.out),
+    )
     return 0
 
 

@@ -22,10 +22,10 @@ needs root), median and spread of ``--reps`` runs after one warm-up:
 
     python benchmarks/bank_query.py [--sizes 10000 100000] [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import tempfile
 import time
@@ -139,29 +139,55 @@ def main(argv: list[str] | None = None) -> int:
             for i in ids:
                 us.alignment(bank.signature(i), target)
             per_entry = (time.perf_counter() - t) / len(ids)
-            extra = us.FisherSketch(16, 64, sketch_dim=args.m, seed=0).update(torch.randn(50, 16), torch.randn(50, 64)).signature()
+            extra = (
+                us.FisherSketch(16, 64, sketch_dim=args.m, seed=0)
+                .update(torch.randn(50, 16), torch.randn(50, 64))
+                .signature()
+            )
             t = time.perf_counter()
             reopened = open_bank(path)
             open_s = time.perf_counter() - t
             t = time.perf_counter()
             reopened.append([extra], ["appended"])
             append_s = time.perf_counter() - t
-            row = {"entries": n, "sketch_dim": args.m, "top": args.top, "state_file": "full" if full_state else "sparse",
-                   "vectors_bytes": n * args.m * 4, "state_bytes": n * bank._width * 8, "build_s": round(build_s, 2),
-                   "scan": scan, "query": q, "open_s": open_s, "append_one_s": append_s,
-                   "pairwise_alignment_s_per_entry": per_entry, "pairwise_s_extrapolated": per_entry * n,
-                   "speedup_query_vs_pairwise": per_entry * n / q["median_s"],
-                   "rss_anon_delta_bytes": after["RssAnon"] - before["RssAnon"],
-                   "rss_file_delta_bytes": after["RssFile"] - before["RssFile"], "peak_rss_bytes": after["VmHWM"],
-                   "top_fisher": [r.fisher for r in ranking.rows[:3]]}
+            row = {
+                "entries": n,
+                "sketch_dim": args.m,
+                "top": args.top,
+                "state_file": "full" if full_state else "sparse",
+                "vectors_bytes": n * args.m * 4,
+                "state_bytes": n * bank._width * 8,
+                "build_s": round(build_s, 2),
+                "scan": scan,
+                "query": q,
+                "open_s": open_s,
+                "append_one_s": append_s,
+                "pairwise_alignment_s_per_entry": per_entry,
+                "pairwise_s_extrapolated": per_entry * n,
+                "speedup_query_vs_pairwise": per_entry * n / q["median_s"],
+                "rss_anon_delta_bytes": after["RssAnon"] - before["RssAnon"],
+                "rss_file_delta_bytes": after["RssFile"] - before["RssFile"],
+                "peak_rss_bytes": after["VmHWM"],
+                "top_fisher": [r.fisher for r in ranking.rows[:3]],
+            }
             results.append(row)
-            print(f"n={n}: scan {scan['median_s']:.3f} s, query {q['median_s']:.3f} s "
-                  f"(pairwise ~{per_entry * n:.1f} s), anon +{row['rss_anon_delta_bytes'] / 2**20:.0f} MiB, "
-                  f"file +{row['rss_file_delta_bytes'] / 2**20:.0f} MiB, append {append_s * 1e3:.1f} ms")
+            print(
+                f"n={n}: scan {scan['median_s']:.3f} s, query {q['median_s']:.3f} s "
+                f"(pairwise ~{per_entry * n:.1f} s), anon +{row['rss_anon_delta_bytes'] / 2**20:.0f} MiB, "
+                f"file +{row['rss_file_delta_bytes'] / 2**20:.0f} MiB, append {append_s * 1e3:.1f} ms"
+            )
             del bank
-    write_json_atomic({"name": "bank_query", "command": portable_command("benchmarks/bank_query.py", argv),
-                       "config": portable_config(args), "results": results, "env": env_info(),
-                       "goal": "100k entries ranked in under 1 s on 2 cores, memory-mapped"}, args.out)
+    write_json_atomic(
+        {
+            "name": "bank_query",
+            "command": portable_command("benchmarks/bank_query.py", argv),
+            "config": portable_config(args),
+            "results": results,
+            "env": env_info(),
+            "goal": "100k entries ranked in under 1 s on 2 cores, memory-mapped",
+        },
+        args.out,
+    )
     print(f"wrote {args.out}")
     return 0
 

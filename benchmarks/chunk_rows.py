@@ -12,6 +12,7 @@ and each arm's figure is the median over repetitions.  The outputs of every arm 
 compared with the earlier rule's for equality (``same_output``): chunking changes the
 schedule, not the numbers.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,10 +67,19 @@ def measure(k: int, m: int, n: int, reps: int) -> dict:
             if rep:
                 times[name].append(1e6 * dt / n)
     us_per_sample = {name: statistics.median(v) for name, v in times.items()}
-    return {"out_dim": k, "sketch_dim": m, "n": n, "rows": arms, "default_rows": default_rows,
-            "us_per_sample": us_per_sample, "all": times, "same_output": same,
-            "default_over_earlier": us_per_sample[str(default_rows)] / us_per_sample["earlier"]
-            if str(default_rows) in us_per_sample else None}
+    return {
+        "out_dim": k,
+        "sketch_dim": m,
+        "n": n,
+        "rows": arms,
+        "default_rows": default_rows,
+        "us_per_sample": us_per_sample,
+        "all": times,
+        "same_output": same,
+        "default_over_earlier": us_per_sample[str(default_rows)] / us_per_sample["earlier"]
+        if str(default_rows) in us_per_sample
+        else None,
+    }
 
 
 def table(paths: list[str]) -> str:
@@ -91,9 +101,11 @@ def table(paths: list[str]) -> str:
             lines.append("| " + " | ".join(cells) + " |")
         cfg = rec["config"]
         same = all(all(r["same_output"].values()) for r in rows)
-        lines.append(f"\n- `{path}`: SpreadMap(K, m = {rows[0]['sketch_dim']:,}), n = {rows[0]['n']} rows per call, "
-                     f"{cfg['threads']} threads, medians over {cfg['reps']} rotated repetitions, errors cold "
-                     f"(rotating pool); every arm's output equal to the earlier rule's: {'yes' if same else 'NO'}.")
+        lines.append(
+            f"\n- `{path}`: SpreadMap(K, m = {rows[0]['sketch_dim']:,}), n = {rows[0]['n']} rows per call, "
+            f"{cfg['threads']} threads, medians over {cfg['reps']} rotated repetitions, errors cold "
+            f"(rotating pool); every arm's output equal to the earlier rule's: {'yes' if same else 'NO'}."
+        )
     return "\n".join(lines)
 
 
@@ -108,13 +120,24 @@ def main(argv: list[str] | None = None) -> int:
     for k in (int(v) for v in args.out_dims.split(",")):
         row = measure(k, args.m, args.n, args.reps)
         rows.append(row)
-        print(f"K={k}: " + ", ".join(f"{name} ({row['rows'][name]} rows) {v:.1f}"
-                                     for name, v in row["us_per_sample"].items())
-              + f" us/sample; same output {all(row['same_output'].values())}", flush=True)
-    write_json_atomic({"name": "chunk_rows", "config": {k: v for k, v in portable_config(args).items() if k != "table"},
-                       "rows": rows, "env": env_info(), "loadavg_before": load_before,
-                       "loadavg_after": os.getloadavg(),
-                       "command": portable_command("benchmarks/chunk_rows.py", argv)}, Path(args.out))
+        print(
+            f"K={k}: "
+            + ", ".join(f"{name} ({row['rows'][name]} rows) {v:.1f}" for name, v in row["us_per_sample"].items())
+            + f" us/sample; same output {all(row['same_output'].values())}",
+            flush=True,
+        )
+    write_json_atomic(
+        {
+            "name": "chunk_rows",
+            "config": {k: v for k, v in portable_config(args).items() if k != "table"},
+            "rows": rows,
+            "env": env_info(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+            "command": portable_command("benchmarks/chunk_rows.py", argv),
+        },
+        Path(args.out),
+    )
     return 0
 
 

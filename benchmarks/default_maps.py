@@ -22,6 +22,7 @@ Verdicts, per candidate and target: speed "met" when the streaming ratio is ≥ 
 streams) when every paired difference of median |err| (fisher, activation, error) is below
 2 SE above 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,11 +31,13 @@ import math
 from pathlib import Path
 
 REFERENCE = "dense/srht"
-ARMS = (("stack/spread", "default (stack / spread)", "speed_vs_forward.json", "spread"),
-        ("dense/srht", "earlier default (dense / block SRHT)", "speed_vs_forward_dense_srht.json", "srht"),
-        ("spread/spread", "spread", "speed_vs_forward_spread.json", "spread"),
-        ("fold/fold", "fold", "speed_vs_forward_fold.json", "fold"),
-        ("stack/foldspread", "foldspread (stack / foldspread)", "speed_vs_forward_foldspread.json", "foldspread"))
+ARMS = (
+    ("stack/spread", "default (stack / spread)", "speed_vs_forward.json", "spread"),
+    ("dense/srht", "earlier default (dense / block SRHT)", "speed_vs_forward_dense_srht.json", "srht"),
+    ("spread/spread", "spread", "speed_vs_forward_spread.json", "spread"),
+    ("fold/fold", "fold", "speed_vs_forward_fold.json", "fold"),
+    ("stack/foldspread", "foldspread (stack / foldspread)", "speed_vs_forward_foldspread.json", "foldspread"),
+)
 KINDS = ("fisher", "activation", "error")
 ARMS_FILE = "speed_vs_forward_arms.json"  # every arm in one run (benchmarks/speed_vs_forward.py --arms)
 
@@ -114,8 +117,10 @@ def _floor_ratio(rec: dict | None, emap: str) -> str:
     parts = ""
     if fit and read and read["slope_ns_per_entry"] > 0:
         fixed = fit["intercept_us"] / top["read_us_per_sample"]
-        parts = (f"; fixed part {fixed:.1f}×, per entry {fit['slope_ns_per_entry'] / read['slope_ns_per_entry']:.1f}× "
-                 "the read's")
+        parts = (
+            f"; fixed part {fixed:.1f}×, per entry {fit['slope_ns_per_entry'] / read['slope_ns_per_entry']:.1f}× "
+            "the read's"
+        )
     return f"{top['update_over_read']:.1f}× ({top['error_map']}{parts})"
 
 
@@ -124,10 +129,14 @@ def table(results: Path) -> str:
     acc = [_load(results / "map_accuracy.json"), _load(results / "map_accuracy_576.json")]
     real = _load(results / "map_accuracy_smollm2.json")
     arms = _load(results / ARMS_FILE)
-    lines = ["| maps (act/error) | sketch / forward, streaming [min–max] | with the fingerprint | update / cold read, K = 2^17 (fit t = t0 + b·K: t0 over the read at 2^17, b over the read's b) "
-             "| synthetic K = 49,152, d = 128: median \\|err\\| fisher / activation / error (Δ vs the earlier default ± SE) "
-             "| same, d = 576 | SmolLM2 real streams: fisher Spearman (Δ ± SE) / median \\|err\\| fisher / activation / error (Δ ± SE) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| maps (act/error) | sketch / forward, streaming [min–max] | with the fingerprint | update / cold read, K = "
+        "2^17 (fit t = t0 + b·K: t0 over the read at 2^17, b over the read's b) "
+        "| synthetic K = 49,152, d = 128: median \\|err\\| fisher / activation / error (Δ vs the earlier default ± SE) "
+        "| same, d = 576 | SmolLM2 real streams: fisher Spearman (Δ ± SE) / median \\|err\\| fisher / activation / "
+        "error (Δ ± SE) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     verdicts = []
     word = {True: "met", False: "not met", None: "not measured"}
     yes = {True: "yes", False: "no", None: "not measured"}
@@ -140,17 +149,21 @@ def table(results: Path) -> str:
             spread = r.get("ratio_all", [r["ratio"]])
             speed = f"{r['ratio']:.3f} [{min(spread):.3f}–{max(spread):.3f}]"
             with_fp = f"{r['ratio_with_fingerprint']:.3f}" if "ratio_with_fingerprint" in r else "not recorded"
-        lines.append(f"| {label}: {choice} | {speed} | {with_fp} | {_floor_ratio(floor, floor_key)} | "
-                     f"{_synthetic(acc[0], choice)} | {_synthetic(acc[1], choice)} | {_real(real, choice)} |")
+        lines.append(
+            f"| {label}: {choice} | {speed} | {with_fp} | {_floor_ratio(floor, floor_key)} | "
+            f"{_synthetic(acc[0], choice)} | {_synthetic(acc[1], choice)} | {_real(real, choice)} |"
+        )
         if choice == REFERENCE:
             continue
         fast = None if sp is None else sp["result"]["ratio"] >= 0.95
         rows = _floor_rows(floor, floor_key)
         cheap = None if not rows else max(rows, key=lambda x: x["out_dim"])["update_over_read"] <= 3
-        verdicts.append(f"- {label} against the earlier default: ≥ 0.95× the forward pass (streaming) {word[fast]}; "
-                        f"≤ 3× one cold read at 2^17 {word[cheap]}; accuracy no worse (every paired Δ median |err| "
-                        f"< 2 SE above 0): synthetic {yes[_no_worse(acc, choice)]}, SmolLM2 real streams "
-                        f"{yes[_no_worse([real], choice)]}.")
+        verdicts.append(
+            f"- {label} against the earlier default: ≥ 0.95× the forward pass (streaming) {word[fast]}; "
+            f"≤ 3× one cold read at 2^17 {word[cheap]}; accuracy no worse (every paired Δ median |err| "
+            f"< 2 SE above 0): synthetic {yes[_no_worse(acc, choice)]}, SmolLM2 real streams "
+            f"{yes[_no_worse([real], choice)]}."
+        )
     return "\n".join(lines + [""] + verdicts)
 
 

@@ -13,6 +13,7 @@ the sketches resolved to (``maps``: activation/error).
 The ``--table`` helpers here (map labels, ``+``-joined record paths) are shared with
 accuracy_vs_reference.py and speed_vs_reference.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,8 @@ import torch
 from scipy.stats import spearmanr
 
 import updatescope as us
-from updatescope.records import env_info, write_json_atomic
 from updatescope.models.head_tasks import HeadTaskFamily
+from updatescope.records import env_info, write_json_atomic
 
 KINDS = ("fisher", "activation", "error", "coupling")
 ACT_DIM = 128  # d of both families below (records made before they stored it)
@@ -38,18 +39,18 @@ BOLD_DIM = 4096
 
 # ------------------------------------------------------------------ map labels (--table modes)
 def resolved_maps(d: int, k: int, m: int, act_map: str = "auto", error_map: str = "auto") -> str:
-    """"act/error": the map kinds the library resolves these requests to (``auto`` by width and m)."""
+    """ "act/error": the map kinds the library resolves these requests to (``auto`` by width and m)."""
     cfg = us.SketchConfig(d, k, m, act_map=act_map, error_map=error_map)
     return f"{cfg.act_map}/{cfg.error_map}"
 
 
 def earlier_maps(d: int, k: int) -> str:
-    """"act/error" of the earlier default: dense up to 1,024 inputs, block SRHT ("srht") beyond."""
+    """ "act/error" of the earlier default: dense up to 1,024 inputs, block SRHT ("srht") beyond."""
     return "/".join("dense" if n <= EARLIER_DENSE_MAX else "srht" for n in (d, k))
 
 
 def maps_note(maps: str, d: int, k: int, m: int) -> str:
-    """"default" when ``maps`` is what ``auto`` resolves to now, "earlier default" when it is
+    """ "default" when ``maps`` is what ``auto`` resolves to now, "earlier default" when it is
     what it resolved to before the stack map, else ""."""
     if maps == resolved_maps(d, k, m):
         return "default"
@@ -85,8 +86,10 @@ def earlier_record(path: Path) -> bool:
 
 
 def missing_maps(path: Path) -> SystemExit:
-    return SystemExit(f"{path}: the record does not say which maps it used (only *{EARLIER_SUFFIX}.json "
-                      "records of the earlier default may omit them)")
+    return SystemExit(
+        f"{path}: the record does not say which maps it used (only *{EARLIER_SUFFIX}.json "
+        "records of the earlier default may omit them)"
+    )
 
 
 def fmt_rho(x: float, digits: int = 3) -> str:
@@ -95,8 +98,10 @@ def fmt_rho(x: float, digits: int = 3) -> str:
 
 def table(paths: list[Path]) -> str:
     """The README accuracy table: one row group per record, each row labelled with its maps."""
-    lines = ["| K | maps | n / task | sketch_dim | fisher ρ_s / median \\|err\\| | activation | error | coupling |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| K | maps | n / task | sketch_dim | fisher ρ_s / median \\|err\\| | activation | error | coupling |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     notes = []
     for path in paths:
         rec = json.loads(path.read_text())
@@ -112,29 +117,36 @@ def table(paths: list[Path]) -> str:
                 else:
                     raise missing_maps(path)
                 labelled.append((maps, maps_note(maps, d, k, m)))
-                cells = [f"{res[kind]['spearman_mean']:.3f} / {res[kind]['median_abs_err_mean']:.3f}"
-                         for kind in KINDS[:3]]
-                cells.append(f"{fmt_rho(res['coupling']['spearman_mean'], 2)} / "
-                             f"{res['coupling']['median_abs_err_mean']:.3f}")
+                cells = [
+                    f"{res[kind]['spearman_mean']:.3f} / {res[kind]['median_abs_err_mean']:.3f}" for kind in KINDS[:3]
+                ]
+                cells.append(
+                    f"{fmt_rho(res['coupling']['spearman_mean'], 2)} / {res['coupling']['median_abs_err_mean']:.3f}"
+                )
                 dim = f"{m:,}"
                 if m == BOLD_DIM:
                     dim, cells[0] = f"**{dim}**", f"**{cells[0]}**"
-                lines.append(f"| {k:,} | {map_label(maps, d, k, m)} | {fam['n_per_task']:,} | {dim} | "
-                             + " | ".join(cells) + " |")
+                lines.append(
+                    f"| {k:,} | {map_label(maps, d, k, m)} | {fam['n_per_task']:,} | {dim} | "
+                    + " | ".join(cells)
+                    + " |"
+                )
             lo, hi = fam["exact_range"]["coupling"]
             ranges.append(f"{lo:.2f}–{hi:.2f} at K = {k:,}")
         pairs = {fam["n_pairs"] for fam in rec["metrics"].values()}
-        notes.append(f"- {group_label(labelled)}: `{path.as_posix()}`, mean over {rec['config']['seeds']} random "
-                     f"bases; exact coupling ρ across the {'/'.join(map(str, sorted(pairs)))} pairs: "
-                     + ", ".join(ranges) + ".")
+        notes.append(
+            f"- {group_label(labelled)}: `{path.as_posix()}`, mean over {rec['config']['seeds']} random "
+            f"bases; exact coupling ρ across the {'/'.join(map(str, sorted(pairs)))} pairs: " + ", ".join(ranges) + "."
+        )
     return "\n".join(lines + [""] + notes)
 
 
 def make_tasks(fam: HeadTaskFamily, n: int) -> list[tuple[str, tuple]]:
     """12 tasks: target-like anchor (0,0) mixed towards (1,1), (0,1) and (2,2) at 4 weights."""
     tasks = []
-    for k, (to, mixes) in enumerate((((1, 1), (0.0, 0.3, 0.6, 1.0)), ((0, 1), (0.15, 0.45, 0.75, 1.0)),
-                                     ((2, 2), (0.1, 0.4, 0.7, 1.0)))):
+    for k, (to, mixes) in enumerate(
+        (((1, 1), (0.0, 0.3, 0.6, 1.0)), ((0, 1), (0.15, 0.45, 0.75, 1.0)), ((2, 2), (0.1, 0.4, 0.7, 1.0)))
+    ):
         for j, w in enumerate(mixes):
             tasks.append((f"mix{to}-{w}", fam.sample(0, 0, n, seed=100 * k + j, mix_to=to, mix=w)))
     return tasks
@@ -145,8 +157,9 @@ def pairs_of(t: int, max_pairs: int) -> list[tuple[int, int]]:
     return allp[:max_pairs]
 
 
-def evaluate(fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs: int, error_map: str,
-             act_map: str = "auto") -> dict:
+def evaluate(
+    fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs: int, error_map: str, act_map: str = "auto"
+) -> dict:
     tasks = make_tasks(fam, n)
     streams = [(a, us.error_vectors(z, y)[0]) for _, (a, z, y) in tasks]
     t0 = time.perf_counter()
@@ -154,15 +167,25 @@ def evaluate(fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs
     t_exact = time.perf_counter() - t0
     pairs = pairs_of(len(tasks), max_pairs)
     truth = {k: np.array([float(exact[k][i, j]) for i, j in pairs]) for k in KINDS}
-    out = {"n_per_task": n, "n_tasks": len(tasks), "n_pairs": len(pairs), "exact_seconds": round(t_exact, 2),
-           "exact_range": {k: [float(np.nanmin(v)), float(np.nanmax(v))] for k, v in truth.items()}, "by_dim": {}}
+    out = {
+        "n_per_task": n,
+        "n_tasks": len(tasks),
+        "n_pairs": len(pairs),
+        "exact_seconds": round(t_exact, 2),
+        "exact_range": {k: [float(np.nanmin(v)), float(np.nanmax(v))] for k, v in truth.items()},
+        "by_dim": {},
+    }
     for m in dims:
         rows = []
         t_sk = 0.0
         for seed in range(seeds):
             t1 = time.perf_counter()
-            sigs = [us.FisherSketch(fam.act_dim, fam.out_dim, m, seed, error_map=error_map, act_map=act_map)
-                    .update_logits(*task).signature() for _, task in tasks]
+            sigs = [
+                us.FisherSketch(fam.act_dim, fam.out_dim, m, seed, error_map=error_map, act_map=act_map)
+                .update_logits(*task)
+                .signature()
+                for _, task in tasks
+            ]
             t_sk += time.perf_counter() - t1
             est = us.alignment_matrix(sigs)
             rows.append({k: np.array([float(est[k][i, j]) for i, j in pairs]) for k in KINDS})
@@ -170,12 +193,21 @@ def evaluate(fam: HeadTaskFamily, n: int, dims: list[int], seeds: int, max_pairs
         for k in KINDS:
             sp = [spearmanr(r[k], truth[k]).statistic for r in rows]
             err = [np.nanmedian(np.abs(r[k] - truth[k])) for r in rows]
-            res[k] = {"spearman_mean": float(np.mean(sp)), "spearman_min": float(np.min(sp)),
-                      "median_abs_err_mean": float(np.mean(err)), "median_abs_err_max": float(np.max(err))}
+            res[k] = {
+                "spearman_mean": float(np.mean(sp)),
+                "spearman_min": float(np.min(sp)),
+                "median_abs_err_mean": float(np.mean(err)),
+                "median_abs_err_max": float(np.max(err)),
+            }
         res["sketch_seconds_per_seed"] = round(t_sk / seeds, 2)
         out["by_dim"][str(m)] = res
-        print(f"  K={fam.out_dim:>6} m={m:>5}: " + "  ".join(
-            f"{k} ρs={res[k]['spearman_mean']:.3f} |err|={res[k]['median_abs_err_mean']:.3f}" for k in KINDS), flush=True)
+        print(
+            f"  K={fam.out_dim:>6} m={m:>5}: "
+            + "  ".join(
+                f"{k} ρs={res[k]['spearman_mean']:.3f} |err|={res[k]['median_abs_err_mean']:.3f}" for k in KINDS
+            ),
+            flush=True,
+        )
     return out
 
 
@@ -183,8 +215,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer seeds and dims, smaller n")
     p.add_argument("--out", default="benchmarks/results/estimator_accuracy.json")
-    p.add_argument("--table", metavar="PATHS", help="print the README table of one or more records "
-                   "(paths joined with +) and exit")
+    p.add_argument(
+        "--table", metavar="PATHS", help="print the README table of one or more records (paths joined with +) and exit"
+    )
     args = p.parse_args()
     if args.table:
         print(table(record_paths(args.table)))
@@ -202,9 +235,18 @@ def main() -> None:
         print(f"{name}: d={fam.act_dim}, n={n} per task", flush=True)
         results[name] = evaluate(fam, n, dims, seeds, max_pairs=66, error_map=emap)
         results[name]["act_dim"] = fam.act_dim
-    record = {"name": "estimator_accuracy", "config": {"quick": args.quick, "seeds": seeds, "dims": dims,
-              "family": "HeadTaskFamily (synthetic, Zipf label blocks, shared random head)"},
-              "metrics": results, "env": env_info(), "seconds": round(time.perf_counter() - t0, 1)}
+    record = {
+        "name": "estimator_accuracy",
+        "config": {
+            "quick": args.quick,
+            "seeds": seeds,
+            "dims": dims,
+            "family": "HeadTaskFamily (synthetic, Zipf label blocks, shared random head)",
+        },
+        "metrics": results,
+        "env": env_info(),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     write_json_atomic(record, Path(args.out))
     print(f"wrote {args.out}")
 

@@ -28,6 +28,7 @@ c_K is the per-vocabulary-entry work (softmax, signs, layout passes), c_m the pe
 work (products, the six (2, r) @ (r, m) sums), c_f the inverse GEMM throughput.  The fit's
 coefficients (constrained ≥ 0), R², and its predictions at the part 1 shapes (outside the grid) are recorded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,8 +84,12 @@ def _map_madds(mp) -> float:
 
 def _work(sk: FisherSketch) -> dict:
     amap, emap = _basis(sk.config, sk.device)
-    return {"act_map": amap.kind, "error_map": emap.kind, "act_madds": _map_madds(amap),
-            "error_madds": _map_madds(emap)}
+    return {
+        "act_map": amap.kind,
+        "error_map": emap.kind,
+        "act_madds": _map_madds(amap),
+        "error_madds": _map_madds(emap),
+    }
 
 
 def _timed(fn) -> float:
@@ -97,7 +102,7 @@ def head_shapes(args, g: torch.Generator) -> dict:
     out = {}
     n = args.n
     for name, (d, k) in SHAPES.items():
-        w = torch.randn(k, d, generator=g).div_(d ** 0.5)  # logits ~ N(0, 1) for unit acts
+        w = torch.randn(k, d, generator=g).div_(d**0.5)  # logits ~ N(0, 1) for unit acts
         a = torch.randn(n, d, generator=g)
         y = torch.randint(0, k, (n,), generator=g)
         z = torch.empty(n, k)
@@ -117,19 +122,35 @@ def head_shapes(args, g: torch.Generator) -> dict:
             for fam in fams:
                 t_sk[fam].append(_timed(lambda: sks[fam].update_logits(a, z, y)) / n * 1e6)
         head = [x + s for x, s in zip(t_mm, t_sm)]
-        res = {"d": d, "K": k, "n": n, "head_matmul_us": _spread(t_mm), "head_softmax_us": _spread(t_sm),
-               "head_us": _spread(head), "head_gflops": 2.0 * d * k / statistics.median(t_mm) / 1e3, "sketch": {}}
+        res = {
+            "d": d,
+            "K": k,
+            "n": n,
+            "head_matmul_us": _spread(t_mm),
+            "head_softmax_us": _spread(t_sm),
+            "head_us": _spread(head),
+            "head_gflops": 2.0 * d * k / statistics.median(t_mm) / 1e3,
+            "sketch": {},
+        }
         for fam, ts in t_sk.items():
-            res["sketch"][fam] = {"us": _spread(ts), **_work(sks[fam]),
-                                  "ratio_to_head": _spread([s / h for s, h in zip(ts, head)]),
-                                  "ratio_to_matmul": _spread([s / h for s, h in zip(ts, t_mm)])}
+            res["sketch"][fam] = {
+                "us": _spread(ts),
+                **_work(sks[fam]),
+                "ratio_to_head": _spread([s / h for s, h in zip(ts, head)]),
+                "ratio_to_matmul": _spread([s / h for s, h in zip(ts, t_mm)]),
+            }
         res["loadavg"] = os.getloadavg()
         out[name] = res
-        print(f"{name} (d={d}, K={k}): head {res['head_us']['median']:.0f} us/token "
-              f"(matmul {res['head_matmul_us']['median']:.0f}, softmax {res['head_softmax_us']['median']:.0f}); "
-              + "; ".join(f"{fam} sketch {r['us']['median']:.0f} us = {r['ratio_to_head']['median']:.3f} "
-                          f"of the head [{r['ratio_to_head']['min']:.3f}-{r['ratio_to_head']['max']:.3f}]"
-                          for fam, r in res["sketch"].items()), flush=True)
+        print(
+            f"{name} (d={d}, K={k}): head {res['head_us']['median']:.0f} us/token "
+            f"(matmul {res['head_matmul_us']['median']:.0f}, softmax {res['head_softmax_us']['median']:.0f}); "
+            + "; ".join(
+                f"{fam} sketch {r['us']['median']:.0f} us = {r['ratio_to_head']['median']:.3f} "
+                f"of the head [{r['ratio_to_head']['min']:.3f}-{r['ratio_to_head']['max']:.3f}]"
+                for fam, r in res["sketch"].items()
+            ),
+            flush=True,
+        )
         del w, a, y, z, p, sks, mm, sm
         gc.collect()
     return out
@@ -152,17 +173,31 @@ def grid(args, g: torch.Generator) -> list[dict]:
             for sk in sks.values():  # warm-up: basis built, workspace grown
                 sk.update_logits(a, z, y)
             for r in range(reps):
-                for c in cfgs[r % len(cfgs):] + cfgs[: r % len(cfgs)]:  # rotate: no config always first
+                for c in cfgs[r % len(cfgs) :] + cfgs[: r % len(cfgs)]:  # rotate: no config always first
                     ts[(k, d, c)].append(_timed(lambda: sks[c].update_logits(a, z, y)) / n * 1e6)
             for c, sk in sks.items():
                 work[(k, d, c)] = _work(sk)
             load.setdefault((k, d), []).append(os.getloadavg()[0])
-            print(f"K={k} d={d}: " + ", ".join(f"{fam}/m={m} {statistics.median(ts[(k, d, (fam, m))]):.0f}"
-                                               for fam, m in cfgs) + " us/token", flush=True)
+            print(
+                f"K={k} d={d}: "
+                + ", ".join(f"{fam}/m={m} {statistics.median(ts[(k, d, (fam, m))]):.0f}" for fam, m in cfgs)
+                + " us/token",
+                flush=True,
+            )
             del sks, z, y, a
             gc.collect()
-    return [{"family": c[0], "K": k, "d": d, "m": c[1], "us": _spread(ts[(k, d, c)]), **work[(k, d, c)],
-             "loadavg_1min": load[(k, d)]} for (k, d, c) in ts]
+    return [
+        {
+            "family": c[0],
+            "K": k,
+            "d": d,
+            "m": c[1],
+            "us": _spread(ts[(k, d, c)]),
+            **work[(k, d, c)],
+            "loadavg_1min": load[(k, d)],
+        }
+        for (k, d, c) in ts
+    ]
 
 
 def _design(row: dict) -> list[float]:
@@ -201,9 +236,13 @@ def fit(rows: list[dict], stat: str = "median") -> dict:
         c = _nnls(x, t)
         pred = x @ c
         r2 = 1 - float(((t - pred) ** 2).sum() / ((t - t.mean()) ** 2).sum())
-        out[fam] = {"coef": {name: float(v) * s for name, v, s in zip(TERMS, c, SCALE)}, "r2": r2,
-                    "points": len(rs), "max_rel_residual": float(((t - pred) / t).abs().max()),
-                    "coef_us_per_unit": c.tolist()}
+        out[fam] = {
+            "coef": {name: float(v) * s for name, v, s in zip(TERMS, c, SCALE)},
+            "r2": r2,
+            "points": len(rs),
+            "max_rel_residual": float(((t - pred) / t).abs().max()),
+            "coef_us_per_unit": c.tolist(),
+        }
     return out
 
 
@@ -222,31 +261,44 @@ def table(rec: dict) -> list[str]:
         head += [f"sketch {fam} ({maps}), µs/token", f"{fam} / head [min–max]", f"{fam} / matmul"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, r in m["heads"].items():
-        cells = [f"{name} ({r['d']}, {r['K']:,})",
-                 f"{r['head_us']['median']:,.0f} ({r['head_matmul_us']['median']:,.0f} + "
-                 f"{r['head_softmax_us']['median']:,.0f})"]
+        cells = [
+            f"{name} ({r['d']}, {r['K']:,})",
+            f"{r['head_us']['median']:,.0f} ({r['head_matmul_us']['median']:,.0f} + "
+            f"{r['head_softmax_us']['median']:,.0f})",
+        ]
         for fam in fams:
             s = r["sketch"][fam]
             q = s["ratio_to_head"]
-            cells += [f"{s['us']['median']:,.0f}", f"**{q['median']:.3f}** [{q['min']:.3f}–{q['max']:.3f}]",
-                      f"{s['ratio_to_matmul']['median']:.3f}"]
+            cells += [
+                f"{s['us']['median']:,.0f}",
+                f"**{q['median']:.3f}** [{q['min']:.3f}–{q['max']:.3f}]",
+                f"{s['ratio_to_matmul']['median']:.3f}",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "| maps | c0, µs | per vocabulary entry, ns | per feature, ns | per GEMM multiply-add, ns | R² "
-              "(points) | max \\|residual\\| | fit / measured at the three heads |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| maps | c0, µs | per vocabulary entry, ns | per feature, ns | per GEMM multiply-add, ns | R² "
+        "(points) | max \\|residual\\| | fit / measured at the three heads |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for fam, f in m["fit"].items():
         c = f["coef"]
         chk = ", ".join(f"{p['predicted_us'] / p['measured_us']:.2f}" for p in m["fit_check"][fam].values())
-        lines.append(f"| {fam} | {c['c0_us']:.1f} | {c['c_K_ns_per_entry']:.3f} | {c['c_m_ns_per_feature']:.2f} | "
-                     f"{c['c_f_ns_per_madd']:.4f} | {f['r2']:.3f} ({f['points']}) | {100 * f['max_rel_residual']:.0f}% | "
-                     f"{chk} |")
+        lines.append(
+            f"| {fam} | {c['c0_us']:.1f} | {c['c_K_ns_per_entry']:.3f} | {c['c_m_ns_per_feature']:.2f} | "
+            f"{c['c_f_ns_per_madd']:.4f} | {f['r2']:.3f} ({f['points']}) | {100 * f['max_rel_residual']:.0f}% | "
+            f"{chk} |"
+        )
     lines.append("")
     for fam in fams:
         cells = []
         for name, r in m["heads"].items():
             q = r["sketch"][fam]["ratio_to_matmul"]["median"]
             cells.append(f"{name} {'met' if q <= 0.10 else 'not met'} ({100 * q:.1f} %)")
-        lines.append(f"- {fam} maps ({first[fam]['act_map']}/{first[fam]['error_map']}), sketch ≤ 10 % of the head "
-                     f"matmul: " + "; ".join(cells) + ".")
+        lines.append(
+            f"- {fam} maps ({first[fam]['act_map']}/{first[fam]['error_map']}), sketch ≤ 10 % of the head "
+            f"matmul: " + "; ".join(cells) + "."
+        )
     return lines
 
 
@@ -267,22 +319,35 @@ def draw(rec: dict, path: Path) -> None:
         ys = [m["heads"][nm]["sketch"][fam]["us"]["median"] for nm in names]
         ax[0].bar([x + j * w for x in xs], ys, w, label=f"sketch ({fam} maps)", color=col)
         for x, nm, yv in zip(xs, names, ys):
-            ax[0].text(x + j * w, yv, f"{m['heads'][nm]['sketch'][fam]['ratio_to_head']['median']:.2f}",
-                       ha="center", va="bottom", fontsize=8)
+            ax[0].text(
+                x + j * w,
+                yv,
+                f"{m['heads'][nm]['sketch'][fam]['ratio_to_head']['median']:.2f}",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     ax[0].set_yscale("log")
-    ax[0].set_xticks(list(xs), [f"{nm}\n(d={m['heads'][nm]['d']}, K={m['heads'][nm]['K']})" for nm in names],
-                     fontsize=8)
+    ax[0].set_xticks(
+        list(xs), [f"{nm}\n(d={m['heads'][nm]['d']}, K={m['heads'][nm]['K']})" for nm in names], fontsize=8
+    )
     ax[0].set_ylabel("µs per token (median)")
     ax[0].set_title("head vs sketch (label: sketch / head)")
     ax[0].legend(fontsize=8)
     for fam, col in zip(FAMILIES, ("tab:blue", "tab:orange")):
         rs = [r for r in m["grid"] if r["family"] == fam]
         meas = [r["us"]["median"] for r in rs]
-        ax[1].scatter([predict(m["fit"][fam], r) for r in rs], meas, s=14, color=col,
-                      label=f"{fam}: R² {m['fit'][fam]['r2']:.3f}")
+        ax[1].scatter(
+            [predict(m["fit"][fam], r) for r in rs], meas, s=14, color=col, label=f"{fam}: R² {m['fit'][fam]['r2']:.3f}"
+        )
         chk = m["fit_check"][fam]
-        ax[1].scatter([p["predicted_us"] for p in chk.values()], [p["measured_us"] for p in chk.values()],
-                      marker="x", s=40, color=col)
+        ax[1].scatter(
+            [p["predicted_us"] for p in chk.values()],
+            [p["measured_us"] for p in chk.values()],
+            marker="x",
+            s=40,
+            color=col,
+        )
     lo, hi = ax[1].get_xlim()
     ax[1].plot([lo, hi], [lo, hi], color="0.5", lw=0.8)
     ax[1].set_xlabel("fit: c0 + c_K·K + c_m·m + c_f·(map multiply-adds), µs")
@@ -326,9 +391,16 @@ def main(argv: list[str] | None = None) -> int:
             s = r["sketch"][fam]
             row = {"K": r["K"], "d": r["d"], "m": args.m, **{k: s[k] for k in ("act_madds", "error_madds")}}
             check[fam][name] = {"predicted_us": predict(fits[fam], row), "measured_us": s["us"]["median"]}
-    metrics = {"heads": heads, "grid": rows, "fit": fits, "fit_on_min": fits_min, "fit_check": check,
-               "fit_terms": "t_us = c0 + c_K·K + c_m·m + c_f·(act_madds + error_madds), per token",
-               "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    metrics = {
+        "heads": heads,
+        "grid": rows,
+        "fit": fits,
+        "fit_on_min": fits_min,
+        "fit_check": check,
+        "fit_terms": "t_us = c0 + c_K·K + c_m·m + c_f·(act_madds + error_madds), per token",
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
     config = {**portable_config(args), "command": portable_command("benchmarks/head_cost.py", argv)}
     config.pop("table")
     rec = make_record("head_cost", config, metrics, time.perf_counter() - t0)

@@ -11,14 +11,16 @@ every weight), ``head_sketch`` (``sketch_causal_lm``'s work: capture + ``update_
 ``layers_lora_targets`` (q_proj and v_proj of the last 2 blocks + the head, per token) and
 ``layers_all`` (every linear layer + the head, per sequence).
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,8 +28,10 @@ from torch import nn
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
-TEXT = ("The committee reviewed the proposal in detail and asked for a revised budget, "
-        "a clearer schedule, and an independent assessment of the risks involved. ")
+TEXT = (
+    "The committee reviewed the proposal in detail and asked for a revised budget, "
+    "a clearer schedule, and an independent assessment of the risks involved. "
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,17 +62,22 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     head_name = next(n for n, m in model.named_modules() if m is head)
     last = [n for n in names if n.startswith(f"model.layers.{n_layers - 1}.")] + [head_name]
-    lora = [n for n in names if any(n.startswith(f"model.layers.{i}.") for i in (n_layers - 2, n_layers - 1))
-            and n.rsplit(".", 1)[-1] in ("q_proj", "v_proj")] + [head_name]
+    lora = [
+        n
+        for n in names
+        if any(n.startswith(f"model.layers.{i}.") for i in (n_layers - 2, n_layers - 1))
+        and n.rsplit(".", 1)[-1] in ("q_proj", "v_proj")
+    ] + [head_name]
 
     def forward() -> None:
         with torch.inference_mode():
-            model(input_ids=x, use_cache=False).logits
+            _ = model(input_ids=x, use_cache=False).logits
 
     def forward_backward() -> None:
         z = model(input_ids=x, use_cache=False).logits
-        nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX,
-                                    reduction="sum").backward()
+        nn.functional.cross_entropy(
+            z.reshape(-1, z.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+        ).backward()
         model.zero_grad(set_to_none=True)
 
     k, d = head.weight.shape
@@ -76,15 +85,28 @@ def main(argv: list[str] | None = None) -> int:
 
     def head_sketch() -> None:
         with torch.inference_mode():
-            for a, z, y in capture_causal_lm(model, [row.tolist() for row in x], tok, token_budget=x.numel(),
-                                             progress=False, compact=False, head=head):
+            for a, z, y in capture_causal_lm(
+                model,
+                [row.tolist() for row in x],
+                tok,
+                token_budget=x.numel(),
+                progress=False,
+                compact=False,
+                head=head,
+            ):
                 fs.update_logits(a, z, y)
 
-    arms: dict[str, Callable[[], Any]] = {"forward": forward, "forward_backward": forward_backward,
-                                          "head_sketch": head_sketch}
+    arms: dict[str, Callable[[], Any]] = {
+        "forward": forward,
+        "forward_backward": forward_backward,
+        "head_sketch": head_sketch,
+    }
     batch = [({"input_ids": x}, labels)]
-    for arm, layers, mode in (("layers_last_block", last, "token"), ("layers_lora_targets", lora, "token"),
-                              ("layers_all", names, "sequence")):
+    for arm, layers, mode in (
+        ("layers_last_block", last, "token"),
+        ("layers_lora_targets", lora, "token"),
+        ("layers_all", names, "sequence"),
+    ):
         sk = NetworkSketch(network_config(model, layers, sketch_dim=args.sketch_dim, seed=0, mode=mode))
         arms[arm] = lambda sk=sk: sketch_layers(model, sk.config, batch, sketch=sk)
     for fn in arms.values():  # warm-up: random bases, workspaces, allocator
@@ -98,19 +120,40 @@ def main(argv: list[str] | None = None) -> int:
             times[a].append(time.perf_counter() - t0)
     med = {a: statistics.median(v) for a, v in times.items()}
     # per repetition, each arm against the baselines of the same repetition; median of those
-    ratio = {a: {base: statistics.median(t / b for t, b in zip(times[a], times[base]))
-                 for base in ("forward", "forward_backward", "head_sketch")} for a in arms}
-    res = {"median_s": med, "all_s": times, "ratios": ratio, "tokens_per_batch": int(x.numel()),
-           "layers": {"layers_last_block": len(last), "layers_lora_targets": len(lora), "layers_all": len(names)},
-           "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    ratio = {
+        a: {
+            base: statistics.median(t / b for t, b in zip(times[a], times[base]))
+            for base in ("forward", "forward_backward", "head_sketch")
+        }
+        for a in arms
+    }
+    res = {
+        "median_s": med,
+        "all_s": times,
+        "ratios": ratio,
+        "tokens_per_batch": int(x.numel()),
+        "layers": {"layers_last_block": len(last), "layers_lora_targets": len(lora), "layers_all": len(names)},
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
     print(f"median of {args.reps} reps, {x.numel()} tokens per batch (ratio = median of per-rep ratios):")
     for a in arms:
         r = ratio[a]
-        print(f"  {a:22s} {med[a]:7.3f} s   × forward {r['forward']:5.2f}   × fwd+bwd {r['forward_backward']:5.2f}   "
-              f"× head sketch {r['head_sketch']:5.2f}", flush=True)
-    write_json_atomic({"name": "layer_sketch_cost", "config": portable_config(args), "result": res,
-                       "env": env_info(), "command": portable_command("benchmarks/layer_sketch_cost.py", argv)},
-                      Path(args.out))
+        print(
+            f"  {a:22s} {med[a]:7.3f} s   × forward {r['forward']:5.2f}   × fwd+bwd {r['forward_backward']:5.2f}   "
+            f"× head sketch {r['head_sketch']:5.2f}",
+            flush=True,
+        )
+    write_json_atomic(
+        {
+            "name": "layer_sketch_cost",
+            "config": portable_config(args),
+            "result": res,
+            "env": env_info(),
+            "command": portable_command("benchmarks/layer_sketch_cost.py", argv),
+        },
+        Path(args.out),
+    )
     return 0
 
 

@@ -18,6 +18,7 @@ measured here: this machine has 2 CPU cores and no GPU.
 
     python benchmarks/scaling.py [--ranks 1 2] [--docs 400] [--reps 3] [--out results/scaling.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,16 @@ def _model(path: Path, vocab: int, hidden: int) -> Path:
     PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(path)
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256, pad_token_id=0)
+        cfg = LlamaConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=256,
+            pad_token_id=0,
+        )
         LlamaForCausalLM(cfg).save_pretrained(path)
     return path
 
@@ -66,10 +75,27 @@ def _corpus(path: Path, n_docs: int, vocab: int) -> Path:
 
 def _sketch(n: int, model: Path, data: Path, out: Path, sketch_dim: int) -> tuple[float, float]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")}
-    args = ["-m", "updatescope", "sketch", "--model", str(model), "--data", str(data), "--out", str(out),
-            "--sketch-dim", str(sketch_dim), "--quiet", "--name", "bench"]
-    cmd = [sys.executable, *args] if n == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                                   f"--nproc-per-node={n}", *args]
+    args = [
+        "-m",
+        "updatescope",
+        "sketch",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--sketch-dim",
+        str(sketch_dim),
+        "--quiet",
+        "--name",
+        "bench",
+    ]
+    cmd = (
+        [sys.executable, *args]
+        if n == 1
+        else [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}", *args]
+    )
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -121,8 +147,15 @@ def _allreduce(dims: list[int], reps: int) -> dict[str, dict[str, float]]:
     for p in procs:
         p.join()
     world = 2
-    return {str(m): {"median_ms": 1e3 * statistics.median(t), "min_ms": 1e3 * min(t), "max_ms": 1e3 * max(t),
-                     "bytes_per_rank": world * (6 * m + 6 * 16) * 8} for m, t in res.items()}
+    return {
+        str(m): {
+            "median_ms": 1e3 * statistics.median(t),
+            "min_ms": 1e3 * min(t),
+            "max_ms": 1e3 * max(t),
+            "bytes_per_rank": world * (6 * m + 6 * 16) * 8,
+        }
+        for m, t in res.items()
+    }
 
 
 def main() -> None:
@@ -147,9 +180,14 @@ def main() -> None:
             runs = [_sketch(n, model, data, tmp / f"r{n}.safetensors", args.sketch_dim) for _ in range(args.reps)]
             walls, tps = [w for w, _ in runs], [t for _, t in runs]
             files[n] = (tmp / f"r{n}.safetensors").read_bytes()
-            metrics["ranks"][str(n)] = {"wall_s_median": statistics.median(walls), "wall_s_min": min(walls),
-                                        "wall_s_max": max(walls), "tokens_per_s_median": statistics.median(tps),
-                                        "tokens_per_s_min": min(tps), "tokens_per_s_max": max(tps)}
+            metrics["ranks"][str(n)] = {
+                "wall_s_median": statistics.median(walls),
+                "wall_s_min": min(walls),
+                "wall_s_max": max(walls),
+                "tokens_per_s_median": statistics.median(tps),
+                "tokens_per_s_min": min(tps),
+                "tokens_per_s_max": max(tps),
+            }
             print(n, metrics["ranks"][str(n)], flush=True)
         base = metrics["ranks"][str(args.ranks[0])]["tokens_per_s_median"]
         for n in args.ranks:
@@ -157,8 +195,12 @@ def main() -> None:
         metrics["same_bytes"] = len({files[n] for n in args.ranks}) == 1
     metrics["allreduce"] = _allreduce(args.dims, max(args.reps, 5))
     print(json.dumps(metrics["allreduce"], indent=1))
-    config = {**portable_config(args), "command": portable_command("benchmarks/scaling.py"), "threads_per_rank": 1,
-              "load_average": os.getloadavg()}
+    config = {
+        **portable_config(args),
+        "command": portable_command("benchmarks/scaling.py"),
+        "threads_per_rank": 1,
+        "load_average": os.getloadavg(),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(make_record("scaling", config, metrics, time.perf_counter() - t0), args.out)
     print(f"wrote {args.out}")

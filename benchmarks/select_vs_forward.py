@@ -7,6 +7,7 @@ SmolLM2-135M: the same documents, the same batching, alternated in one run.
 The target signature is sketched once, before timing, from a different text.  Documents
 are cut to ``--doc-len`` tokens so both arms forward identical batches.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,11 @@ import torch
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 
 HERE = Path(__file__).resolve().parent
-POOL = ("The committee reviewed the proposal in detail and asked for a revised budget, "
-        "a clearer schedule, and an independent assessment of the risks involved. ")
-TARGET = ("def merge(a, b):\n    out = dict(a)\n    for k, v in b.items():\n        out[k] = v\n    return out\n")
+POOL = (
+    "The committee reviewed the proposal in detail and asked for a revised budget, "
+    "a clearer schedule, and an independent assessment of the risks involved. "
+)
+TARGET = "def merge(a, b):\n    out = dict(a)\n    for k, v in b.items():\n        out[k] = v\n    return out\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         with torch.inference_mode():
             for i in range(0, len(docs), batch):
                 x = torch.tensor(docs[i : i + batch])
-                model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits
+                _ = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits
                 n += x.numel()
         return n
 
@@ -66,19 +69,42 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     t_bare, t_sel = [], []
     for _ in range(args.reps):
-        t = time.perf_counter(); nb = bare(); t_bare.append(nb / (time.perf_counter() - t))
-        t = time.perf_counter(); ns = scored(); t_sel.append(ns / (time.perf_counter() - t))
+        t = time.perf_counter()
+        nb = bare()
+        t_bare.append(nb / (time.perf_counter() - t))
+        t = time.perf_counter()
+        ns = scored()
+        t_sel.append(ns / (time.perf_counter() - t))
     ratios = [s / b for s, b in zip(t_sel, t_bare)]
-    res = {"bare_tokens_per_s": statistics.median(t_bare), "select_tokens_per_s": statistics.median(t_sel),
-           "ratio": statistics.median(ratios), "bare_all": t_bare, "select_all": t_sel, "ratio_all": ratios,
-           "tokens_bare": nb, "tokens_select": ns, "documents": len(docs),
-           "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
-    print(f"median of {args.reps} reps [min-max]: bare forward {res['bare_tokens_per_s']:.0f} tok/s "
-          f"[{min(t_bare):.0f}-{max(t_bare):.0f}], select scoring {res['select_tokens_per_s']:.0f} tok/s "
-          f"[{min(t_sel):.0f}-{max(t_sel):.0f}], ratio {res['ratio']:.2f} [{min(ratios):.2f}-{max(ratios):.2f}]",
-          flush=True)
-    write_json_atomic({"name": "select_vs_forward", "config": portable_config(args), "result": res, "env": env_info(),
-                       "command": portable_command("benchmarks/select_vs_forward.py", argv)}, Path(args.out))
+    res = {
+        "bare_tokens_per_s": statistics.median(t_bare),
+        "select_tokens_per_s": statistics.median(t_sel),
+        "ratio": statistics.median(ratios),
+        "bare_all": t_bare,
+        "select_all": t_sel,
+        "ratio_all": ratios,
+        "tokens_bare": nb,
+        "tokens_select": ns,
+        "documents": len(docs),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
+    print(
+        f"median of {args.reps} reps [min-max]: bare forward {res['bare_tokens_per_s']:.0f} tok/s "
+        f"[{min(t_bare):.0f}-{max(t_bare):.0f}], select scoring {res['select_tokens_per_s']:.0f} tok/s "
+        f"[{min(t_sel):.0f}-{max(t_sel):.0f}], ratio {res['ratio']:.2f} [{min(ratios):.2f}-{max(ratios):.2f}]",
+        flush=True,
+    )
+    write_json_atomic(
+        {
+            "name": "select_vs_forward",
+            "config": portable_config(args),
+            "result": res,
+            "env": env_info(),
+            "command": portable_command("benchmarks/select_vs_forward.py", argv),
+        },
+        Path(args.out),
+    )
     return 0
 
 

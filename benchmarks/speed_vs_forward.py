@@ -22,6 +22,7 @@ prints one row per record (a sitting): its commit, the bare forward pass's token
 arm's ratio with its min–max over the repetitions, so that runs of the same command in
 different sittings can be read side by side.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ from updatescope.records import env_info, portable_command, portable_config, wri
 from updatescope.sketch.config import MAP_KINDS
 
 HERE = Path(__file__).resolve().parent
-TEXT = ("The committee reviewed the proposal in detail and asked for a revised budget, "
-        "a clearer schedule, and an independent assessment of the risks involved. ")
+TEXT = (
+    "The committee reviewed the proposal in detail and asked for a revised budget, "
+    "a clearer schedule, and an independent assessment of the risks involved. "
+)
 
 
 def _arms(rec: dict) -> dict:
@@ -58,16 +61,23 @@ def table(paths: list[str]) -> str:
         arms = _arms(rec)
         bare = [t for a in arms.values() for t in a["bare_all"]]
         commit = (rec.get("env", {}).get("git_commit") or "unknown")[:7]
-        cells = [f"`{Path(path).name}`", commit, str(rec["config"]["reps"]),
-                 f"{statistics.median(bare):.0f} [{min(bare):.0f}–{max(bare):.0f}]"]
+        cells = [
+            f"`{Path(path).name}`",
+            commit,
+            str(rec["config"]["reps"]),
+            f"{statistics.median(bare):.0f} [{min(bare):.0f}–{max(bare):.0f}]",
+        ]
         for a in names:
             r = arms.get(a)
-            cells.append("·" if r is None else
-                         f"{r['ratio']:.3f} [{min(r['ratio_all']):.3f}–{max(r['ratio_all']):.3f}]")
+            cells.append(
+                "·" if r is None else f"{r['ratio']:.3f} [{min(r['ratio_all']):.3f}–{max(r['ratio_all']):.3f}]"
+            )
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("\n- ratio: per repetition, the sketch pipeline's tokens/s over the bare forward pass run just "
-                 "before it (fingerprint computed once beforehand); the median over the repetitions, then the "
-                 "smallest and largest. Bare forward: every bare run of the record. ·: arm not in that run.")
+    lines.append(
+        "\n- ratio: per repetition, the sketch pipeline's tokens/s over the bare forward pass run just "
+        "before it (fingerprint computed once beforehand); the median over the repetitions, then the "
+        "smallest and largest. Bare forward: every bare run of the record. ·: arm not in that run."
+    )
     return "\n".join(lines)
 
 
@@ -82,8 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--act-map", default="auto", choices=["auto", *MAP_KINDS], help="sketch activation map")
     p.add_argument("--error-map", default="auto", choices=["auto", *MAP_KINDS], help="sketch error map")
-    p.add_argument("--arms", nargs="+", default=None, metavar="ACT/ERROR",
-                   help="several map pairs in one run (instead of --act-map/--error-map), e.g. stack/spread dense/srht")
+    p.add_argument(
+        "--arms",
+        nargs="+",
+        default=None,
+        metavar="ACT/ERROR",
+        help="several map pairs in one run (instead of --act-map/--error-map), e.g. stack/spread dense/srht",
+    )
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_forward.json"))
     args = p.parse_args(argv)
     if args.table:
@@ -92,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     arms = [(args.act_map, args.error_map)]
     if args.arms:
         arms = [tuple(a.split("/")) for a in args.arms]
-        bad = [a for a in args.arms if len(a.split("/")) != 2 or any(k not in ("auto", *MAP_KINDS) for k in a.split("/"))]
+        bad = [
+            a for a in args.arms if len(a.split("/")) != 2 or any(k not in ("auto", *MAP_KINDS) for k in a.split("/"))
+        ]
         if bad:
             p.error(f"--arms takes ACT/ERROR pairs of {', '.join(('auto', *MAP_KINDS))}; got {' '.join(bad)}")
     torch.set_num_threads(args.threads)
@@ -111,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         with torch.inference_mode():
             for i in range(0, len(texts), batch):
                 enc = tok(texts[i : i + batch], return_tensors="pt", padding=True).to(args.device)
-                model(**enc).logits
+                _ = model(**enc).logits
                 n += int(enc["attention_mask"].sum())
         sync()
         return n
@@ -123,8 +140,17 @@ def main(argv: list[str] | None = None) -> int:
     fp_times = [time.perf_counter() - t]
 
     def sketched(act_map: str, error_map: str) -> int:
-        sig = sketch_causal_lm(model, tok, texts, chunk_len=args.chunk_len, token_budget=args.token_budget,
-                               progress=False, act_map=act_map, error_map=error_map, fingerprint=fp)
+        sig = sketch_causal_lm(
+            model,
+            tok,
+            texts,
+            chunk_len=args.chunk_len,
+            token_budget=args.token_budget,
+            progress=False,
+            act_map=act_map,
+            error_map=error_map,
+            fingerprint=fp,
+        )
         sync()
         return sig.count + len(texts)  # count = predicted tokens; +1 per chunk = tokens forwarded
 
@@ -133,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     from updatescope.sketch.config import SketchConfig
 
     head = model.get_output_embeddings()
-    resolved = [SketchConfig(head.in_features, head.out_features, act_map=am, error_map=em,
-                             head_bias=head.bias is not None) for am, em in arms]
+    resolved = [
+        SketchConfig(head.in_features, head.out_features, act_map=am, error_map=em, head_bias=head.bias is not None)
+        for am, em in arms
+    ]
     bare()
     for am, em in arms:
         sketched(am, em)  # warm-up
@@ -143,36 +171,62 @@ def main(argv: list[str] | None = None) -> int:
     t_sk = {i: [] for i in range(len(arms))}
     for r in range(args.reps):
         for i in [(j + r) % len(arms) for j in range(len(arms))]:  # rotated: no arm always first
-            t = time.perf_counter(); nb = bare(); t_bare[i].append(nb / (time.perf_counter() - t))
-            t = time.perf_counter(); ns = sketched(*arms[i]); t_sk[i].append(ns / (time.perf_counter() - t))
-        t = time.perf_counter(); head_fingerprint(model, tok); fp_times.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            nb = bare()
+            t_bare[i].append(nb / (time.perf_counter() - t))
+            t = time.perf_counter()
+            ns = sketched(*arms[i])
+            t_sk[i].append(ns / (time.perf_counter() - t))
+        t = time.perf_counter()
+        head_fingerprint(model, tok)
+        fp_times.append(time.perf_counter() - t)
     results = {}
     for i, cfg_maps in enumerate(resolved):
         tb, ts = t_bare[i], t_sk[i]
         ratios = [s / b for s, b in zip(ts, tb)]  # per rep: each sketch run against its own bare run
         # the same rep with that rep's fingerprint time added to the sketch arm's wall time
         ratios_fp = [ns / (ns / s + f) / b for s, b, f in zip(ts, tb, fp_times[1:])]
-        res = {"bare_tokens_per_s": statistics.median(tb), "sketch_tokens_per_s": statistics.median(ts),
-               "ratio": statistics.median(ratios), "bare_all": tb, "sketch_all": ts, "ratio_all": ratios,
-               "fingerprint_s": statistics.median(fp_times[1:]), "fingerprint_all": fp_times,
-               "ratio_with_fingerprint": statistics.median(ratios_fp), "ratio_with_fingerprint_all": ratios_fp,
-               "maps": [cfg_maps.act_map, cfg_maps.error_map], "tokens_bare": nb, "tokens_sketch": ns}
+        res = {
+            "bare_tokens_per_s": statistics.median(tb),
+            "sketch_tokens_per_s": statistics.median(ts),
+            "ratio": statistics.median(ratios),
+            "bare_all": tb,
+            "sketch_all": ts,
+            "ratio_all": ratios,
+            "fingerprint_s": statistics.median(fp_times[1:]),
+            "fingerprint_all": fp_times,
+            "ratio_with_fingerprint": statistics.median(ratios_fp),
+            "ratio_with_fingerprint_all": ratios_fp,
+            "maps": [cfg_maps.act_map, cfg_maps.error_map],
+            "tokens_bare": nb,
+            "tokens_sketch": ns,
+        }
         results["/".join(res["maps"])] = res
         # printed from `res` only, so the line shows exactly what the JSON records: medians over the
         # reps, the ratio as the median of per-rep ratios (not the ratio of the medians), min-max spread
-        print(f"median of {args.reps} reps [min-max]: bare forward {res['bare_tokens_per_s']:.0f} tok/s "
-              f"[{min(res['bare_all']):.0f}-{max(res['bare_all']):.0f}], forward+capture+sketch "
-              f"{res['sketch_tokens_per_s']:.0f} tok/s [{min(res['sketch_all']):.0f}-{max(res['sketch_all']):.0f}], "
-              f"ratio {res['ratio']:.3f} [{min(res['ratio_all']):.3f}-{max(res['ratio_all']):.3f}]; fingerprint "
-              f"{res['fingerprint_s']:.2f} s per call, ratio with it {res['ratio_with_fingerprint']:.3f} "
-              f"(maps {'/'.join(res['maps'])})", flush=True)
+        print(
+            f"median of {args.reps} reps [min-max]: bare forward {res['bare_tokens_per_s']:.0f} tok/s "
+            f"[{min(res['bare_all']):.0f}-{max(res['bare_all']):.0f}], forward+capture+sketch "
+            f"{res['sketch_tokens_per_s']:.0f} tok/s [{min(res['sketch_all']):.0f}-{max(res['sketch_all']):.0f}], "
+            f"ratio {res['ratio']:.3f} [{min(res['ratio_all']):.3f}-{max(res['ratio_all']):.3f}]; fingerprint "
+            f"{res['fingerprint_s']:.2f} s per call, ratio with it {res['ratio_with_fingerprint']:.3f} "
+            f"(maps {'/'.join(res['maps'])})",
+            flush=True,
+        )
     first = results[next(iter(results))]
     res = {**first, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
     if len(results) > 1:
         res["arms"] = results
-    write_json_atomic({"name": "speed_vs_forward", "config": {k: v for k, v in portable_config(args).items() if k != "table"}, "result": res, "env": env_info(),
-                       "command": portable_command("benchmarks/speed_vs_forward.py", argv)},
-                      Path(args.out))
+    write_json_atomic(
+        {
+            "name": "speed_vs_forward",
+            "config": {k: v for k, v in portable_config(args).items() if k != "table"},
+            "result": res,
+            "env": env_info(),
+            "command": portable_command("benchmarks/speed_vs_forward.py", argv),
+        },
+        Path(args.out),
+    )
     return 0
 
 

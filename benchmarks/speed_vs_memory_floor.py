@@ -20,6 +20,7 @@ entry are recorded, next to the read's slope), which is what "grows about linear
 judged on.  The load average is recorded with the result, since absolute times on a shared
 machine move with it; the ratios are what the targets are about.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,9 @@ def memory_child(d: int, k: int, n: int, m: int) -> None:
     a, e = torch.randn(n, d), _errors(n, k)
     sk = us.FisherSketch(act_dim=d, out_dim=k, sketch_dim=m, seed=0)
     amap, emap = _basis(sk.config, torch.device("cpu"))  # the basis is part of what the sketch adds
-    basis = sum(v.numel() * v.element_size() for mp in (amap, emap) for v in vars(mp).values()
-                if isinstance(v, torch.Tensor))
+    basis = sum(
+        v.numel() * v.element_size() for mp in (amap, emap) for v in vars(mp).values() if isinstance(v, torch.Tensor)
+    )
     try:
         Path("/proc/self/clear_refs").write_text("5")
         reset = _status_kb("VmHWM") is not None
@@ -79,9 +81,17 @@ def memory_child(d: int, k: int, n: int, m: int) -> None:
     before = _status_kb("VmRSS") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     sk.update(a, e)
     after = _status_kb("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"added_peak_MB": (after - before) / 1024, "peak_reset": reset, "basis_MB": basis / 2**20,
-                      "workspace_MB": workspace.held_bytes() / 2**20,
-                      "inputs_MB": (a.numel() + e.numel()) * 4 / 2**20}))
+    print(
+        json.dumps(
+            {
+                "added_peak_MB": (after - before) / 1024,
+                "peak_reset": reset,
+                "basis_MB": basis / 2**20,
+                "workspace_MB": workspace.held_bytes() / 2**20,
+                "inputs_MB": (a.numel() + e.numel()) * 4 / 2**20,
+            }
+        )
+    )
 
 
 def linear_fit(ks: list[int], ts: list[float]) -> dict:
@@ -105,8 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--error-maps", default="auto,fold")
-    p.add_argument("--cache", choices=("cold", "warm"), default=None,
-                   help="cold: evict caches (1 GiB write) before every timed call; default cold on CPU")
+    p.add_argument(
+        "--cache",
+        choices=("cold", "warm"),
+        default=None,
+        help="cold: evict caches (1 GiB write) before every timed call; default cold on CPU",
+    )
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_memory_floor.json"))
     p.add_argument("--child", nargs=4, type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -127,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         copies = 1 if cache == "warm" else max(2, min(4096, -(-(1 << 30) // (e.numel() * e.element_size()))))
         pool = [e] + [e.clone() for _ in range(copies - 1)]
         fresh = itertools.cycle(pool).__next__  # the next copy in the rotation
-        sks = {kind: us.FisherSketch(act_dim=args.d, out_dim=k, sketch_dim=args.m, seed=0, device=dev,
-                                     error_map=kind) for kind in kinds}
+        sks = {
+            kind: us.FisherSketch(act_dim=args.d, out_dim=k, sketch_dim=args.m, seed=0, device=dev, error_map=kind)
+            for kind in kinds
+        }
         for sk in sks.values():
             sk.update(a[:8], e[:8])
         t_up = {kind: [] for kind in kinds}
@@ -136,22 +152,44 @@ def main(argv: list[str] | None = None) -> int:
         t_read = []
         for _ in range(args.reps):
             for kind, sk in sks.items():
-                x = fresh(); sync(); t = time.perf_counter(); sk.update(a, x); sync(); t_up[kind].append(time.perf_counter() - t)
-                x = fresh(); t = time.perf_counter(); features(sk.config, a, x); sync(); t_feat[kind].append(time.perf_counter() - t)
-            x = fresh(); t = time.perf_counter(); float(x.sum()); sync(); t_read.append(time.perf_counter() - t)
+                x = fresh()
+                sync()
+                t = time.perf_counter()
+                sk.update(a, x)
+                sync()
+                t_up[kind].append(time.perf_counter() - t)
+                x = fresh()
+                t = time.perf_counter()
+                features(sk.config, a, x)
+                sync()
+                t_feat[kind].append(time.perf_counter() - t)
+            x = fresh()
+            t = time.perf_counter()
+            float(x.sum())
+            sync()
+            t_read.append(time.perf_counter() - t)
         del pool, fresh  # the cycle holds the copies too
         us_ = lambda xs: 1e6 * statistics.median(xs) / args.n  # noqa: E731
         for kind, sk in sks.items():
             cfg = sk.config
-            row = {"out_dim": k, "error_map_requested": kind, "error_map": cfg.error_map, "act_map": cfg.act_map,
-                   "update_us_per_sample": us_(t_up[kind]), "features_us_per_sample": us_(t_feat[kind]),
-                   "read_us_per_sample": us_(t_read),
-                   "update_over_read": statistics.median(t_up[kind]) / statistics.median(t_read),
-                   "features_over_read": statistics.median(t_feat[kind]) / statistics.median(t_read)}
+            row = {
+                "out_dim": k,
+                "error_map_requested": kind,
+                "error_map": cfg.error_map,
+                "act_map": cfg.act_map,
+                "update_us_per_sample": us_(t_up[kind]),
+                "features_us_per_sample": us_(t_feat[kind]),
+                "read_us_per_sample": us_(t_read),
+                "update_over_read": statistics.median(t_up[kind]) / statistics.median(t_read),
+                "features_over_read": statistics.median(t_feat[kind]) / statistics.median(t_read),
+            }
             rows.append(row)
-            print(f"K=2^{bits} {cfg.error_map:>6}: update {row['update_us_per_sample']:.0f} us/sample, features "
-                  f"{row['features_us_per_sample']:.0f}, read {row['read_us_per_sample']:.1f} "
-                  f"(x{row['update_over_read']:.1f} / x{row['features_over_read']:.1f})", flush=True)
+            print(
+                f"K=2^{bits} {cfg.error_map:>6}: update {row['update_us_per_sample']:.0f} us/sample, features "
+                f"{row['features_us_per_sample']:.0f}, read {row['read_us_per_sample']:.1f} "
+                f"(x{row['update_over_read']:.1f} / x{row['features_over_read']:.1f})",
+                flush=True,
+            )
     load_after = os.getloadavg()
     fits = {}
     for kind in kinds + ["read"]:
@@ -160,23 +198,52 @@ def main(argv: list[str] | None = None) -> int:
         fits[kind] = linear_fit([r["out_dim"] for r in sel], [r[key] for r in sel])
         top = sel[-1]
         fits[kind]["intercept_share_at_max"] = fits[kind]["intercept_us"] / top[key]
-        print(f"fit {kind:>5}: t = {fits[kind]['intercept_us']:.1f} us + {fits[kind]['slope_ns_per_entry']:.3f} ns x K "
-              f"(R2 {fits[kind]['r2']:.3f})", flush=True)
+        print(
+            f"fit {kind:>5}: t = {fits[kind]['intercept_us']:.1f} us + {fits[kind]['slope_ns_per_entry']:.3f} ns x K "
+            f"(R2 {fits[kind]['r2']:.3f})",
+            flush=True,
+        )
     mem = []
     if dev.type == "cpu":
         for d, k, n in ((args.d, 1 << 17, args.n), (576, 49152, 256), (4096, 128256, 256)):
-            out = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--child", str(d), str(k),
-                                  str(n), str(args.m)], capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--threads",
+                    str(args.threads),
+                    "--child",
+                    str(d),
+                    str(k),
+                    str(n),
+                    str(args.m),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             r = {"act_dim": d, "out_dim": k, "n": n, **json.loads(out.stdout.strip().splitlines()[-1])}
             mem.append(r)
-            print(f"memory d={d} K={k} n={n}: +{r['added_peak_MB']:.1f} MB peak (basis {r['basis_MB']:.1f} MB, "
-                  f"workspace {r['workspace_MB']:.1f} MB, "
-                  f"inputs {r['inputs_MB']:.0f} MB)", flush=True)
-    write_json_atomic({"name": "speed_vs_memory_floor", "config": {k: v for k, v in portable_config(args).items() if k != "child"},
-                       "rows": rows, "fits": fits, "memory": mem, "env": env_info(),
-                       "loadavg_before": load_before, "loadavg_after": load_after,
-                       "command": portable_command("benchmarks/speed_vs_memory_floor.py", argv)},
-                      Path(args.out))
+            print(
+                f"memory d={d} K={k} n={n}: +{r['added_peak_MB']:.1f} MB peak (basis {r['basis_MB']:.1f} MB, "
+                f"workspace {r['workspace_MB']:.1f} MB, "
+                f"inputs {r['inputs_MB']:.0f} MB)",
+                flush=True,
+            )
+    write_json_atomic(
+        {
+            "name": "speed_vs_memory_floor",
+            "config": {k: v for k, v in portable_config(args).items() if k != "child"},
+            "rows": rows,
+            "fits": fits,
+            "memory": mem,
+            "env": env_info(),
+            "loadavg_before": load_before,
+            "loadavg_after": load_after,
+            "command": portable_command("benchmarks/speed_vs_memory_floor.py", argv),
+        },
+        Path(args.out),
+    )
     return 0
 
 

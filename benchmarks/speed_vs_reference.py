@@ -8,6 +8,7 @@ Each row records the map kinds updatescope's sketch resolved to (``maps``: activ
     python benchmarks/speed_vs_reference.py --peer-python PEER/bin/python [--n 64 --reps 3]
     python benchmarks/speed_vs_reference.py --table A.json[+B.json...]   # README table, one row group per record
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,10 @@ def rate(x: float) -> str:
 
 def table(paths: list[Path]) -> str:
     """The README speed table: one row group per record, each row labelled with its maps."""
-    lines = ["| (d, K) | updatescope maps | updatescope, samples/s | fishersketch, samples/s | speed-up |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| (d, K) | updatescope maps | updatescope, samples/s | fishersketch, samples/s | speed-up |",
+        "|---|---|---|---|---|",
+    ]
     notes = []
     for path in paths:
         rec = json.loads(path.read_text())
@@ -63,13 +66,17 @@ def table(paths: list[Path]) -> str:
         for r in rec["rows"]:
             d, k, m = r["act_dim"], r["out_dim"], r["sketch_dim"]
             labelled.append((r["maps"], maps_note(r["maps"], d, k, m)))
-            lines.append(f"| ({d}, {k:,}) | {map_label(r['maps'], d, k, m)} | {rate(r['ours_samples_per_s'])} | "
-                         f"{rate(r['ref_samples_per_s'])} | **{r['speedup']:.1f}×** |")
+            lines.append(
+                f"| ({d}, {k:,}) | {map_label(r['maps'], d, k, m)} | {rate(r['ours_samples_per_s'])} | "
+                f"{rate(r['ref_samples_per_s'])} | **{r['speedup']:.1f}×** |"
+            )
         versions = ", ".join(dict.fromkeys(r["ref_version"] for r in rec["rows"]))
-        notes.append(f"- {group_label(labelled)}: `{path.as_posix()}`; fishersketch {versions}, m = {cfg['m']:,}, "
-                     f"n = {cfg['n']} samples per update, {cfg['threads']} thread{'s' * (cfg['threads'] != 1)}, "
-                     f"medians over {cfg['reps']} alternated repetitions (speed-up: median of the per-repetition "
-                     "ratios).")
+        notes.append(
+            f"- {group_label(labelled)}: `{path.as_posix()}`; fishersketch {versions}, m = {cfg['m']:,}, "
+            f"n = {cfg['n']} samples per update, {cfg['threads']} thread{'s' * (cfg['threads'] != 1)}, "
+            f"medians over {cfg['reps']} alternated repetitions (speed-up: median of the per-repetition "
+            "ratios)."
+        )
     return "\n".join(lines + [""] + notes)
 
 
@@ -81,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--m", type=int, default=4096)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_reference.json"))
-    p.add_argument("--table", metavar="PATHS", help="print the README table of one or more records "
-                   "(paths joined with +) and exit")
+    p.add_argument(
+        "--table", metavar="PATHS", help="print the README table of one or more records (paths joined with +) and exit"
+    )
     args = p.parse_args(argv)
     if args.table:
         print(table(record_paths(args.table)))
@@ -98,21 +106,43 @@ def main(argv: list[str] | None = None) -> int:
             torch.save({"acts": a, "errors": e, "m": args.m}, path)
             for _ in range(args.reps):  # alternate: ours, then one peer process
                 ours.append(args.n / time_ours(a, e, args.m))
-                out = subprocess.run([args.peer_python, str(HERE / "_peer_fishersketch.py"), str(path), "1",
-                                      str(args.threads)], capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    [args.peer_python, str(HERE / "_peer_fishersketch.py"), str(path), "1", str(args.threads)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 ref.append(r["n"] / r["times"][0])
-        row = {"act_dim": d, "out_dim": k, "sketch_dim": args.m, "n": args.n,
-               "maps": "/".join(us.SketchConfig(d, k, args.m).__dict__[f] for f in ("act_map", "error_map")),
-               "ours_samples_per_s": statistics.median(ours), "ours_all": ours,
-               "ref_samples_per_s": statistics.median(ref), "ref_all": ref,
-               "speedup": statistics.median(o / r for o, r in zip(ours, ref)), "ref_version": r["version"]}
+        row = {
+            "act_dim": d,
+            "out_dim": k,
+            "sketch_dim": args.m,
+            "n": args.n,
+            "maps": "/".join(us.SketchConfig(d, k, args.m).__dict__[f] for f in ("act_map", "error_map")),
+            "ours_samples_per_s": statistics.median(ours),
+            "ours_all": ours,
+            "ref_samples_per_s": statistics.median(ref),
+            "ref_all": ref,
+            "speedup": statistics.median(o / r for o, r in zip(ours, ref)),
+            "ref_version": r["version"],
+        }
         rows.append(row)
-        print(f"d={d} K={k}: ours {row['ours_samples_per_s']:.0f}/s  fishersketch {row['ref_samples_per_s']:.1f}/s  "
-              f"speedup {row['speedup']:.1f}x", flush=True)
-    write_json_atomic({"name": "speed_vs_reference", "config": portable_config(args), "rows": rows, "env": env_info(),
-                       "command": portable_command("benchmarks/speed_vs_reference.py", argv)},
-                      Path(args.out))
+        print(
+            f"d={d} K={k}: ours {row['ours_samples_per_s']:.0f}/s  fishersketch {row['ref_samples_per_s']:.1f}/s  "
+            f"speedup {row['speedup']:.1f}x",
+            flush=True,
+        )
+    write_json_atomic(
+        {
+            "name": "speed_vs_reference",
+            "config": portable_config(args),
+            "rows": rows,
+            "env": env_info(),
+            "command": portable_command("benchmarks/speed_vs_reference.py", argv),
+        },
+        Path(args.out),
+    )
     return 0
 
 

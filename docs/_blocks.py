@@ -12,13 +12,14 @@ record ``docs/results/RECORD.json`` (several joined by ``+`` for kinds that read
 command line: ``--write`` rewrites its documents, ``--check`` exits 1 naming the stale ones
 (the docs tests call it), no flag prints the regenerated first document.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BEGIN = re.compile(r"^<!-- generated: ([\w-]+) ([\w.+-]+) -->$")
@@ -66,8 +67,7 @@ def run(argv: Sequence[str], docs: Sequence[Path], render: Callable[[str, str], 
             print(new)
             return 0
     for doc in stale:
-        print(f"{doc}: generated blocks differ from docs/results/*.json; run python {script} --write",
-              file=sys.stderr)
+        print(f"{doc}: generated blocks differ from docs/results/*.json; run python {script} --write", file=sys.stderr)
     return 1 if stale else 0
 
 

@@ -15,6 +15,7 @@ the first word names the table kind (:data:`KINDS`), the second the record
 verdicts are computed here from those numbers by the rules written next to them, so
 they change when the numbers do (tests/test_locallinear_docs.py runs ``--check``).
 """
+
 from __future__ import annotations
 
 import json
@@ -68,14 +69,17 @@ def _rank_rows(s: dict, tasks: list[str], space: str = "", where: str = "") -> l
         e = lambda kind: num(s[f"rank.{t}.{space}{kind}.entropy_rank"], fmt="{:.1f}")
         st = lambda kind: num(s[f"rank.{t}.{space}{kind}.stable_rank"], fmt="{:.2f}")
         low = s[f"rank.{t}.{space}task.stable_rank"]["mean"] <= 8
-        below = (s[f"rank.{t}.{space}task_unit.stable_rank"]["mean"]
-                 < s[f"rank.{t}.{space}shuffled_unit.stable_rank"]["mean"])
+        below = (
+            s[f"rank.{t}.{space}task_unit.stable_rank"]["mean"]
+            < s[f"rank.{t}.{space}shuffled_unit.stable_rank"]["mean"]
+        )
         rows.append(
             f"| effective rank{where}, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
             f"{e('shuffled')} / {st('shuffled')}; Gaussian, same norms {e('gaussian')} / {st('gaussian')}; unit rows: "
             f"task {st('task_unit')}, shuffled {st('shuffled_unit')}, Gaussian {st('gaussian_unit')} (stable) | "
             f"{'stable rank ≤ 8' if low else 'stable rank > 8'}; directions "
-            f"{'lower-rank than' if below else 'not lower-rank than'} shuffled labels |")
+            f"{'lower-rank than' if below else 'not lower-rank than'} shuffled labels |"
+        )
     return rows
 
 
@@ -83,12 +87,16 @@ def _drift_row(s: dict, pick: list[int], floor: dict, key: str = "drift", where:
     """The drift row: overlap with the plane at θ_forg at the steps ``pick`` (indices into
     ``{key}.steps``), raw and divided by the same-point resample floor."""
     steps = s[f"{key}.steps"]
-    ov = ", ".join(f"step {steps[i]}: {num(s[f'{key}.overlap'], i, '{:.3f}')} "
-                   f"(÷ floor {num(s[f'{key}.normalised'], i, '{:.2f}')})" for i in pick)
+    ov = ", ".join(
+        f"step {steps[i]}: {num(s[f'{key}.overlap'], i, '{:.3f}')} (÷ floor {num(s[f'{key}.normalised'], i, '{:.2f}')})"
+        for i in pick
+    )
     last = s[f"{key}.normalised"]["mean"][pick[-1]] if pick else None
-    return (f"| the task plane drifts{where} | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
-            f"floor {num(floor, None, '{:.3f}')} | "
-            f"{'drift beyond resampling' if last is not None and last < 0.5 else 'little drift beyond resampling'} |")
+    return (
+        f"| the task plane drifts{where} | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
+        f"floor {num(floor, None, '{:.3f}')} | "
+        f"{'drift beyond resampling' if last is not None and last < 0.5 else 'little drift beyond resampling'} |"
+    )
 
 
 def recovery_table(m: dict) -> list[str]:
@@ -105,12 +113,18 @@ def recovery_table(m: dict) -> list[str]:
     ]
     mono, coll = s["stability.monotone_all"], s["stability.collapsed_any"]
     er = m.get("eta_rule")
-    rule = ("η = 1/λ_max at θ_forg" if er is None else
-            f"η = {er['eta_lambda']:g}/λ_max at θ_forg, λ_max the largest of {er['draws']} Hessian batches; "
-            f"η·λ_max at θ_forg re-measured on another batch")
-    over = [f"{x['replicate']} ({x['stability']['eta_lambda_forg']:.2f} at θ_forg, "
-            f"{x['stability']['eta_lambda_rec']:.2f} at θ_rec)" for x in m["replicates"]
-            if max(x["stability"]["eta_lambda_forg"], x["stability"]["eta_lambda_rec"]) >= 2]
+    rule = (
+        "η = 1/λ_max at θ_forg"
+        if er is None
+        else f"η = {er['eta_lambda']:g}/λ_max at θ_forg, λ_max the largest of {er['draws']} Hessian batches; "
+        f"η·λ_max at θ_forg re-measured on another batch"
+    )
+    over = [
+        f"{x['replicate']} ({x['stability']['eta_lambda_forg']:.2f} at θ_forg, "
+        f"{x['stability']['eta_lambda_rec']:.2f} at θ_rec)"
+        for x in m["replicates"]
+        if max(x["stability"]["eta_lambda_forg"], x["stability"]["eta_lambda_rec"]) >= 2
+    ]
     past = "" if not over else "; η·λ_max ≥ 2 on a measuring batch in replicate " + ", ".join(over)
     rows.append(
         f"| stable recovery (SGD, {rule}) | – | η = {num(s['stability.recover_lr'])}; "
@@ -118,9 +132,11 @@ def recovery_table(m: dict) -> list[str]:
         f"{num(s['stability.eta_lambda_rec'], fmt='{:.2f}')} at θ_rec; largest rise of the eval loss "
         f"{num(s['stability.max_rise'], fmt='{:.2g}')} | bound η·λ_max < 2 | "
         f"{'monotone in every replicate' if mono else 'eval loss rose in some replicate'}; "
-        f"{'no task collapsed' if not coll else 'collapsed: ' + ', '.join(coll)}{past} |")
-    acc = "; ".join(f"{t} {num(s[f'accuracy_forg.{t}'], fmt='{:.2f}')} → {num(s[f'accuracy_rec.{t}'], fmt='{:.2f}')}"
-                    for t in tasks)
+        f"{'no task collapsed' if not coll else 'collapsed: ' + ', '.join(coll)}{past} |"
+    )
+    acc = "; ".join(
+        f"{t} {num(s[f'accuracy_forg.{t}'], fmt='{:.2f}')} → {num(s[f'accuracy_rec.{t}'], fmt='{:.2f}')}" for t in tasks
+    )
     rows.append(f"| exact match θ_forg → θ_rec | – | {acc} | – | – |")
     for label, i, paper in [("k = 10", k10, "≈ 77%"), ("k = 20", k20, "≈ 90%")]:
         nulls = [s["curve.walk"], s["curve.independent"], s["curve.local_plane"]]
@@ -128,20 +144,25 @@ def recovery_table(m: dict) -> list[str]:
         rows.append(
             f"| trajectory prefix captures Δ_GD, {label} | {paper} | {pct(s['curve.prefix'], i)} | "
             f"random walk {pct(s['curve.walk'], i)}; independent run {pct(s['curve.independent'], i)}; "
-            f"static plane, same width {pct(s['curve.local_plane'], i)} | {v} |")
+            f"static plane, same width {pct(s['curve.local_plane'], i)} | {v} |"
+        )
     for label, i in [("k = 10", k10), ("k = 20", k20)]:
         nulls = [s["curve.walk_rest"], s["curve.independent_rest"], s["curve.static_rest"]]
         v = "structure beyond step norms" if _beyond(s["curve.prefix_rest"], i, nulls) else "not beyond the nulls"
         rows.append(
             f"| prefix captures the displacement left after k steps, {label} | not reported | "
             f"{pct(s['curve.prefix_rest'], i)} | random walk {pct(s['curve.walk_rest'], i, 2)}; independent run "
-            f"{pct(s['curve.independent_rest'], i)}; static plane {pct(s['curve.static_rest'], i)} | {v} |")
+            f"{pct(s['curve.independent_rest'], i)}; static plane {pct(s['curve.static_rest'], i)} | {v} |"
+        )
     floor = s["task_plane.resample_floor"]
+    local_above = s["task_plane.capture_forg"]["mean"] > s["task_plane.capture_mt"]["mean"]
     rows.append(
         f"| static planes capture little (4-dim task plane) | local ≈ 15%, pre-interference < 2% (LoRA) | "
-        f"local {pct(s['task_plane.capture_forg'], None, 2)}; pre-interference {pct(s['task_plane.capture_mt'], None, 2)} | "
+        f"local {pct(s['task_plane.capture_forg'], None, 2)}; pre-interference "
+        f"{pct(s['task_plane.capture_mt'], None, 2)} | "
         f"random 4/D = {4 / m['dim']:.1e} | "
-        f"{'little, local > pre-interference' if s['task_plane.capture_forg']['mean'] > s['task_plane.capture_mt']['mean'] else 'little'} |")
+        f"{'little, local > pre-interference' if local_above else 'little'} |"
+    )
     steps = s["drift.steps"]
     rows.append(_drift_row(s, [steps.index(t) for t in (10, 100) if t in steps], floor))
     rows += _rank_rows(s, tasks)
@@ -155,10 +176,13 @@ def recovery_table(m: dict) -> list[str]:
     rows.append(
         f"| Krylov: θ_k − θ_0 ∈ K_k(H, g_0), full-batch GD | theorem (quadratic) | capture at k = {gd}; "
         f"overlap of span(u_1..u_k) with K_k: {gdo} | random k-dim ≈ k/D | "
-        f"{'holds at this horizon (≥ 90%)' if gd_last >= 0.9 else 'holds only partly at k = ' + str(kk)} |")
+        f"{'holds at this horizon (≥ 90%)' if gd_last >= 0.9 else 'holds only partly at k = ' + str(kk)} |"
+    )
     rows.append(
         f"| Krylov, minibatch SGD (same η, K_k from the full batch) | – | capture at k = {sgd}; overlap: {sgdo} | "
-        f"GD row above | {'breaks with minibatch noise' if s['krylov.sgd_capture']['mean'][-1] < gd_last - 0.1 else 'close to GD'} |")
+        "GD row above | "
+        f"{'breaks with minibatch noise' if s['krylov.sgd_capture']['mean'][-1] < gd_last - 0.1 else 'close to GD'} |"
+    )
     return rows
 
 
@@ -174,32 +198,48 @@ def search_table(m: dict) -> list[str]:
     for name, sweep in m["sigma_window"].items():
         best = m["best_rho_per_space"][name]
         curve = ", ".join(f"{r['rho']:g} → {r['gain_tune']:.3g}" for r in sweep)
-        rows.append(f"| σ window, {name.replace('_', ' ')} (tuning-split gain by step norm ρ) | σ ≈ 1e-4 on "
-                    f"Qwen2.5-0.5B | {curve} | linear prediction in the record | window; ρ chosen = {best:g} |")
+        rows.append(
+            f"| σ window, {name.replace('_', ' ')} (tuning-split gain by step norm ρ) | σ ≈ 1e-4 on "
+            f"Qwen2.5-0.5B | {curve} | linear prediction in the record | window; ρ chosen = {best:g} |"
+        )
     comp = m["subspaces"]
-    cell = "; ".join(f"{k.replace('_', ' ')} {v['gain_heldout_mean']:.3g}"
-                     + ("" if v.get("gain_heldout_se") is None else f" ± {v['gain_heldout_se']:.2g}")
-                     for k, v in comp.items())
+    cell = "; ".join(
+        f"{k.replace('_', ' ')} {v['gain_heldout_mean']:.3g}"
+        + ("" if v.get("gain_heldout_se") is None else f" ± {v['gain_heldout_se']:.2g}")
+        for k, v in comp.items()
+    )
     pre = comp["trajectory_prefix"]
     others = [v for k, v in comp.items() if k != "trajectory_prefix"]
     lo = pre["gain_heldout_mean"] - 2 * (pre.get("gain_heldout_se") or 0)
     beats = all(lo > v["gain_heldout_mean"] + 2 * (v.get("gain_heldout_se") or 0) for v in others)
-    rows.append(f"| search in the trajectory prefix beats static planes and isotropic (equal ρ = {m['best_rho']:g}, "
-                f"N = {m['config_n_sweep']}) | yes | {cell} | – | "
-                f"{'reproduced' if beats else 'not reproduced: prefix not above every other space by 2 SE'} |")
+    rows.append(
+        f"| search in the trajectory prefix beats static planes and isotropic (equal ρ = {m['best_rho']:g}, "
+        f"N = {m['config_n_sweep']}) | yes | {cell} | – | "
+        f"{'reproduced' if beats else 'not reproduced: prefix not above every other space by 2 SE'} |"
+    )
     for name, c in m["gain_vs_n"].items():
-        pts = ", ".join(f"N = {n}: {g:.3g} (pred. {p:.3g})" for n, g, p in zip(c["n"], c["gain_heldout"], c["pred_heldout"])
-                        if n in (2, 8, 32, 128) or n == c["n"][-1])
-        rows.append(f"| gain vs N, {name.replace('_', ' ')} at ρ = {c['rho']:g} | ∝ √(log N) | {pts} | "
-                    f"σ‖Pg‖E[max_N] | see figure |")
+        pts = ", ".join(
+            f"N = {n}: {g:.3g} (pred. {p:.3g})"
+            for n, g, p in zip(c["n"], c["gain_heldout"], c["pred_heldout"])
+            if n in (2, 8, 32, 128) or n == c["n"][-1]
+        )
+        rows.append(
+            f"| gain vs N, {name.replace('_', ' ')} at ρ = {c['rho']:g} | ∝ √(log N) | {pts} | "
+            f"σ‖Pg‖E[max_N] | see figure |"
+        )
     dens = m["density_vs_mass"]
     a, b = dens["small_aligned_r2"], dens["large_containing_r40"]
-    rows.append(f"| density beats mass (r = 2 vs r = 40 containing it, equal ρ) | small aligned wins | "
-                f"{a['gain_heldout_mean']:.3g} vs {b['gain_heldout_mean']:.3g} | density {a['density']:.3g} vs "
-                f"{b['density']:.3g}, mass equal | {'reproduced' if a['gain_heldout_mean'] > b['gain_heldout_mean'] else 'not reproduced'} |")
+    rows.append(
+        f"| density beats mass (r = 2 vs r = 40 containing it, equal ρ) | small aligned wins | "
+        f"{a['gain_heldout_mean']:.3g} vs {b['gain_heldout_mean']:.3g} | density {a['density']:.3g} vs "
+        f"{b['density']:.3g}, mass equal | "
+        f"{'reproduced' if a['gain_heldout_mean'] > b['gain_heldout_mean'] else 'not reproduced'} |"
+    )
     amb = ", ".join(f"{r['dim']:,}: {r['normalised_gain_select']:.2f}" for r in m["ambient_dimension"])
-    rows.append(f"| gain independent of D (isotropic, fixed N, gain/(σ‖g_S‖)) | yes | {amb} | "
-                f"E[max_N] = {m['ambient_dimension'][0]['expected_max']:.2f} | one draw per group |")
+    rows.append(
+        f"| gain independent of D (isotropic, fixed N, gain/(σ‖g_S‖)) | yes | {amb} | "
+        f"E[max_N] = {m['ambient_dimension'][0]['expected_max']:.2f} | one draw per group |"
+    )
     return rows
 
 
@@ -208,16 +248,24 @@ def _lora_samples(m: dict) -> str:
     states them (records before ``plane_n`` took each static-plane gradient as its own draw)."""
     cfg = m["config"]
     if "plane_n" not in m:
-        return (f"Task planes, resample floor and drift: gradients of {cfg['plane_batch']} sequences per task; "
-                f"static planes from {cfg['batches_per_task']} such gradients per task; effective rank from "
-                f"{cfg['rank_n']} per-sequence gradients per task.")
+        return (
+            f"Task planes, resample floor and drift: gradients of {cfg['plane_batch']} sequences per task; "
+            f"static planes from {cfg['batches_per_task']} such gradients per task; effective rank from "
+            f"{cfg['rank_n']} per-sequence gradients per task."
+        )
     n, repl = m["plane_n"], m["plane_with_replacement"]
-    how = (f"sampled with replacement for {', '.join(repl)}, which {'has' if len(repl) == 1 else 'have'} fewer than {2 * n} sequences" if repl
-           else "two disjoint draws per task")
-    return (f"Task planes, resample floor and drift: gradients of {n} sequences per task ({how}); static planes "
-            f"of width {m['static_width']} spanned by their micro-batch gradients; effective rank from "
-            f"{m['rank_n']} per-sequence gradients per task against shuffled labels and Gaussian rows of the same "
-            f"norms.")
+    how = (
+        f"sampled with replacement for {', '.join(repl)}, which {'has' if len(repl) == 1 else 'have'} fewer than "
+        f"{2 * n} sequences"
+        if repl
+        else "two disjoint draws per task"
+    )
+    return (
+        f"Task planes, resample floor and drift: gradients of {n} sequences per task ({how}); static planes "
+        f"of width {m['static_width']} spanned by their micro-batch gradients; effective rank from "
+        f"{m['rank_n']} per-sequence gradients per task against shuffled labels and Gaussian rows of the same "
+        f"norms."
+    )
 
 
 def lora_recovery_table(m: dict) -> list[str]:
@@ -234,29 +282,34 @@ def lora_recovery_table(m: dict) -> list[str]:
         f"{lc['n_last']} blocks: D = {m['dim']:,} LoRA parameters, P = {m['dw_dim']:,} entries of ΔW = BA. "
         f"Train / eval tokens per task: {min(toks['train'].values())}–{max(toks['train'].values())} / "
         f"{min(toks['eval'].values())}–{max(toks['eval'].values())}; sequences of {lc['seq_len']} tokens. "
-        f"Recovery: {cfg['recover_steps']} SGD steps, the first {cfg['dense_steps']} kept. "
-        + _lora_samples(m),
+        f"Recovery: {cfg['recover_steps']} SGD steps, the first {cfg['dense_steps']} kept. " + _lora_samples(m),
         "",
         "| claim | paper | ours | nulls / references | verdict |",
         "|---|---|---|---|---|",
     ]
     # forgetting is clear when every other task's rise minus 2 SE exceeds 0.05 nats
     clear = all(s[f"forget_rise.{t}"]["mean"] - 2 * (s[f"forget_rise.{t}"]["se"] or 0.0) > 0.05 for t in others)
-    cell = "; ".join(f"{t} {num(s[f'loss_mt.{t}'], fmt='{:.2f}')} → {num(s[f'loss_forg.{t}'], fmt='{:.2f}')}"
-                     for t in tasks)
-    rows.append(f"| forgetting: training on {focus} raises the other tasks' eval loss (nats, θ_mt → θ_forg) | "
-                f"protocol step | {cell}; {num(s['forget_steps'], fmt='{:.0f}')} steps | base model: "
-                + "; ".join(f"{t} {s[f'loss_base.{t}']:.2f}" for t in tasks)
-                + f" | {'clear (every other task rose > 0.05 nats by 2 SE)' if clear else 'not clear in every task'} |")
+    cell = "; ".join(
+        f"{t} {num(s[f'loss_mt.{t}'], fmt='{:.2f}')} → {num(s[f'loss_forg.{t}'], fmt='{:.2f}')}" for t in tasks
+    )
+    rows.append(
+        f"| forgetting: training on {focus} raises the other tasks' eval loss (nats, θ_mt → θ_forg) | "
+        f"protocol step | {cell}; {num(s['forget_steps'], fmt='{:.0f}')} steps | base model: "
+        + "; ".join(f"{t} {s[f'loss_base.{t}']:.2f}" for t in tasks)
+        + f" | {'clear (every other task rose > 0.05 nats by 2 SE)' if clear else 'not clear in every task'} |"
+    )
     mono = s["stability.monotone_all"]
     rows.append(
         f"| stable recovery (SGD, η = 1/λ_max at θ_forg) | – | η = {num(s['stability.recover_lr'])}; η·λ_max "
-        f"{num(s['stability.eta_lambda_forg'], fmt='{:.2f}')} at θ_forg, {num(s['stability.eta_lambda_rec'], fmt='{:.2f}')} "
+        f"{num(s['stability.eta_lambda_forg'], fmt='{:.2f}')} at θ_forg, "
+        f"{num(s['stability.eta_lambda_rec'], fmt='{:.2f}')} "
         f"at θ_rec; largest rise of the eval loss {num(s['stability.max_rise'], fmt='{:.2g}')} | bound η·λ_max < 2 | "
         f"{'eval loss monotone in every replicate' if mono else 'eval loss rose at some check'}; "
-        f"{'within the bound at θ_rec' if s['stability.eta_lambda_rec']['mean'] < 2 else 'past the bound at θ_rec'} |")
-    cell = "; ".join(f"{t} {num(s[f'loss_forg.{t}'], fmt='{:.2f}')} → {num(s[f'loss_rec.{t}'], fmt='{:.2f}')}"
-                     for t in tasks)
+        f"{'within the bound at θ_rec' if s['stability.eta_lambda_rec']['mean'] < 2 else 'past the bound at θ_rec'} |"
+    )
+    cell = "; ".join(
+        f"{t} {num(s[f'loss_forg.{t}'], fmt='{:.2f}')} → {num(s[f'loss_rec.{t}'], fmt='{:.2f}')}" for t in tasks
+    )
     back = sum(s[f"loss_forg.{t}"]["mean"] - s[f"loss_rec.{t}"]["mean"] for t in others)
     lost = sum(s[f"loss_forg.{t}"]["mean"] - s[f"loss_mt.{t}"]["mean"] for t in others)
     undone = f"{100 * back / lost:.0f}%" if lost > 0 else "n/a (no rise)"
@@ -271,17 +324,23 @@ def lora_recovery_table(m: dict) -> list[str]:
             rows.append(
                 f"| {where}: trajectory prefix captures {what}, {label} | {paper if not space else 'not reported'} | "
                 f"{pct(s[f'curve.{space}prefix'], i)} | random walk {pct(s[f'curve.{space}walk'], i)}; independent run "
-                f"{pct(s[f'curve.{space}independent'], i)}; static plane, same width {pct(s[static], i)} | {v} |")
+                f"{pct(s[f'curve.{space}independent'], i)}; static plane, same width {pct(s[static], i)} | {v} |"
+            )
         for label, i in [("k = 10", 9), ("k = 20", 19)]:
             rest = "curve.static_rest" if not space else "curve.dw_static_rest"
             nulls = [s[f"curve.{space}walk_rest"], s[f"curve.{space}independent_rest"], s[rest]]
-            v = "structure beyond step norms" if _beyond(s[f"curve.{space}prefix_rest"], i, nulls) else "not beyond the nulls"
+            v = (
+                "structure beyond step norms"
+                if _beyond(s[f"curve.{space}prefix_rest"], i, nulls)
+                else "not beyond the nulls"
+            )
             v = v if _at(s[f"curve.{space}prefix_rest"], i)[0] is not None else "n/a (fewer steps kept)"
             rows.append(
                 f"| {where}: prefix captures the {what} left after k steps, {label} | not reported | "
                 f"{pct(s[f'curve.{space}prefix_rest'], i)} | random walk {pct(s[f'curve.{space}walk_rest'], i, 2)}; "
                 f"independent run {pct(s[f'curve.{space}independent_rest'], i)}; static plane "
-                f"{pct(s[rest], i)} | {v} |")
+                f"{pct(s[rest], i)} | {v} |"
+            )
     nt = len(tasks)
     # LoRA space, then (records that have it) the same plane, drift and ranks in ΔW = BA space
     spaces = [("", "LoRA space", "D", m["dim"])]
@@ -292,12 +351,19 @@ def lora_recovery_table(m: dict) -> list[str]:
         rows.append(
             f"| static planes capture little ({nt}-dim task plane, {where}) | local ≈ 15%, pre-interference < 2% | "
             f"local {pct(loc, None, 2)}; pre-interference {pct(pre, None, 2)} | random {nt}/{sym} = {nt / dim:.1e} | "
-            f"{'little, local > pre-interference' if loc['mean'] > pre['mean'] else 'little'} |")
+            f"{'little, local > pre-interference' if loc['mean'] > pre['mean'] else 'little'} |"
+        )
     for sfx, where, *_ in spaces:
         steps = s[f"drift{sfx}.steps"]
-        rows.append(_drift_row(s, [i for i, t in enumerate(steps) if t in (10, steps[-1])],
-                               s[f"task_plane{sfx}.resample_floor"], key=f"drift{sfx}",
-                               where=f" ({where})" if sfx else ""))
+        rows.append(
+            _drift_row(
+                s,
+                [i for i, t in enumerate(steps) if t in (10, steps[-1])],
+                s[f"task_plane{sfx}.resample_floor"],
+                key=f"drift{sfx}",
+                where=f" ({where})" if sfx else "",
+            )
+        )
     rows += _rank_rows(s, tasks)
     if len(spaces) > 1:
         rows += _rank_rows(s, tasks, space="dw_", where=" in ΔW = BA space")
@@ -314,8 +380,11 @@ def schedules_table(m: dict) -> list[str]:
     def ci(key: str, fmt: str = "{:.3g}", scale: float = 1.0) -> str:
         d = diff[key]
         lo, hi = d["ci"]
-        return (fmt.format(scale * d["mean"]) + f" [{fmt.format(scale * lo)}, {fmt.format(scale * hi)}]"
-                if d["mean"] is not None and lo is not None else "n/a")
+        return (
+            fmt.format(scale * d["mean"]) + f" [{fmt.format(scale * lo)}, {fmt.format(scale * hi)}]"
+            if d["mean"] is not None and lo is not None
+            else "n/a"
+        )
 
     def start(s: str, part: str, fmt: str) -> str:
         return "; ".join(f"{t} {fmt.format(m['start'][s][part][t])}" for t in m["tasks"])
@@ -327,17 +396,26 @@ def schedules_table(m: dict) -> list[str]:
         regime_rows: list[str] = []
     else:
         total = m["total_steps"]
-        schedule = ("one Adam run with warm-up and cosine decay (simultaneous); a fresh Adam run with its own warm-up and "
-                    "cosine decay per task (sequential)"
-                    + ("" if total["simultaneous"] == total["sequential"] else
-                       f"; total steps differ: {total['simultaneous']:,} vs {total['sequential']:,}"))
+        schedule = (
+            "one Adam run with warm-up and cosine decay (simultaneous); a fresh Adam run with its own warm-up and "
+            "cosine decay per task (sequential)"
+            + (
+                ""
+                if total["simultaneous"] == total["sequential"]
+                else f"; total steps differ: {total['simultaneous']:,} vs {total['sequential']:,}"
+            )
+        )
         if "eta_draws" in m:  # eta from the largest of several Hessian batches
-            eta = (f"η = {m['eta_lambda']:g}/λ_max(θ_forg), λ_max the largest of {m['eta_draws']} estimates on "
-                   f"independent Hessian batches ({m['check_iters']} power iterations each); η·λ_max re-measured at "
-                   f"θ_forg with {m['check_iters']} iterations on yet another batch")
+            eta = (
+                f"η = {m['eta_lambda']:g}/λ_max(θ_forg), λ_max the largest of {m['eta_draws']} estimates on "
+                f"independent Hessian batches ({m['check_iters']} power iterations each); η·λ_max re-measured at "
+                f"θ_forg with {m['check_iters']} iterations on yet another batch"
+            )
         else:
-            eta = (f"η = {m['eta_lambda']:g}/λ_max(θ_forg) ({m['power_iters']} power iterations; η·λ_max re-measured at "
-                   f"θ_forg with {m['check_iters']} iterations on another batch)")
+            eta = (
+                f"η = {m['eta_lambda']:g}/λ_max(θ_forg) ({m['power_iters']} power iterations; η·λ_max re-measured at "
+                f"θ_forg with {m['check_iters']} iterations on another batch)"
+            )
         own = "; ".join(f"{p['task']} {p['accuracy'][p['task']]:.2f}" for p in m["sequential_phases"])
         checks = "; ".join(f"{k} {c['value']:.2f} {'✓' if c['passed'] else '✗'}" for k, c in regime["checks"].items())
         regime_rows = [
@@ -363,7 +441,8 @@ def schedules_table(m: dict) -> list[str]:
         f"| end of training: eval loss (nats) | {start('simultaneous', 'loss', '{:.3f}')} | "
         f"{start('sequential', 'loss', '{:.3f}')} | – |",
         *regime_rows,
-        f"| forgetting steps on {focus} (until the others' mean exact match halves) | {num(sim['forget_steps'], fmt='{:.0f}')} | "
+        f"| forgetting steps on {focus} (until the others' mean exact match halves) | "
+        f"{num(sim['forget_steps'], fmt='{:.0f}')} | "
         f"{num(seq['forget_steps'], fmt='{:.0f}')} | {ci('forget_steps', '{:.0f}')} |",
         f"| forgetting damage: others' exact-match drop (mean of {', '.join(others)}) | "
         f"{num(sim['damage_accuracy_mean'], fmt='{:.3f}')} | {num(seq['damage_accuracy_mean'], fmt='{:.3f}')} | "
@@ -380,24 +459,34 @@ def schedules_table(m: dict) -> list[str]:
         f"{num(seq['stability.eta_lambda_forg'], fmt='{:.2f}')} / {num(seq['stability.eta_lambda_rec'], fmt='{:.2f}')}"
         f"{'' if seq['stable_all'] else ' (past 2 in some replicate)'} | – |",
         f"| **recovery cost**: steps until the eval mix loss is within {m['recover_tol']:g} nats of its start value "
-        f"(censored at {m['recover_steps']}) | {num(sim['recovery_cost'], fmt='{:.1f}')} ({sim['censored']} of {n} censored) | "
-        f"{num(seq['recovery_cost'], fmt='{:.1f}')} ({seq['censored']} of {n} censored) | {ci('recovery_cost', '{:.1f}')} |",
-        f"| recovery cost to one target for both: θ_mt's eval mix loss + {m['recover_tol']:g} = {m['common_target']:.3f} "
+        f"(censored at {m['recover_steps']}) | {num(sim['recovery_cost'], fmt='{:.1f}')} ({sim['censored']} of {n} "
+        "censored) | "
+        f"{num(seq['recovery_cost'], fmt='{:.1f}')} ({seq['censored']} of {n} censored) | "
+        f"{ci('recovery_cost', '{:.1f}')} |",
+        f"| recovery cost to one target for both: θ_mt's eval mix loss + {m['recover_tol']:g} = "
+        f"{m['common_target']:.3f} "
         f"nats (censored at {m['recover_steps']}) | {num(sim['recovery_cost_common'], fmt='{:.1f}')} "
         f"({sim['censored_common']} of {n} censored) | {num(seq['recovery_cost_common'], fmt='{:.1f}')} "
         f"({seq['censored_common']} of {n} censored) | {ci('recovery_cost_common', '{:.1f}')} |",
     ]
     for k in m["share_steps"]:
         key = f"share_undone.{k}"
-        rows.append(f"| share of the forgetting rise undone after {k} steps | {pct(sim[key])} | {pct(seq[key])} | "
-                    f"{ci(key, '{:.1f}', 100)} pts |")
+        rows.append(
+            f"| share of the forgetting rise undone after {k} steps | {pct(sim[key])} | {pct(seq[key])} | "
+            f"{ci(key, '{:.1f}', 100)} pts |"
+        )
     for k in m["capture_k"]:
         key, walk = f"capture.{k}", f"capture_walk.{k}"
-        rows.append(f"| prefix of {k} steps captures Δ_GD (random-walk null) | {pct(sim[key])} ({pct(sim[walk])}) | "
-                    f"{pct(seq[key])} ({pct(seq[walk])}) | {ci(key, '{:.1f}', 100)} pts |")
+        rows.append(
+            f"| prefix of {k} steps captures Δ_GD (random-walk null) | {pct(sim[key])} ({pct(sim[walk])}) | "
+            f"{pct(seq[key])} ({pct(seq[walk])}) | {ci(key, '{:.1f}', 100)} pts |"
+        )
     v = m["verdict"]
-    rows += ["", f"Verdict (paper: simultaneous multitask schedules are more robust than sequential specialisation; "
-                 f"rule: {v['rule']}): **{v['result']}**."]
+    rows += [
+        "",
+        f"Verdict (paper: simultaneous multitask schedules are more robust than sequential specialisation; "
+        f"rule: {v['rule']}): **{v['result']}**.",
+    ]
     return rows
 
 
@@ -421,11 +510,12 @@ def llm_search_table(m: dict) -> list[str]:
         "| claim | paper | ours | reference | verdict |",
         "|---|---|---|---|---|",
         f"| σ window (isotropic, N = {cfg['n_sweep']}, tune-split gain) | σ ≈ 1e-4 on Qwen2.5-0.5B "
-        f"(absolute) | " + "; ".join(f"{r['sigma']:.0e}: {pm(r['gain_tune'])}" for r in sw)
+        f"(absolute) | "
+        + "; ".join(f"{r['sigma']:.0e}: {pm(r['gain_tune'])}" for r in sw)
         + f" | tuned σ = {m['best_sigma']:.0e} (σ/RMS = {best['sigma_rel_rms']:.1e}, step norm "
         f"{best['step_norm']:.3g}); linear prediction there {best['pred_tune']:+.4f}; median candidate "
         f"change at σ = {sw[-1]['sigma']:.0e}: {pm(sw[-1]['median_candidate_change'])} | {v['sigma_window']} |",
-        f"| gain vs N at the tuned σ (held out) | grows like √(log N), not with D | "
+        "| gain vs N at the tuned σ (held out) | grows like √(log N), not with D | "
         + "; ".join(f"N = {k}: {pm(g)}" for k, g in zip(c["n"], c["gain_heldout"]))
         + " | σ⟨g_sel, g_held⟩/‖g_sel‖·E[max_N]: "
         + "; ".join(f"{p:+.4f}" for p in c["pred_heldout"])
@@ -439,18 +529,23 @@ def llm_search_table(m: dict) -> list[str]:
         f"(step norm {sub['isotropic']['step_norm']:.3g}); random {sub['random']['dim']}-dim subspace "
         f"{pm(sub['random']['gain_heldout'])} | {v['prefix_vs_isotropic']} |",
         "",
-        "Rules: the window is the σ range whose tune-split gain exceeds 0 by 2 SE, and it \"falls off on "
-        "both sides\" when the best σ is inside the grid and the gain at both grid ends lies below the "
-        "best by 2 SE (upper end of one vs lower end of the other). Gain \"grows with N\" when the paired "
-        "per-seed difference gain(N_max) − gain(1) exceeds 0 by 2 SE; it is \"consistent with\" the linear prediction "
+        'Rules: the window is the σ range whose tune-split gain exceeds 0 by 2 SE, and it "falls off on '
+        'both sides" when the best σ is inside the grid and the gain at both grid ends lies below the '
+        'best by 2 SE (upper end of one vs lower end of the other). Gain "grows with N" when the paired '
+        'per-seed difference gain(N_max) − gain(1) exceeds 0 by 2 SE; it is "consistent with" the linear prediction '
         "when the prediction lies within 2 SE of the mean at N_max. A space beats another when its mean − "
         "2 SE exceeds the other's mean + 2 SE.",
     ]
     return rows
 
 
-KINDS = {"recovery": recovery_table, "search": search_table, "lora-recovery": lora_recovery_table,
-         "schedules": schedules_table, "llm-search": llm_search_table}
+KINDS = {
+    "recovery": recovery_table,
+    "search": search_table,
+    "lora-recovery": lora_recovery_table,
+    "schedules": schedules_table,
+    "llm-search": llm_search_table,
+}
 
 
 def render(text: str) -> str:
@@ -463,6 +558,7 @@ def render(text: str) -> str:
         if kind in ("lora-recovery", "llm-search"):
             metrics["config"] = rec["config"]
         return mt.group(1) + "\n".join(KINDS[kind](metrics)) + "\n" + mt.group(5)
+
     return BLOCK.sub(sub, text)
 
 

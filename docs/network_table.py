@@ -14,10 +14,9 @@ the first word names the table kind (:data:`KINDS`), the second the record
 record by the rule written next to it, so it changes when the numbers do
 (tests/test_network_docs.py runs ``--check``).
 """
+
 from __future__ import annotations
 
-import json
-import re
 import sys
 from pathlib import Path
 
@@ -27,11 +26,14 @@ import _blocks  # noqa: E402
 
 DOC = HERE / "network.md"
 
-LABELS = {"head": "head sketch (FisherSketch, as source-selection)",
-          "lora_layers": "LoRA-targeted layers, A_F",
-          "lora_layers_bd": "LoRA-targeted layers, A_BD",
-          "last_blocks_head": "last blocks' linear layers + head, A_F",
-          "family": "same family (trivial)", "random": "random"}
+LABELS = {
+    "head": "head sketch (FisherSketch, as source-selection)",
+    "lora_layers": "LoRA-targeted layers, A_F",
+    "lora_layers_bd": "LoRA-targeted layers, A_BD",
+    "last_blocks_head": "last blocks' linear layers + head, A_F",
+    "family": "same family (trivial)",
+    "random": "random",
+}
 
 
 def _f(x: float | None, fmt: str = "{:.3f}") -> str:
@@ -68,8 +70,12 @@ def selection_table(m: dict) -> list[str]:
         f"{lora['n_last']} blocks, mean of {gt.get('n_seeds') or 1} seeds). {m['n_domains']} domains, "
         f"{min(tok.values())}–{max(tok.values())} sketch tokens each, m = {m['sketch_dim']}, network sketch mode "
         f"`{m['mode']}`; {len(m['layers']['lora_layers'])} LoRA-targeted layers"
-        + (f", {len(m['layers']['last_blocks_head'])} in the last-blocks + head sketch" if "last_blocks_head"
-           in m["layers"] else "") + ".",
+        + (
+            f", {len(m['layers']['last_blocks_head'])} in the last-blocks + head sketch"
+            if "last_blocks_head" in m["layers"]
+            else ""
+        )
+        + ".",
         "",
         "| method | Spearman (mean, 95% CI) | top-1 (chance) | oracle-normalised transfer | within-family top-1 |",
         "|---|---|---|---|---|",
@@ -79,47 +85,78 @@ def selection_table(m: dict) -> list[str]:
             continue
         x = m["methods"][k]
         w = x.get("within_family", {}).get("top1", {})
-        rows.append(f"| {LABELS[k]} | {_ci(x['spearman'])} | {_f(x['top1']['mean'], '{:.2f}')} "
-                    f"({_f(x['chance_top1'], '{:.2f}')}) | {_ci(x['oracle_normalised_transfer'], '{:.2f}')} | "
-                    f"{_f(w.get('mean'), '{:.2f}')} |")
+        rows.append(
+            f"| {LABELS[k]} | {_ci(x['spearman'])} | {_f(x['top1']['mean'], '{:.2f}')} "
+            f"({_f(x['chance_top1'], '{:.2f}')}) | {_ci(x['oracle_normalised_transfer'], '{:.2f}')} | "
+            f"{_f(w.get('mean'), '{:.2f}')} |"
+        )
     ceil = (m.get("truth_noise") or {}).get("ceiling") or {}
     if ceil:
-        rows.append(f"| noise ceiling (one seed predicts the others) | {_ci(ceil.get('spearman'))} | "
-                    f"{_f(ceil.get('top1', {}).get('mean'), '{:.2f}')} | "
-                    f"{_ci(ceil.get('oracle_normalised_transfer'), '{:.2f}')} | "
-                    f"{_f(ceil.get('within_top1', {}).get('mean'), '{:.2f}')} |")
-    rows += ["", "Paired bootstrap over targets (difference of per-target metrics, 95% CI):", "",
-             "| comparison | Spearman | top-1 | oracle-normalised transfer |", "|---|---|---|---|"]
+        rows.append(
+            f"| noise ceiling (one seed predicts the others) | {_ci(ceil.get('spearman'))} | "
+            f"{_f(ceil.get('top1', {}).get('mean'), '{:.2f}')} | "
+            f"{_ci(ceil.get('oracle_normalised_transfer'), '{:.2f}')} | "
+            f"{_f(ceil.get('within_top1', {}).get('mean'), '{:.2f}')} |"
+        )
+    rows += [
+        "",
+        "Paired bootstrap over targets (difference of per-target metrics, 95% CI):",
+        "",
+        "| comparison | Spearman | top-1 | oracle-normalised transfer |",
+        "|---|---|---|---|",
+    ]
     for pair, row in m["paired"].items():
-        rows.append(f"| {pair} | {_ci(row.get('spearman'))} | {_ci(row.get('top1'), '{:+.2f}')} | "
-                    f"{_ci(row.get('oracle_normalised_transfer'), '{:+.2f}')} |")
+        rows.append(
+            f"| {pair} | {_ci(row.get('spearman'))} | {_ci(row.get('top1'), '{:+.2f}')} | "
+            f"{_ci(row.get('oracle_normalised_transfer'), '{:+.2f}')} |"
+        )
     hv = m.get("head_vs_record")
     if hv and hv.get("max_abs_diff") is not None:
-        rows += ["", f"The head sketch re-made here against the record's: max abs difference "
-                     f"{hv['max_abs_diff']:.1e} over {hv['pairs']} pairs (same tokens, m and seed: "
-                     f"{'yes' if hv['same_tokens_and_dim'] else 'no'})."]
-    rows += ["", "Verdict (rule: better/worse only if the paired CI of the Spearman difference excludes 0): "
-             + verdict(m) + (("; " + verdict(m, "last_blocks_head", "last-blocks + head sketch"))
-                             if "last_blocks_head" in m["paired"].get("last_blocks_head - head", {}) or
-                             "last_blocks_head - head" in m["paired"] else "") + "."]
+        rows += [
+            "",
+            f"The head sketch re-made here against the record's: max abs difference "
+            f"{hv['max_abs_diff']:.1e} over {hv['pairs']} pairs (same tokens, m and seed: "
+            f"{'yes' if hv['same_tokens_and_dim'] else 'no'}).",
+        ]
+    rows += [
+        "",
+        "Verdict (rule: better/worse only if the paired CI of the Spearman difference excludes 0): "
+        + verdict(m)
+        + (
+            ("; " + verdict(m, "last_blocks_head", "last-blocks + head sketch"))
+            if "last_blocks_head" in m["paired"].get("last_blocks_head - head", {})
+            or "last_blocks_head - head" in m["paired"]
+            else ""
+        )
+        + ".",
+    ]
     return rows
 
 
 def profile_table(m: dict) -> list[str]:
-    rows = ["| pair (source / target) | mean transfer | head A | LoRA A_F | LoRA A_BD | sketch | A_F | A_BD | "
-            "profile cosine π | discrepancy A_F − A_BD | ω_S / ω_T |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| pair (source / target) | mean transfer | head A | LoRA A_F | LoRA A_BD | sketch | A_F | A_BD | "
+        "profile cosine π | discrepancy A_F − A_BD | ω_S / ω_T |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in m["profiles"]:
         lo = p["lora_layers"]
-        rows.append(f"| {p['pair'][0]} / {p['pair'][1]} | {p['transfer_mean']:+.4f} | {p['head']:.3f} | "
-                    f"{lo['full']:.3f} | {lo['block_diagonal']:.3f} | {p['sketch']} | {p['full']:.3f} | "
-                    f"{p['block_diagonal']:.3f} | {p['profile_cosine']:.3f} | {p['discrepancy']:+.3f} | "
-                    f"{p['offdiag_share_source']:.2f} / {p['offdiag_share_target']:.2f} |")
-    rows += ["", "| sketch | pairs | π min | π median | discrepancy median | max abs discrepancy |",
-             "|---|---|---|---|---|---|"]
+        rows.append(
+            f"| {p['pair'][0]} / {p['pair'][1]} | {p['transfer_mean']:+.4f} | {p['head']:.3f} | "
+            f"{lo['full']:.3f} | {lo['block_diagonal']:.3f} | {p['sketch']} | {p['full']:.3f} | "
+            f"{p['block_diagonal']:.3f} | {p['profile_cosine']:.3f} | {p['discrepancy']:+.3f} | "
+            f"{p['offdiag_share_source']:.2f} / {p['offdiag_share_target']:.2f} |"
+        )
+    rows += [
+        "",
+        "| sketch | pairs | π min | π median | discrepancy median | max abs discrepancy |",
+        "|---|---|---|---|---|---|",
+    ]
     for k, d in m["diagnostics"].items():
-        rows.append(f"| {k} | {d['pairs']} | {_f(d['profile_cosine_min'])} | {_f(d['profile_cosine_median'])} | "
-                    f"{_f(d['discrepancy_median'], '{:+.3f}')} | {_f(d['discrepancy_max_abs'])} |")
+        rows.append(
+            f"| {k} | {d['pairs']} | {_f(d['profile_cosine_min'])} | {_f(d['profile_cosine_median'])} | "
+            f"{_f(d['discrepancy_median'], '{:+.3f}')} | {_f(d['discrepancy_max_abs'])} |"
+        )
     return rows
 
 
@@ -128,14 +165,17 @@ def cost_table(m: dict) -> list[str]:
     head = c["total"]["head"]
     rows = ["| sketch | total s (all domains) | median s per domain | × head |", "|---|---|---|---|"]
     per_head = [a + b for a, b in zip(c["seconds"]["head_capture"].values(), c["seconds"]["head_sketch"].values())]
-    rows.append(f"| head (forward-only capture + FisherSketch) | {head:.1f} | {sorted(per_head)[len(per_head) // 2]:.2f} "
-                f"| 1.00 |")
+    rows.append(
+        f"| head (forward-only capture + FisherSketch) | {head:.1f} | {sorted(per_head)[len(per_head) // 2]:.2f} "
+        f"| 1.00 |"
+    )
     for k, total in c["total"].items():
         if k == "head":
             continue
         per = sorted(c["seconds"][k].values())
-        rows.append(f"| {k} (forward + backward + projections) | {total:.1f} | {per[len(per) // 2]:.2f} | "
-                    f"{total / head:.2f} |")
+        rows.append(
+            f"| {k} (forward + backward + projections) | {total:.1f} | {per[len(per) // 2]:.2f} | {total / head:.2f} |"
+        )
     return rows
 
 
@@ -145,20 +185,29 @@ def layer_cost_table(rec: dict) -> list[str]:
     ratios; the arms alternate within each repetition)."""
     r = rec["result"]
     env = rec.get("env", {})
-    labels = {"forward": "bare forward (logits)", "forward_backward": "forward + backward (summed CE)",
-              "head_sketch": "head sketch (capture + update_logits)",
-              "layers_last_block": f"layer sketch: last block's linear layers + head ({r['layers']['layers_last_block']})",
-              "layers_lora_targets": f"layer sketch: q/v of the last 2 blocks + head ({r['layers']['layers_lora_targets']})",
-              "layers_all": f"layer sketch: every linear layer + head, per sequence ({r['layers']['layers_all']})"}
-    rows = [f"`{rec['command']}` — SmolLM2-135M, {r['tokens_per_batch']:,} tokens per batch, m = "
-            f"{rec['config']['sketch_dim']}, {rec['config']['threads']} threads, {rec['config']['reps']} repetitions, "
-            f"load average {r['loadavg_before'][0]:.1f} before / {r['loadavg_after'][0]:.1f} after, commit "
-            f"{str(env.get('git_commit'))[:8]}.", "",
-            "| step | median s per batch | × forward | × forward + backward | × head sketch |", "|---|---|---|---|---|"]
+    labels = {
+        "forward": "bare forward (logits)",
+        "forward_backward": "forward + backward (summed CE)",
+        "head_sketch": "head sketch (capture + update_logits)",
+        "layers_last_block": f"layer sketch: last block's linear layers + head ({r['layers']['layers_last_block']})",
+        "layers_lora_targets": f"layer sketch: q/v of the last 2 blocks + head ({r['layers']['layers_lora_targets']})",
+        "layers_all": f"layer sketch: every linear layer + head, per sequence ({r['layers']['layers_all']})",
+    }
+    rows = [
+        f"`{rec['command']}` — SmolLM2-135M, {r['tokens_per_batch']:,} tokens per batch, m = "
+        f"{rec['config']['sketch_dim']}, {rec['config']['threads']} threads, {rec['config']['reps']} repetitions, "
+        f"load average {r['loadavg_before'][0]:.1f} before / {r['loadavg_after'][0]:.1f} after, commit "
+        f"{str(env.get('git_commit'))[:8]}.",
+        "",
+        "| step | median s per batch | × forward | × forward + backward | × head sketch |",
+        "|---|---|---|---|---|",
+    ]
     for arm, label in labels.items():
         q = r["ratios"][arm]
-        rows.append(f"| {label} | {r['median_s'][arm]:.3f} | {q['forward']:.2f} | {q['forward_backward']:.2f} | "
-                    f"{q['head_sketch']:.2f} |")
+        rows.append(
+            f"| {label} | {r['median_s'][arm]:.3f} | {q['forward']:.2f} | {q['forward_backward']:.2f} | "
+            f"{q['head_sketch']:.2f} |"
+        )
     return rows
 
 
@@ -170,16 +219,19 @@ def validation_tables(rec: dict) -> list[str]:
 
     m, cfg = rec["metrics"], rec["config"]
     n_src = len(cfg["label_agreement"]) * len(cfg["input_overlap"])
-    losses = "; ".join(f"{mm['pretrain_loss'][0]:.2f} → {mm['pretrain_loss'][-1]:.2f} {mm['model']}"
-                       for mm in m["models"])
+    losses = "; ".join(
+        f"{mm['pretrain_loss'][0]:.2f} → {mm['pretrain_loss'][-1]:.2f} {mm['model']}" for mm in m["models"]
+    )
     env = rec.get("env", {})
     return markdown_tables(m).split("\n") + [
-        "", f"Setting of this record: {cfg['n_seq']} sequences per task, {n_src} sources (label agreement "
+        "",
+        f"Setting of this record: {cfg['n_seq']} sequences per task, {n_src} sources (label agreement "
         f"{', '.join(f'{x:.2f}' for x in cfg['label_agreement'])} × input overlap "
         f"{', '.join(f'{x:g}' for x in cfg['input_overlap'])}), m = {cfg['sketch_dim']}, {cfg['pretrain_steps']} "
         f"float32 Adam steps of pre-training (loss {losses}), then float64; {rec['seconds']:.0f} s wall, "
         f"{env.get('torch_threads', '?')} threads, commit {str(env.get('git_commit', ''))[:8]}"
-        f"{' (dirty tree)' if env.get('git_dirty') else ''}."]
+        f"{' (dirty tree)' if env.get('git_dirty') else ''}.",
+    ]
 
 
 def _span(xs: list[float], fmt: str = "{:.2f}") -> str:
@@ -198,22 +250,30 @@ def validation_verdicts(rec: dict) -> list[str]:
     sk = lambda mm, k: mm["tracking"]["sketch"][k]  # noqa: E731
     head_sp = [ex(mm, "head")["spearman"] for mm in ms]
     internal = [mm["target_energy_share"]["internal_linear"] for mm in ms]
-    same2 = all(abs(ex(mm, k)["spearman"] - ex(mm, "head")["spearman"]) < 0.005
-                for mm in ms for k in ("block_diag", "last_k"))
-    rows = ["| paper A claim | paper's number | ours (this record; models " + names + ") | verdict |",
-            "|---|---|---|---|"]
+    same2 = all(
+        abs(ex(mm, k)["spearman"] - ex(mm, "head")["spearman"]) < 0.005 for mm in ms for k in ("block_diag", "last_k")
+    )
+    rows = [
+        "| paper A claim | paper's number | ours (this record; models " + names + ") | verdict |",
+        "|---|---|---|---|",
+    ]
     track = "supported" if min(head_sp) >= 0.8 else "not supported"
-    why = (f", but weakly tested: the head holds {per(lambda mm: 100 * mm['target_energy_share']['head'], '{:.0f}%')} of "
-           f"the target's block energy and internal linear weights only {_span([100 * x for x in internal], '{:.1f}')}%, "
-           "so the full Fisher is head-plus-embedding dominated and the head *should* track it; real models with "
-           "trained internal layers are the open test" if max(internal) < 0.05 else "")
+    why = (
+        f", but weakly tested: the head holds {per(lambda mm: 100 * mm['target_energy_share']['head'], '{:.0f}%')} of "
+        f"the target's block energy and internal linear weights only {_span([100 * x for x in internal], '{:.1f}')}%, "
+        "so the full Fisher is head-plus-embedding dominated and the head *should* track it; real models with "
+        "trained internal layers are the open test"
+        if max(internal) < 0.05
+        else ""
+    )
     rows.append(
         f"| head/block approximations track the full Fisher | none given offline | exact head vs exact full A_F: "
         f"Spearman {per(lambda mm: ex(mm, 'head')['spearman'])}, mean abs error "
         f"{per(lambda mm: ex(mm, 'head')['mean_abs_error'])}, max {per(lambda mm: ex(mm, 'head')['max_abs_error'])}; "
         f"last-k and block-diagonal {'the same Spearman to 2 decimals' if same2 else 'differ from the head'}; "
         f"all linear weights {per(lambda mm: ex(mm, 'all_linear')['spearman'])} | "
-        f"**{track}** on these tiny models (rule: exact head Spearman ≥ 0.8 on every model){why} |")
+        f"**{track}** on these tiny models (rule: exact head Spearman ≥ 0.8 on every model){why} |"
+    )
     keys = ("head", "block_diag", "last_k", "all_linear")
     errs = [mm["sketch_vs_exact"][k]["mean_abs_error"] for mm in ms for k in keys]
     cov = [mm["sketch_vs_exact"][k]["coverage_2se"] for mm in ms for k in keys]
@@ -225,14 +285,16 @@ def validation_verdicts(rec: dict) -> list[str]:
         f"({n_pairs if n_pairs else '?'} pairs × 4 quantities per model); sketched head / last-k / all-linear vs exact "
         f"full: Spearman {_span(sk_sp)} | "
         f"**{'supported' if min(cov) >= 0.9 else 'not supported'}** at m = {m_dim} (rule: 2·se coverage ≥ 0.9 for "
-        "every quantity; calibration over many seeds is tested in `tests/test_network_sketch.py`) |")
+        "every quantity; calibration over many seeds is tested in `tests/test_network_sketch.py`) |"
+    )
     tok = [sk(mm, "head_token")["spearman"] for mm in ms]
-    tok_v = ("supported" if min(tok) >= 0.9 else "partly" if max(tok) >= 0.9 else "not supported")
+    tok_v = "supported" if min(tok) >= 0.9 else "partly" if max(tok) >= 0.9 else "not supported"
     rows.append(
         f"| the per-token head sketch (what users have) stands in for the full per-sequence Fisher | — | Spearman "
         f"{per(lambda mm: sk(mm, 'head_token')['spearman'])}, mean abs error "
         f"{per(lambda mm: sk(mm, 'head_token')['mean_abs_error'])} | **{tok_v}** (rule: Spearman ≥ 0.9 on every model "
-        "/ on some / on none); per-token and per-sequence Fishers are different kernels (see above) |")
+        "/ on some / on none); per-token and per-sequence Fishers are different kernels (see above) |"
+    )
     d = lambda mm, k: mm["diagnostics"][k]  # noqa: E731
     pc = [abs(d(mm, "spearman_head_error_vs_1_minus_profile_cosine")) for mm in ms]
     rng = lambda key: " / ".join("{:.2f}–{:.2f}".format(*d(mm, key)) for mm in ms)  # noqa: E731
@@ -242,7 +304,8 @@ def validation_verdicts(rec: dict) -> list[str]:
         f"ρ(head error, 1 − π) {per(lambda mm: d(mm, 'spearman_head_error_vs_1_minus_profile_cosine'))} (exact), "
         f"{per(lambda mm: d(mm, 'sketch_spearman_head_error_vs_1_minus_profile_cosine'))} (sketched) | "
         f"**{'supported as a predictor' if min(pc) >= 0.5 else 'not supported as a predictor'}** here (rule: "
-        "abs(ρ) ≥ 0.5 on every model) |")
+        "abs(ρ) ≥ 0.5 on every model) |"
+    )
     sl = [d(mm, "spearman_head_error_vs_offdiag_slack") for mm in ms]
     holds = all(mm["bound_holds"] == 1.0 for mm in ms)
     rows.append(
@@ -253,7 +316,8 @@ def validation_verdicts(rec: dict) -> list[str]:
         f"abs(A_BD − head)) {per(lambda mm: d(mm, 'spearman_head_error_vs_bd_minus_head'))} exact, "
         f"{per(lambda mm: d(mm, 'sketch_spearman_head_error_vs_bd_minus_head'))} sketched | "
         f"**bound: {'holds on every pair' if holds else 'fails on some pairs'}**; **slack as a predictor: "
-        f"{'supported' if min(sl) >= 0.5 else 'not supported'}** on these models (rule: ρ ≥ 0.5 on every model) |")
+        f"{'supported' if min(sl) >= 0.5 else 'not supported'}** on these models (rule: ρ ≥ 0.5 on every model) |"
+    )
     return rows
 
 

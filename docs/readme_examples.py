@@ -8,6 +8,7 @@ Every step is a CLI command run through ``updatescope.cli.main`` exactly as the 
 it (the quickstart's three 400-token signatures, moved into ``sigs/``; the bank; a pool of the
 first 4 eval-split documents of ``code_email`` and ``wiki_space``, cut to 400 characters).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,14 +44,25 @@ def main() -> int:
         try:
             for name, domain in (("email", "code_email"), ("http", "code_http"), ("space", "wiki_space")):
                 _run("domains", "--export", domain, "--out", f"{name}.jsonl")
-                _run("sketch", "--model", "smollm2", "--data", f"{name}.jsonl", "--out", f"{name}.safetensors",
-                     "--max-tokens", "400", "--quiet")
+                _run(
+                    "sketch",
+                    "--model",
+                    "smollm2",
+                    "--data",
+                    f"{name}.jsonl",
+                    "--out",
+                    f"{name}.safetensors",
+                    "--max-tokens",
+                    "400",
+                    "--quiet",
+                )
             Path("sigs").mkdir()
             for name in ("email", "http", "space"):
                 Path(f"{name}.safetensors").rename(f"sigs/{name}.safetensors")
             _run("index", "build", "sigs", "--out", "bank")
-            query = json.loads(_run("index", "query", "bank", "--target", "sigs/email.safetensors", "--top", "2",
-                                    "--json"))
+            query = json.loads(
+                _run("index", "query", "bank", "--target", "sigs/email.safetensors", "--top", "2", "--json")
+            )
             dedup = json.loads(_run("index", "dedup", "bank", "--json"))
             pool = []
             for name, domain in (("email", "code_email"), ("space", "wiki_space")):
@@ -58,19 +70,38 @@ def main() -> int:
                 docs = [json.loads(line)["text"] for line in Path(f"pool_{name}.jsonl").read_text().splitlines()]
                 pool += [{"text": d[:400], "domain": name} for d in docs[:4]]
             Path("pool.jsonl").write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in pool))
-            top = json.loads(_run("select", "--model", "smollm2", "--data", "pool.jsonl", "--target",
-                                  "sigs/email.safetensors", "--top", "3", "--out", "subset.jsonl", "--quiet",
-                                  "--json").split("\n", 1)[1])
+            top = json.loads(
+                _run(
+                    "select",
+                    "--model",
+                    "smollm2",
+                    "--data",
+                    "pool.jsonl",
+                    "--target",
+                    "sigs/email.safetensors",
+                    "--top",
+                    "3",
+                    "--out",
+                    "subset.jsonl",
+                    "--quiet",
+                    "--json",
+                ).split("\n", 1)[1]
+            )
             scores = [json.loads(x) for x in Path("subset.scores.jsonl").read_text().splitlines()]
         finally:
             os.chdir(cwd)
     domains = [r["domain"] for r in pool]
-    metrics = {"query": query, "dedup": dedup,
-               "select": {"top": top, "scores": scores, "domains": domains}}
-    config = {"max_tokens": 400, "pool": "first 4 eval documents of code_email and wiki_space, 400 characters",
-              "target": "email", "top": 3}
-    write_json_atomic(make_record("readme-examples", config, metrics, time.perf_counter() - t0),
-                      HERE / "results" / "readme_examples.json")
+    metrics = {"query": query, "dedup": dedup, "select": {"top": top, "scores": scores, "domains": domains}}
+    config = {
+        "max_tokens": 400,
+        "pool": "first 4 eval documents of code_email and wiki_space, 400 characters",
+        "target": "email",
+        "top": 3,
+    }
+    write_json_atomic(
+        make_record("readme-examples", config, metrics, time.perf_counter() - t0),
+        HERE / "results" / "readme_examples.json",
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ difference) and never changes a value that is already there.
     python docs/record_noise.py --check
     python docs/record_noise.py --write
 """
+
 from __future__ import annotations
 
 import json

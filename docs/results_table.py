@@ -20,11 +20,11 @@ where the first word names the table kind (:data:`KINDS`, :data:`RECORD_KINDS`,
 ``docs/results/NAME.json``; ``--write`` replaces what lies between the markers, ``--check``
 (run by tests/test_results_docs.py) compares it.
 """
+
 from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # docs/_blocks.py, also when loaded by path from the tests
 import _blocks  # noqa: E402
+
+
+def _bracket(ci: list | None, fmt: str) -> str:
+    """'[lo, hi]' in ``fmt``, or '' when there is no interval."""
+    return "" if not ci else "[" + fmt.format(ci[0]) + ", " + fmt.format(ci[1]) + "]"
 
 
 def _ci(block: dict, fmt: str = "{:.2f}") -> str:
@@ -47,16 +52,26 @@ def method_table(metrics: dict, label: dict[str, str] | None = None) -> list[str
     """One row per method of the record, in its order; ``label`` gives display names
     (default: the record's own names)."""
     label = label or {}
-    rows = ["| method | top-1 (95% CI) | chance | oracle-norm. mean (n, CI) | mean regret (CI) | max regret "
-            "| Spearman mean ± sd (CI) | pooled Spearman (p) |", "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| method | top-1 (95% CI) | chance | oracle-norm. mean (n, CI) | mean regret (CI) | max regret "
+        "| Spearman mean ± sd (CI) | pooled Spearman (p) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in metrics["methods"].items():
-        t1, on, rg, sp, ps = (m["top1"], m["oracle_normalised_transfer"], m["regret"], m["spearman"],
-                              m["pooled_spearman"])
-        on_s = (f"{on['mean']:.3f} ({on['n']}, {_ci(on)})" if on.get("n") else "n/a (0)")
+        t1, on, rg, sp, ps = (
+            m["top1"],
+            m["oracle_normalised_transfer"],
+            m["regret"],
+            m["spearman"],
+            m["pooled_spearman"],
+        )
+        on_s = f"{on['mean']:.3f} ({on['n']}, {_ci(on)})" if on.get("n") else "n/a (0)"
         sp_s = "n/a" if sp.get("mean") is None else f"{sp['mean']:.2f} ± {_num(sp.get('sd'), '{:.2f}')} {_ci(sp)}"
-        rows.append(f"| {label.get(name, name)} | {t1['mean']:.3f} {_ci(t1)} | {m['chance_top1']:.3f} | {on_s} "
-                    f"| {rg['mean']:.4f} {_ci(rg, '{:.4f}')} | {rg['max']:.4f} "
-                    f"| {sp_s} | {_num(ps.get('rho'), '{:.2f}')} ({_num(ps.get('p'), '{:.3g}')}) |")
+        rows.append(
+            f"| {label.get(name, name)} | {t1['mean']:.3f} {_ci(t1)} | {m['chance_top1']:.3f} | {on_s} "
+            f"| {rg['mean']:.4f} {_ci(rg, '{:.4f}')} | {rg['max']:.4f} "
+            f"| {sp_s} | {_num(ps.get('rho'), '{:.2f}')} ({_num(ps.get('p'), '{:.3g}')}) |"
+        )
     for name, why in metrics.get("cannot_run", {}).items():
         rows.append(f"| {label.get(name, name)} | cannot run: {why} | | | | | | |")
     return rows
@@ -72,10 +87,15 @@ def correlation_table(metrics: dict, label: dict[str, str] | None = None) -> lis
     rows = ["| method | pooled ρ_s | p (scipy) | p (permutation) | per-target ρ_s mean ± sd |", "|---|---|---|---|---|"]
     for name, c in metrics["correlation"].items():
         po, pt = c["pooled"], c["per_target"]
-        per = "n/a" if pt.get("mean") is None else (
-            f"{pt['mean']:.2f}" + ("" if pt.get("sd") is None else f" ± {pt['sd']:.2f}"))
-        rows.append(f"| {label.get(name, name)} | {_num(po.get('rho'), '{:.3f}')} | {_num(po.get('p'), '{:.2g}')} "
-                    f"| {_num(po.get('p_perm'), '{:.3f}')} | {per} |")
+        per = (
+            "n/a"
+            if pt.get("mean") is None
+            else (f"{pt['mean']:.2f}" + ("" if pt.get("sd") is None else f" ± {pt['sd']:.2f}"))
+        )
+        rows.append(
+            f"| {label.get(name, name)} | {_num(po.get('rho'), '{:.3f}')} | {_num(po.get('p'), '{:.2g}')} "
+            f"| {_num(po.get('p_perm'), '{:.3f}')} | {per} |"
+        )
     for name, why in metrics.get("cannot_run", {}).items():
         rows.append(f"| {label.get(name, name)} | cannot run: {why} | | | |")
     return rows
@@ -88,21 +108,49 @@ def transfer_table(metrics: dict) -> list[str]:
     names = list(tr)
     rows = ["| target \\ source | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for t in names:
-        rows.append(f"| {t} | " + " | ".join(f"{1000 * tr[t][s]:+.0f}" if s in tr[t] else "·" for s in names)
-                    + " |")
+        rows.append(f"| {t} | " + " | ".join(f"{1000 * tr[t][s]:+.0f}" if s in tr[t] else "·" for s in names) + " |")
     return rows
 
 
 # ------------------------------------------------- evidence tables (generated blocks)
 #: methods in the evidence table, in this order (others present in the record follow)
-ORDER = ("fisher", "exact_fisher", "activation", "exact_activation", "error", "exact_error", "cka", "rsa", "svcca",
-         "grad_cos", "family", "easiness", "size", "word_prob", "random")
-LABEL = {"fisher": "FisherSketch A_F", "exact_fisher": "exact A_F", "activation": "activation-only Scov(M_a), sketch",
-         "exact_activation": "exact Scov(M_a)", "error": "error-only Scov(Γ_e), sketch", "exact_error": "exact Scov(Γ_e)",
-         "cka": "linear CKA", "rsa": "RSA", "svcca": "SVCCA", "grad_cos": "mean-gradient cosine",
-         "family": "*trivial:* same family / collection", "easiness": "*trivial:* easiness (−base loss on source)",
-         "size": "*trivial:* source size (tokens)", "word_prob": "*trivial:* base prob. of source's words",
-         "random": "random", "logme": "LogME", "hscore": "H-score", "leep": "LEEP"}
+ORDER = (
+    "fisher",
+    "exact_fisher",
+    "activation",
+    "exact_activation",
+    "error",
+    "exact_error",
+    "cka",
+    "rsa",
+    "svcca",
+    "grad_cos",
+    "family",
+    "easiness",
+    "size",
+    "word_prob",
+    "random",
+)
+LABEL = {
+    "fisher": "FisherSketch A_F",
+    "exact_fisher": "exact A_F",
+    "activation": "activation-only Scov(M_a), sketch",
+    "exact_activation": "exact Scov(M_a)",
+    "error": "error-only Scov(Γ_e), sketch",
+    "exact_error": "exact Scov(Γ_e)",
+    "cka": "linear CKA",
+    "rsa": "RSA",
+    "svcca": "SVCCA",
+    "grad_cos": "mean-gradient cosine",
+    "family": "*trivial:* same family / collection",
+    "easiness": "*trivial:* easiness (−base loss on source)",
+    "size": "*trivial:* source size (tokens)",
+    "word_prob": "*trivial:* base prob. of source's words",
+    "random": "random",
+    "logme": "LogME",
+    "hscore": "H-score",
+    "leep": "LEEP",
+}
 
 
 def _mci(block: dict | None, fmt: str = "{:.2f}") -> str:
@@ -124,8 +172,11 @@ def labels(metrics: dict) -> dict[str, str]:
         return LABEL
     names = " / ".join(PROPERTY.get(p, p) for p in dict.fromkeys(props.values()))
     cols = " / ".join(c.upper() for c in metrics.get("collection_indicator", {}).get("collections", []))
-    return {**LABEL, "family": f"*trivial:* same property ({names})",
-            "collection": f"*trivial:* same collection ({cols})"}
+    return {
+        **LABEL,
+        "family": f"*trivial:* same property ({names})",
+        "collection": f"*trivial:* same collection ({cols})",
+    }
 
 
 def _ordered(methods: dict) -> list[str]:
@@ -163,15 +214,20 @@ def _pooled(metrics: dict, name: str) -> str | None:
 
 def evidence_table(metrics: dict) -> list[str]:
     """Noise ceiling first, then every method: overall and within-family metrics."""
-    rows = ["| method | top-1 (95% CI) | oracle-norm. (CI) | mean regret | per-target Spearman (CI) "
-            "| within-family top-1 (chance) | within-family Spearman (CI) |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| method | top-1 (95% CI) | oracle-norm. (CI) | mean regret | per-target Spearman (CI) "
+        "| within-family top-1 (chance) | within-family Spearman (CI) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     noise = metrics.get("truth_noise", {})
     ceil = noise.get("ceiling")
     if ceil:
-        rows.append(f"| {_ceiling_label(noise)} | {_mci(ceil['top1'], '{:.3f}')} "
-                    f"| {_mci(ceil.get('oracle_normalised_transfer'))} "
-                    f"| {_num(ceil['regret']['mean'], '{:.4f}')} | {_mci(ceil['spearman'])} "
-                    f"| {_mci(ceil.get('within_top1'), '{:.3f}')} | {_mci(ceil.get('within_spearman'))} |")
+        rows.append(
+            f"| {_ceiling_label(noise)} | {_mci(ceil['top1'], '{:.3f}')} "
+            f"| {_mci(ceil.get('oracle_normalised_transfer'))} "
+            f"| {_num(ceil['regret']['mean'], '{:.4f}')} | {_mci(ceil['spearman'])} "
+            f"| {_mci(ceil.get('within_top1'), '{:.3f}')} | {_mci(ceil.get('within_spearman'))} |"
+        )
     methods = metrics["methods"]
     names = _ordered(methods)
     for name in names:
@@ -181,18 +237,23 @@ def evidence_table(metrics: dict) -> list[str]:
             continue
         w = m.get("within_family", {})
         wt = w.get("top1")
-        wt_s = "n/a" if not wt or wt.get("mean") is None else \
-            f"{wt['mean']:.3f} ({w['chance_top1']['mean']:.3f})"
-        rows.append(f"| {LABEL.get(name, name)} | {_mci(m['top1'], '{:.3f}')} | {_mci(m['oracle_normalised_transfer'])} "
-                    f"| {_num(m['regret']['mean'], '{:.4f}')} | {_mci(m['spearman'])} | {wt_s} "
-                    f"| {_mci(w.get('spearman'))} |")
+        wt_s = "n/a" if not wt or wt.get("mean") is None else f"{wt['mean']:.3f} ({w['chance_top1']['mean']:.3f})"
+        rows.append(
+            f"| {LABEL.get(name, name)} | {_mci(m['top1'], '{:.3f}')} | {_mci(m['oracle_normalised_transfer'])} "
+            f"| {_num(m['regret']['mean'], '{:.4f}')} | {_mci(m['spearman'])} | {wt_s} "
+            f"| {_mci(w.get('spearman'))} |"
+        )
     return rows + _note_rows(metrics.get("cannot_run", {}), "cannot run: ", 6)
 
 
 #: columns of the paired table: metric -> header
-PAIRED_COLS = {"spearman": "Δ Spearman (CI)", "top1": "Δ top-1 (CI)",
-               "oracle_normalised_transfer": "Δ oracle-norm. (CI)", "regret": "Δ regret (CI; < 0 favours the first)",
-               "within_spearman": "Δ within-family Spearman (CI)"}
+PAIRED_COLS = {
+    "spearman": "Δ Spearman (CI)",
+    "top1": "Δ top-1 (CI)",
+    "oracle_normalised_transfer": "Δ oracle-norm. (CI)",
+    "regret": "Δ regret (CI; < 0 favours the first)",
+    "within_spearman": "Δ within-family Spearman (CI)",
+}
 
 
 def paired_table(metrics: dict, cols: dict[str, str] = PAIRED_COLS, label: dict[str, str] = LABEL) -> list[str]:
@@ -204,8 +265,11 @@ def paired_table(metrics: dict, cols: dict[str, str] = PAIRED_COLS, label: dict[
         for c in cols:
             d = block.get(c)
             fmt = "{:+.4f}" if c == "regret" else "{:+.2f}"
-            cells.append("n/a" if not d or d.get("mean") is None else
-                         f"{fmt.format(d['mean'])} {'' if not d['ci'] else '[' + fmt.format(d['ci'][0]) + ', ' + fmt.format(d['ci'][1]) + ']'} (n {d['n']})")
+            cells.append(
+                "n/a"
+                if not d or d.get("mean") is None
+                else f"{fmt.format(d['mean'])} {_bracket(d['ci'], fmt)} (n {d['n']})"
+            )
         rows.append(f"| {label.get(a, a)} − {label.get(b, b)} | " + " | ".join(cells) + " |")
     return rows
 
@@ -217,13 +281,14 @@ def noise_lines(rec: dict) -> list[str]:
         return ["Ground truth from one fine-tuning seed: its noise is not measured."]
     gt = m["ground_truth"]
     tr = [v for t, row in gt["transfer"].items() for s, v in row.items() if s != t]
-    return [f"Record `{rec['name']}`: {rec.get('seconds', 0):.0f} s, git {rec.get('env', {}).get('git_commit', '?')[:10]}"
-            f"{' (dirty tree)' if rec.get('env', {}).get('git_dirty') else ''}. "
-            f"Ground truth: mean of {n['n_seeds']} fine-tuning seeds; cross transfers {min(tr):+.4f} to {max(tr):+.4f}; "
-            f"median gap best − second-best source {n['median_best_gap']:.4f} against a median SE per value of "
-            f"{n['median_se']:.4f}; the best source is the same in every seed for {n['best_same_in_every_seed']} "
-            f"of {n['n_targets']} targets."
-            + _candidate_line(m) + _finetune_line(gt) + _eval_noise_line(n.get("eval"))]
+    return [
+        f"Record `{rec['name']}`: {rec.get('seconds', 0):.0f} s, git {rec.get('env', {}).get('git_commit', '?')[:10]}"
+        f"{' (dirty tree)' if rec.get('env', {}).get('git_dirty') else ''}. "
+        f"Ground truth: mean of {n['n_seeds']} fine-tuning seeds; cross transfers {min(tr):+.4f} to {max(tr):+.4f}; "
+        f"median gap best − second-best source {n['median_best_gap']:.4f} against a median SE per value of "
+        f"{n['median_se']:.4f}; the best source is the same in every seed for {n['best_same_in_every_seed']} "
+        f"of {n['n_targets']} targets." + _candidate_line(m) + _finetune_line(gt) + _eval_noise_line(n.get("eval"))
+    ]
 
 
 def _finetune_line(gt: dict) -> str:
@@ -240,20 +305,25 @@ def _candidate_line(m: dict) -> str:
         return ""
     sizes = sorted({len(c) for c in cands.values()})
     fams = m.get("ground_truth", {}).get("transfer", {})
-    return (f" Candidates: {'/'.join(map(str, sizes))} per target, a seeded random subset of the other "
-            f"{len(fams) - 1} domains; only those pairs were fine-tuned and evaluated.")
+    return (
+        f" Candidates: {'/'.join(map(str, sizes))} per target, a seeded random subset of the other "
+        f"{len(fams) - 1} domains; only those pairs were fine-tuned and evaluated."
+    )
 
 
 def _eval_noise_line(ev: dict | None) -> str:
     """The evaluation-sample noise (bootstrap over eval sequences) beside the seed noise."""
     if not ev or ev.get("median_se") is None:
         return ""
-    gap = "" if ev.get("median_gap_se") is None else (
-        f", of the best − second-best difference {ev['median_gap_se']:.4f}")
-    return (f" Evaluation noise (bootstrap over the median {ev['n_sequences']:.0f} eval sequences per target, "
-            f"{ev['n_boot']:,} draws, the same draw for every source of a target): median SE per value "
-            f"{ev['median_se']:.4f}{gap}; the recorded best source stays best in {100 * ev['mean_best_stable']:.0f}% "
-            f"of the draws (mean over targets).")
+    gap = (
+        "" if ev.get("median_gap_se") is None else (f", of the best − second-best difference {ev['median_gap_se']:.4f}")
+    )
+    return (
+        f" Evaluation noise (bootstrap over the median {ev['n_sequences']:.0f} eval sequences per target, "
+        f"{ev['n_boot']:,} draws, the same draw for every source of a target): median SE per value "
+        f"{ev['median_se']:.4f}{gap}; the recorded best source stays best in {100 * ev['mean_best_stable']:.0f}% "
+        f"of the draws (mean over targets)."
+    )
 
 
 def truth_table(metrics: dict) -> list[str]:
@@ -276,27 +346,36 @@ def pairs_table(metrics: dict) -> list[str]:
     """Sketch vs exact per unordered pair (A_F, Scov(Γ_e)) with the pair's mean transfer both ways."""
     sk, tr = metrics["sketch_alignment"], metrics["ground_truth"]["transfer"]
     ex = {k: metrics["scores"][f"exact_{k}"] for k in ("fisher", "error")}
-    rows = ["| pair | exact A_F | sketch A_F | exact Scov(Γ_e) | sketch Scov(Γ_e) | transfer a→b / b→a |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| pair | exact A_F | sketch A_F | exact Scov(Γ_e) | sketch Scov(Γ_e) | transfer a→b / b→a |",
+        "|---|---|---|---|---|---|",
+    ]
     names = list(tr)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            rows.append(f"| {a} · {b} | {ex['fisher'][a][b]:.4f} | {sk['fisher'][a][b]:.4f} | {ex['error'][a][b]:.4f} "
-                        f"| {sk['error'][a][b]:.4f} | {tr[b][a]:+.3f} / {tr[a][b]:+.3f} |")
+        for b in names[i + 1 :]:
+            rows.append(
+                f"| {a} · {b} | {ex['fisher'][a][b]:.4f} | {sk['fisher'][a][b]:.4f} | {ex['error'][a][b]:.4f} "
+                f"| {sk['error'][a][b]:.4f} | {tr[b][a]:+.3f} / {tr[a][b]:+.3f} |"
+            )
     sve = metrics.get("sketch_vs_exact", {})
     for kind in ("fisher", "error"):
         if kind in sve:
             v = sve[kind]
-            rows.append(f"| *all pairs, {kind}*: Spearman sketch vs exact {_num(v['spearman'], '{:.2f}')}, "
-                        f"mean \\|err\\| {v['mean_abs_err']:.4f} | | | | | |")
+            rows.append(
+                f"| *all pairs, {kind}*: Spearman sketch vs exact {_num(v['spearman'], '{:.2f}')}, "
+                f"mean \\|err\\| {v['mean_abs_err']:.4f} | | | | | |"
+            )
     return rows
 
 
 def sketch_exact_lines(metrics: dict) -> list[str]:
     """One line: sketch vs exact agreement over the unordered pairs."""
     sve = metrics.get("sketch_vs_exact", {})
-    parts = [f"{k} Spearman {_num(v['spearman'], '{:.2f}')} / mean |err| {v['mean_abs_err']:.4f}"
-             for k, v in sve.items() if k != "coupling"]
+    parts = [
+        f"{k} Spearman {_num(v['spearman'], '{:.2f}')} / mean |err| {v['mean_abs_err']:.4f}"
+        for k, v in sve.items()
+        if k != "coupling"
+    ]
     n = next(iter(sve.values()))["pairs"] if sve else 0
     return [f"Sketch vs exact on the {n} unordered pairs: " + "; ".join(parts) + "."]
 
@@ -314,14 +393,20 @@ def budget_table(metrics: dict) -> list[str]:
     b = metrics.get("budget")
     if not b:
         return ["(the budget of this record was not chosen on a validation split)"]
-    rows = [f"| LoRA steps | median SNR (sd of transfers / median SE) | median gap best − second / SE | |",
-            "|---|---|---|---|"]
+    rows = [
+        "| LoRA steps | median SNR (sd of transfers / median SE) | median gap best − second / SE | |",
+        "|---|---|---|---|",
+    ]
     for r in b["grid"]:
-        rows.append(f"| {r['steps']} | {_num(r['median_snr'], '{:.2f}')} | {_num(r['median_gap_over_se'], '{:.2f}')} "
-                    f"| {'**chosen**' if r['steps'] == b['chosen'] else ''} |")
+        rows.append(
+            f"| {r['steps']} | {_num(r['median_snr'], '{:.2f}')} | {_num(r['median_gap_over_se'], '{:.2f}')} "
+            f"| {'**chosen**' if r['steps'] == b['chosen'] else ''} |"
+        )
     unit = "answer-word sets" if "design" in metrics else "domains"
-    rows.append(f"| *probe* | {len(b['domains'])} {unit} ({', '.join(b['domains'])}), {b['seeds']} seeds, "
-                f"evaluated on the {b['validation_split']} split | | |")
+    rows.append(
+        f"| *probe* | {len(b['domains'])} {unit} ({', '.join(b['domains'])}), {b['seeds']} seeds, "
+        f"evaluated on the {b['validation_split']} split | | |"
+    )
     return rows
 
 
@@ -332,22 +417,33 @@ def resolution_table(metrics: dict) -> list[str]:
     if not cur:
         return ["(no resolution curve in this record)"]
     rng = cur["exact_range"]
-    rows = [f"| sketch size m (bytes) | A_F Spearman vs exact | A_F mean abs. error | Scov(Γ_e) Spearman vs exact "
-            f"| Scov(Γ_e) mean abs. error |", "|---|---|---|---|---|"]
+    rows = [
+        "| sketch size m (bytes) | A_F Spearman vs exact | A_F mean abs. error | Scov(Γ_e) Spearman vs exact "
+        "| Scov(Γ_e) mean abs. error |",
+        "|---|---|---|---|---|",
+    ]
 
     def cell(block: dict) -> str:
         if block.get("mean") is None:
             return "n/a"
         sd = "" if block.get("sd") is None else f" ± {block['sd']:.3f}"
-        n = "" if block.get("n", len(block["values"])) == len(block["values"]) else f" ({block['n']} of {len(block['values'])} bases)"
+        n = (
+            ""
+            if block.get("n", len(block["values"])) == len(block["values"])
+            else f" ({block['n']} of {len(block['values'])} bases)"
+        )
         return f"{block['mean']:.3f}{sd}{n}"
 
     for m in cur["dims"]:
         d = cur["by_dim"][str(m)]
-        rows.append(f"| {m:,} ({4 * m // 1024:,} KB) | {cell(d['fisher']['spearman'])} | {cell(d['fisher']['mean_abs_err'])} "
-                    f"| {cell(d['error']['spearman'])} | {cell(d['error']['mean_abs_err'])} |")
-    rows.append(f"| *exact values' range (max − min over pairs)* | | {_num(rng.get('fisher'), '{:.3f}')} | "
-                f"| {_num(rng.get('error'), '{:.3f}')} |")
+        rows.append(
+            f"| {m:,} ({4 * m // 1024:,} KB) | {cell(d['fisher']['spearman'])} | {cell(d['fisher']['mean_abs_err'])} "
+            f"| {cell(d['error']['spearman'])} | {cell(d['error']['mean_abs_err'])} |"
+        )
+    rows.append(
+        f"| *exact values' range (max − min over pairs)* | | {_num(rng.get('fisher'), '{:.3f}')} | "
+        f"| {_num(rng.get('error'), '{:.3f}')} |"
+    )
     return rows
 
 
@@ -363,11 +459,15 @@ def selection_verdict(metrics: dict) -> list[str]:
     m, label = metrics["methods"], labels(metrics)
     f, paired = m["fisher"], metrics.get("paired", {})
     ceil = metrics.get("truth_noise", {}).get("ceiling") or {}
+
     def both(key: str, fmt: str = "{:.2f}") -> str:
         c = ceil.get(key)
         return _mci(f[key], fmt) + ("" if not c else f" (ceiling {_mci(c, fmt)})")
-    out = [f"FisherSketch over {f['top1']['n']} targets: top-1 {both('top1', '{:.3f}')}, oracle-normalised "
-           f"{both('oracle_normalised_transfer')}, per-target Spearman {both('spearman')}."]
+
+    out = [
+        f"FisherSketch over {f['top1']['n']} targets: top-1 {both('top1', '{:.3f}')}, oracle-normalised "
+        f"{both('oracle_normalised_transfer')}, per-target Spearman {both('spearman')}."
+    ]
     for b in SELECTION_VERDICT:
         block = paired.get(f"fisher - {b}")
         if not block:
@@ -377,13 +477,18 @@ def selection_verdict(metrics: dict) -> list[str]:
     w = f.get("within_family", {}).get("spearman")
     if w and w.get("mean") is not None:
         cw = ceil.get("within_spearman")
-        out.append(f"- Within the target's family (same-family candidates only): FisherSketch Spearman "
-                   f"{_mci(w)} over {w['n']} targets" + ("" if not cw else f", ceiling {_mci(cw)}") + ".")
+        out.append(
+            f"- Within the target's family (same-family candidates only): FisherSketch Spearman "
+            f"{_mci(w)} over {w['n']} targets" + ("" if not cw else f", ceiling {_mci(cw)}") + "."
+        )
     return out
 
 
-METRIC_LONG = {"spearman": "Δ per-target Spearman", "top1": "Δ top-1",
-               "oracle_normalised_transfer": "Δ oracle-normalised"}
+METRIC_LONG = {
+    "spearman": "Δ per-target Spearman",
+    "top1": "Δ top-1",
+    "oracle_normalised_transfer": "Δ oracle-normalised",
+}
 
 
 def within_table(metrics: dict, label: dict[str, str]) -> list[str]:
@@ -391,8 +496,11 @@ def within_table(metrics: dict, label: dict[str, str]) -> list[str]:
     over targets, pooled Spearman with its Mantel p; constant scores cannot rank."""
     chance = next(iter(metrics["methods"].values()))["chance_top1"]
     n_perm = metrics["correlation"]["fisher"]["pooled"]["n_perm"]
-    rows = [f"| method | per-target Spearman (95% CI) | top-1 (95% CI; chance {chance:.3f}) "
-            f"| pooled ρ_s (Mantel p, {n_perm:,} permutations) |", "|---|---|---|---|"]
+    rows = [
+        f"| method | per-target Spearman (95% CI) | top-1 (95% CI; chance {chance:.3f}) "
+        f"| pooled ρ_s (Mantel p, {n_perm:,} permutations) |",
+        "|---|---|---|---|",
+    ]
     noise = metrics.get("truth_noise", {})
     if noise.get("ceiling"):
         ceil = noise["ceiling"]
@@ -400,10 +508,15 @@ def within_table(metrics: dict, label: dict[str, str]) -> list[str]:
     constant, methods = metrics.get("constant_methods", []), metrics["methods"]
     for name in (n for n in _ordered(methods) if n not in constant):
         m = methods[name]
-        rows.append(f"| {label.get(name, name)} | {_mci(m['spearman'])} | {_mci(m['top1'], '{:.3f}')} "
-                    f"| {_pooled(metrics, name) or 'n/a'} |")
-    return (rows + _note_rows({n: "cannot rank" for n in constant if n in methods}, "constant: ", 3, label)
-            + _note_rows(metrics.get("cannot_run", {}), "cannot run: ", 3, label))
+        rows.append(
+            f"| {label.get(name, name)} | {_mci(m['spearman'])} | {_mci(m['top1'], '{:.3f}')} "
+            f"| {_pooled(metrics, name) or 'n/a'} |"
+        )
+    return (
+        rows
+        + _note_rows({n: "cannot rank" for n in constant if n in methods}, "constant: ", 3, label)
+        + _note_rows(metrics.get("cannot_run", {}), "cannot run: ", 3, label)
+    )
 
 
 def within_verdict(metrics: dict, label: dict[str, str]) -> list[str]:
@@ -411,16 +524,21 @@ def within_verdict(metrics: dict, label: dict[str, str]) -> list[str]:
     of :data:`WITHIN_VERDICT` (rule of :func:`_verdict`), its distance to the noise ceiling
     and whether its pooled Mantel p is below 0.05."""
     paired, f = metrics.get("paired", {}), metrics["methods"]["fisher"]
-    parts = [f"− {_plain(label.get(b, b))} {_verdict(paired[f'fisher - {b}'].get('spearman'))}"
-             for b in WITHIN_VERDICT if f"fisher - {b}" in paired]
+    parts = [
+        f"− {_plain(label.get(b, b))} {_verdict(paired[f'fisher - {b}'].get('spearman'))}"
+        for b in WITHIN_VERDICT
+        if f"fisher - {b}" in paired
+    ]
     ceil = metrics.get("truth_noise", {}).get("ceiling")
     po = metrics["correlation"]["fisher"]["pooled"]
-    return [f"Verdict (per-target Spearman, paired bootstrap over the {f['spearman']['n']} targets; \"better\" or "
-            f"\"worse\" only where the 95% CI excludes 0): FisherSketch " + "; ".join(parts) + ". "
-            f"FisherSketch's per-target Spearman is {_mci(f['spearman'])}"
-            + ("" if not ceil else f" against a noise ceiling of {_mci(ceil['spearman'])}")
-            + f"; pooled ρ_s {po['rho']:.2f}, Mantel p {po['p_perm']:.3f} "
-            f"({'below' if po['p_perm'] < 0.05 else 'not below'} 0.05)."]
+    return [
+        f'Verdict (per-target Spearman, paired bootstrap over the {f["spearman"]["n"]} targets; "better" or '
+        f'"worse" only where the 95% CI excludes 0): FisherSketch ' + "; ".join(parts) + ". "
+        f"FisherSketch's per-target Spearman is {_mci(f['spearman'])}"
+        + ("" if not ceil else f" against a noise ceiling of {_mci(ceil['spearman'])}")
+        + f"; pooled ρ_s {po['rho']:.2f}, Mantel p {po['p_perm']:.3f} "
+        f"({'below' if po['p_perm'] < 0.05 else 'not below'} 0.05)."
+    ]
 
 
 def within_lines(rec: dict) -> list[str]:
@@ -428,12 +546,21 @@ def within_lines(rec: dict) -> list[str]:
     FisherSketch's paired differences (constant methods' Spearman counted as 0) and the verdict."""
     m = rec["metrics"]
     label = labels(m)
-    paired_label = {**label, **{n: f"{label.get(n, n)} (constant: Spearman counted as 0)"
-                                for n in m.get("constant_methods", [])}}
+    paired_label = {
+        **label,
+        **{n: f"{label.get(n, n)} (constant: Spearman counted as 0)" for n in m.get("constant_methods", [])},
+    }
     centred = centred_pooled_line(m, label)
-    return (noise_lines(rec) + [""] + within_table(m, label) + [""]
-            + paired_table(m, WITHIN_PAIRED_COLS, paired_label) + [""] + within_verdict(m, label)
-            + ([""] + centred if centred else []))
+    return (
+        noise_lines(rec)
+        + [""]
+        + within_table(m, label)
+        + [""]
+        + paired_table(m, WITHIN_PAIRED_COLS, paired_label)
+        + [""]
+        + within_verdict(m, label)
+        + ([""] + centred if centred else [])
+    )
 
 
 def centred_pooled(scores: dict, truth: dict) -> float:
@@ -461,32 +588,51 @@ def centred_pooled_line(m: dict, label: dict[str, str]) -> list[str]:
     for name in ("fisher", "cka"):
         if name in m["scores"]:
             rho = m["correlation"][name]["pooled"]["rho"]
-            parts.append(f"{label.get(name, name)} {_num(rho, '{:.2f}')} → "
-                         f"{_num(centred_pooled(m['scores'][name], truth), '{:.2f}')}")
-    return ["Pooled ρ_s → the same with each target's mean perplexity reduction removed (only the "
-            "ranking within targets is left, pooled; computed by this script from the record's tables): "
-            + "; ".join(parts) + "."]
+            parts.append(
+                f"{label.get(name, name)} {_num(rho, '{:.2f}')} → "
+                f"{_num(centred_pooled(m['scores'][name], truth), '{:.2f}')}"
+            )
+    return [
+        "Pooled ρ_s → the same with each target's mean perplexity reduction removed (only the "
+        "ranking within targets is left, pooled; computed by this script from the record's tables): "
+        + "; ".join(parts)
+        + "."
+    ]
 
 
 # ------------------------------------------------------------- select (document selection)
-SELECT_LABEL = {"fisher": "FisherSketch joint score", "activation": "activation-only", "error": "error-only",
-                "mean_gradient": "mean head-gradient cosine", "embedding": "embedding cosine (mean final hidden state)",
-                "per_example_gradient": "per-example LoRA gradient, projected", "random": "random"}
+SELECT_LABEL = {
+    "fisher": "FisherSketch joint score",
+    "activation": "activation-only",
+    "error": "error-only",
+    "mean_gradient": "mean head-gradient cosine",
+    "embedding": "embedding cosine (mean final hidden state)",
+    "per_example_gradient": "per-example LoRA gradient, projected",
+    "random": "random",
+}
 
 
 def select_table(metrics: dict) -> list[str]:
     """Per selector: target eval loss reduction (mean ± SE over seeds), the paired difference
     to FisherSketch with its t-based 95% CI, own-domain share, tokens selected and cost."""
-    rows = ["| selector | loss reduction, nats (mean ± SE) | − FisherSketch (paired 95% CI) | own-domain share "
-            "| tokens selected | scoring s | peak MiB | bytes / doc kept |", "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| selector | loss reduction, nats (mean ± SE) | − FisherSketch (paired 95% CI) | own-domain share "
+        "| tokens selected | scoring s | peak MiB | bytes / doc kept |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in metrics["methods"].items():
         lr, c = m["loss_reduction"], m["cost"]
         d = m.get("minus_fisher")
-        diff = "—" if not d else (f"{d['mean']:+.4f}" + ("" if not d["ci"] else
-                                                         f" [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]"))
-        rows.append(f"| {SELECT_LABEL.get(name, name)} | {lr['mean']:+.4f} ± {lr['se']:.4f} | {diff} "
-                    f"| {m['own_domain_fraction']:.2f} | {m['selection_tokens']:.0f} | {c['seconds']:.1f} "
-                    f"| {c['peak_bytes'] / 2**20:.0f} | {c['bytes_per_doc']:,} |")
+        diff = (
+            "—"
+            if not d
+            else (f"{d['mean']:+.4f}" + ("" if not d["ci"] else f" [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]"))
+        )
+        rows.append(
+            f"| {SELECT_LABEL.get(name, name)} | {lr['mean']:+.4f} ± {lr['se']:.4f} | {diff} "
+            f"| {m['own_domain_fraction']:.2f} | {m['selection_tokens']:.0f} | {c['seconds']:.1f} "
+            f"| {c['peak_bytes'] / 2**20:.0f} | {c['bytes_per_doc']:,} |"
+        )
     return rows
 
 
@@ -495,40 +641,59 @@ def select_lines(rec: dict) -> list[str]:
     m, env = rec["metrics"], rec.get("env", {})
     nz = m["noise"]
     own = m["pool_origin_counts"].get(rec["config"]["target"], 0)
-    lines = [f"Record `{rec['name']}`: {rec.get('seconds', 0):.0f} s, git {env.get('git_commit', '?')[:10]}"
-             f"{' (dirty tree)' if env.get('git_dirty') else ''}. Pool {m['n_pool']} documents "
-             f"({m['pool_tokens']} tokens; {own} from the target's domain), top {rec['config']['k']}; "
-             f"target eval {m['target_eval_tokens']} tokens, base loss {m['base_loss']:.3f} nats; "
-             f"{nz['n_seeds']} fine-tuning seeds. Fine-tuning noise (sd over seeds of one fixed selection, pooled): "
-             f"{nz['pooled_sd']:.4f} nats; noise floor (95% half-width of an unpaired difference of two "
-             f"means): {nz['floor']:.4f} nats.", ""]
+    lines = [
+        f"Record `{rec['name']}`: {rec.get('seconds', 0):.0f} s, git {env.get('git_commit', '?')[:10]}"
+        f"{' (dirty tree)' if env.get('git_dirty') else ''}. Pool {m['n_pool']} documents "
+        f"({m['pool_tokens']} tokens; {own} from the target's domain), top {rec['config']['k']}; "
+        f"target eval {m['target_eval_tokens']} tokens, base loss {m['base_loss']:.3f} nats; "
+        f"{nz['n_seeds']} fine-tuning seeds. Fine-tuning noise (sd over seeds of one fixed selection, pooled): "
+        f"{nz['pooled_sd']:.4f} nats; noise floor (95% half-width of an unpaired difference of two "
+        f"means): {nz['floor']:.4f} nats.",
+        "",
+    ]
     for claim, v in m["verdicts"].items():
         d = v["difference"]
         extra = f"; scoring-time ratio {v['cost_ratio']:.2f}" if "cost_ratio" in v else ""
-        lines.append(f"- *{claim}*: **{v['verdict']}** (paired difference {d['mean']:+.4f} "
-                     f"[{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{extra}).")
+        lines.append(
+            f"- *{claim}*: **{v['verdict']}** (paired difference {d['mean']:+.4f} "
+            f"[{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{extra})."
+        )
     return lines
 
 
-KINDS = {"evidence": evidence_table, "paired": paired_table, "truth": truth_table, "pairs": pairs_table,
-         "sketchexact": sketch_exact_lines, "correlation": correlation_table,
-         "select": select_table}
+KINDS = {
+    "evidence": evidence_table,
+    "paired": paired_table,
+    "truth": truth_table,
+    "pairs": pairs_table,
+    "sketchexact": sketch_exact_lines,
+    "correlation": correlation_table,
+    "select": select_table,
+}
+
+
 def vision_groups_table(metrics: dict) -> list[str]:
     """EfficientNet-lite0 estimator accuracy per task group (all pairs, the label-map tasks,
     the spanning family), fisher and error, with the truth's spread beside the error."""
     v = metrics["vision"]
     acc = v["accuracy"]
     groups = [("all tasks", len(v["tasks"]), acc)] + [
-        (name.replace("_", "-"), len(block["tasks"]), block) for name, block in acc.get("groups", {}).items()]
-    rows = ["| tasks | pairs | quantity | exact range (median) | truth sd | Spearman, mean [min, max] over bases "
-            "| mean \\|err\\| | RMSE / truth sd |", "|---|---|---|---|---|---|---|---|"]
+        (name.replace("_", "-"), len(block["tasks"]), block) for name, block in acc.get("groups", {}).items()
+    ]
+    rows = [
+        "| tasks | pairs | quantity | exact range (median) | truth sd | Spearman, mean [min, max] over bases "
+        "| mean \\|err\\| | RMSE / truth sd |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for label, n, block in groups:
         for kind in ("fisher", "error"):
             a = block[kind]
-            rows.append(f"| {label} ({n}) | {a['pairs']} | {kind} | {a['exact_min']:.3f} – {a['exact_max']:.3f} "
-                        f"({a['exact_median']:.3f}) | {a['truth_sd']:.3f} | {a['spearman_mean']:.3f} "
-                        f"[{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] | {a['mean_abs_err']:.4f} | "
-                        f"{a['rel_err']:.3f} |")
+            rows.append(
+                f"| {label} ({n}) | {a['pairs']} | {kind} | {a['exact_min']:.3f} – {a['exact_max']:.3f} "
+                f"({a['exact_median']:.3f}) | {a['truth_sd']:.3f} | {a['spearman_mean']:.3f} "
+                f"[{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] | {a['mean_abs_err']:.4f} | "
+                f"{a['rel_err']:.3f} |"
+            )
     return rows
 
 
@@ -539,16 +704,21 @@ def vision_lines(rec: dict) -> list[str]:
     v = rec["metrics"]["vision"]
     env = rec.get("env", {})
     span = v["accuracy"].get("groups", {}).get("spanning", {}).get("fisher")
-    lines = [f"Record `docs/results/{rec['_file']}`: {v['n_tasks']} tasks × {v['n_per_task']} views "
-             f"(d = {v['d']}, K = {v['K']}), m = {rec['config']['vision']['sketch_dim']}, "
-             f"{len(rec['config']['vision']['seeds'])} random bases; {rec['seconds']:.0f} s wall, "
-             f"commit {str(env.get('git_commit'))[:8]}, clean tree: {env.get('git_dirty') is False}."]
+    lines = [
+        f"Record `docs/results/{rec['_file']}`: {v['n_tasks']} tasks × {v['n_per_task']} views "
+        f"(d = {v['d']}, K = {v['K']}), m = {rec['config']['vision']['sketch_dim']}, "
+        f"{len(rec['config']['vision']['seeds'])} random bases; {rec['seconds']:.0f} s wall, "
+        f"commit {str(env.get('git_commit'))[:8]}, clean tree: {env.get('git_dirty') is False}."
+    ]
     if span is not None:
         ok = span["spearman_min"] >= PAPER_ESTIMATOR_SPEARMAN - 0.02
-        lines += ["", f"Verdict (spanning family, paper {PAPER_ESTIMATOR_SPEARMAN}): "
-                  f"**{'reproduced' if ok else 'not reproduced'}** — fisher Spearman "
-                  f"{span['spearman_mean']:.3f} (worst base {span['spearman_min']:.3f}) where the exact A_F spans "
-                  f"{span['exact_min']:.2f} – {span['exact_max']:.2f}."]
+        lines += [
+            "",
+            f"Verdict (spanning family, paper {PAPER_ESTIMATOR_SPEARMAN}): "
+            f"**{'reproduced' if ok else 'not reproduced'}** — fisher Spearman "
+            f"{span['spearman_mean']:.3f} (worst base {span['spearman_min']:.3f}) where the exact A_F spans "
+            f"{span['exact_min']:.2f} – {span['exact_max']:.2f}.",
+        ]
     return lines
 
 
@@ -571,8 +741,10 @@ def _headline(rec: dict) -> tuple[str, Any]:
     if kind == "verbalizer":  # top-1 over the answer-word sets
         return "top-1", lambda name: None if name not in m["methods"] else f"{m['methods'][name]['top1']['mean']:.2f}"
     return "top-1 / per-target Spearman", lambda name: (  # source selection
-        None if name not in m["methods"] else
-        f"{m['methods'][name]['top1']['mean']:.2f} / {_num(m['methods'][name]['spearman'].get('mean'), '{:.2f}')}")
+        None
+        if name not in m["methods"]
+        else f"{m['methods'][name]['top1']['mean']:.2f} / {_num(m['methods'][name]['spearman'].get('mean'), '{:.2f}')}"
+    )
 
 
 def readme_methods(recs: list[dict]) -> list[str]:
@@ -610,18 +782,25 @@ def readme_trust(recs: list[dict]) -> list[str]:
         m, name = r["metrics"], r["_file"].removesuffix(".json")
         kind = _kind(m)
         wanted = ("top1",) if kind == "verbalizer" else ("spearman",) if kind == "smiles" else ("spearman", "top1")
-        parts = [f"FisherSketch − {_plain(labels(m)[b])}: " + ", ".join(
-                     f"Δ {METRIC[metric]} {_verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
-                     for metric in wanted)
-                 for b in ("family", "cka") if f"fisher - {b}" in m.get("paired", {})]
+        parts = [
+            f"FisherSketch − {_plain(labels(m)[b])}: "
+            + ", ".join(
+                f"Δ {METRIC[metric]} {_verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
+                for metric in wanted
+            )
+            for b in ("family", "cka")
+            if f"fisher - {b}" in m.get("paired", {})
+        ]
         lines.append(f"- `{name}`: " + "; ".join(parts) + ".")
     return lines
 
 
 #: paper A's numbers for each selection claim (Llama-3.1-8B), by record kind
-PAPER_CLAIMS = {"selection": ("FisherSketch picks the best source", {"top1": 0.457, "oracle_normalised_transfer": 0.984}),
-                "verbalizer": ("FisherSketch picks the best answer-word set", {"top1": 2 / 3}),
-                "smiles": ("A_F correlates with the perplexity reduction", {"pooled": 0.53})}
+PAPER_CLAIMS = {
+    "selection": ("FisherSketch picks the best source", {"top1": 0.457, "oracle_normalised_transfer": 0.984}),
+    "verbalizer": ("FisherSketch picks the best answer-word set", {"top1": 2 / 3}),
+    "smiles": ("A_F correlates with the perplexity reduction", {"pooled": 0.53}),
+}
 
 
 def _against(block: dict, paper: float) -> str:
@@ -629,7 +808,13 @@ def _against(block: dict, paper: float) -> str:
     ci = block.get("ci")
     if block.get("mean") is None or not ci:
         return "n/a"
-    return "inside our CI" if ci[0] - 1e-9 <= paper <= ci[1] + 1e-9 else "above our CI" if paper > ci[1] else "below our CI"
+    return (
+        "inside our CI"
+        if ci[0] - 1e-9 <= paper <= ci[1] + 1e-9
+        else "above our CI"
+        if paper > ci[1]
+        else "below our CI"
+    )
 
 
 def claims_table(recs: list[dict]) -> list[str]:
@@ -637,8 +822,11 @@ def claims_table(recs: list[dict]) -> list[str]:
     (where the paper's value lies against our 95% CI) and the noise ceiling, and the paired
     per-target difference to the family / collection label and to CKA (rule of
     :func:`_verdict`) — generated, so no verdict number is typed."""
-    rows = ["| record | claim (paper) | FisherSketch (95% CI) | noise ceiling | paper's value | "
-            "FisherSketch − family / collection label | FisherSketch − CKA |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| record | claim (paper) | FisherSketch (95% CI) | noise ceiling | paper's value | "
+        "FisherSketch − family / collection label | FisherSketch − CKA |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in recs:
         m, name = r["metrics"], r["_file"].removesuffix(".json")
         kind = _kind(m)
@@ -648,7 +836,8 @@ def claims_table(recs: list[dict]) -> list[str]:
         if kind == "smiles":
             po = m["correlation"]["fisher"]["pooled"]
             ours = f"pooled ρ_s {po['rho']:.2f}, p_perm {po['p_perm']:.3f}"
-            where = f"ρ_s {paper['pooled']:.2f}: {'significant here too' if po['p_perm'] < 0.05 else 'not significant here'}"
+            here = "significant here too" if po["p_perm"] < 0.05 else "not significant here"
+            where = f"ρ_s {paper['pooled']:.2f}: {here}"
             cell_ceiling = "–"
         else:
             keys = [k for k in paper if k in f]
@@ -658,8 +847,11 @@ def claims_table(recs: list[dict]) -> list[str]:
         metric = "top1" if kind == "verbalizer" else "spearman"
         paired = m.get("paired", {})
         lab = labels(m)
-        cmp = [("" if b != "family" or lab is LABEL else f"against the {_plain(lab[b])} label: ")
-               + f"Δ {METRIC[metric]} {_verdict(paired.get(f'fisher - {b}', {}).get(metric))}" for b in ("family", "cka")]
+        cmp = [
+            ("" if b != "family" or lab is LABEL else f"against the {_plain(lab[b])} label: ")
+            + f"Δ {METRIC[metric]} {_verdict(paired.get(f'fisher - {b}', {}).get(metric))}"
+            for b in ("family", "cka")
+        ]
         n_t = f["top1"]["n"]
         rows.append(f"| `{name}` ({n_t} targets) | {claim} | {ours} | {cell_ceiling} | {where} | {cmp[0]} | {cmp[1]} |")
     return rows
@@ -691,16 +883,23 @@ def estimator_table(recs: list[dict]) -> list[str]:
             continue
         v = m["vision"]
         cols.append((f"EfficientNet {name.split('_')[-1]} ({v['accuracy']['fisher']['pairs']} pairs)", v, v))
-    rows = ["| quantity (Spearman vs exact / mean \\|err\\|) | " + " | ".join(c[0] for c in cols) + " | paper (ViT-B/16) |",
-            "|---" * (len(cols) + 2) + "|"]
-    names = {"fisher": "fisher A_F", "activation": "activation Scov(M_a)", "error": "error Scov(Γ_e)",
-             "coupling": "coupling ρ"}
+    rows = [
+        "| quantity (Spearman vs exact / mean \\|err\\|) | " + " | ".join(c[0] for c in cols) + " | paper (ViT-B/16) |",
+        "|---" * (len(cols) + 2) + "|",
+    ]
+    names = {
+        "fisher": "fisher A_F",
+        "activation": "activation Scov(M_a)",
+        "error": "error Scov(Γ_e)",
+        "coupling": "coupling ρ",
+    }
     for kind, label in names.items():
         cells = []
         for _, m, _v in cols:
             a = m["accuracy"][kind]
-            cells.append(f"{a['spearman_mean']:.3f} [{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] / "
-                         f"{a['mean_abs_err']:.3f}")
+            cells.append(
+                f"{a['spearman_mean']:.3f} [{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] / {a['mean_abs_err']:.3f}"
+            )
         rows.append(f"| {label} | " + " | ".join(cells) + f" | {PAPER_ESTIMATOR.get(kind, '–')} |")
     cells = []
     for _, m, _v in cols:
@@ -712,9 +911,11 @@ def estimator_table(recs: list[dict]) -> list[str]:
         sp = m["speed"]
         cells.append(f"{sp['speedup']:.1f}× ({sp['sketch_median_s']:.2f} s vs {sp['exact_median_s']:.1f} s)")
     n = cols[0][1]["speed"]["n_per_task"][0]
-    rows.append(f"| speed-up over exact, n = {n:,}, 2 tasks | " + " | ".join(cells) + f" | {PAPER_ESTIMATOR['speedup']} |")
+    rows.append(
+        f"| speed-up over exact, n = {n:,}, 2 tasks | " + " | ".join(cells) + f" | {PAPER_ESTIMATOR['speedup']} |"
+    )
     cells = []
-    for _, m, v in cols:
+    for _, _m, v in cols:
         if v is None or "matrix_seconds" not in v:
             cells.append("–")
             continue
@@ -722,8 +923,11 @@ def estimator_table(recs: list[dict]) -> list[str]:
         sk = statistics.median(ms["sketch_s"])
         cells.append(f"{ms['exact_s'] / sk:.1f}× ({sk:.2f} s vs {ms['exact_s']:.1f} s, {v['n_tasks']} tasks)")
     rows.append("| speed-up, whole task matrix | " + " | ".join(cells) + " | |")
-    rows.append("| maps (act / error) | " + " | ".join(f"{m['maps']['act_map']} / {m['maps']['error_map']}"
-                                                      for _, m, _v in cols) + " | |")
+    rows.append(
+        "| maps (act / error) | "
+        + " | ".join(f"{m['maps']['act_map']} / {m['maps']['error_map']}" for _, m, _v in cols)
+        + " | |"
+    )
     return rows
 
 
@@ -733,8 +937,11 @@ SEED_COLS = {"top1": "top-1", "oracle_normalised_transfer": "oracle-norm.", "spe
 
 def _seed_names(recs: list[dict]) -> list[str]:
     """The methods every record scored (with numbers), in :data:`ORDER`."""
-    return [n for n in _ordered(recs[0]["metrics"]["methods"])
-            if all(n in r["metrics"]["methods"] and "error" not in r["metrics"]["methods"][n] for r in recs)]
+    return [
+        n
+        for n in _ordered(recs[0]["metrics"]["methods"])
+        if all(n in r["metrics"]["methods"] and "error" not in r["metrics"]["methods"][n] for r in recs)
+    ]
 
 
 def seeds_table(recs: list[dict]) -> list[str]:
@@ -743,8 +950,9 @@ def seeds_table(recs: list[dict]) -> list[str]:
     seeds = " → ".join(f"seed {r['config'].get('seed', '?')}" for r in recs)
     rows = [f"| method ({seeds}) | " + " | ".join(SEED_COLS.values()) + " |", "|---" * (len(SEED_COLS) + 1) + "|"]
     for name in _seed_names(recs):
-        cells = [" → ".join(_num(r["metrics"]["methods"][name][k].get("mean"), "{:.2f}") for r in recs)
-                 for k in SEED_COLS]
+        cells = [
+            " → ".join(_num(r["metrics"]["methods"][name][k].get("mean"), "{:.2f}") for r in recs) for k in SEED_COLS
+        ]
         rows.append(f"| {labels(recs[0]['metrics']).get(name, name)} | " + " | ".join(cells) + " |")
     return rows
 
@@ -761,16 +969,20 @@ def seed_truth_lines(recs: list[dict]) -> list[str]:
     cross = [(a[t][s], b[t][s]) for t in names for s in names if s != t]
     pearson = float(np.corrcoef(np.array(cross).T)[0, 1])
     rhos = [spearmanr([a[t][s] for s in names if s != t], [b[t][s] for s in names if s != t])[0] for t in names]
-    best = sum(max((s for s in names if s != t), key=a[t].get) == max((s for s in names if s != t), key=b[t].get)
-               for t in names)
+    best = sum(
+        max((s for s in names if s != t), key=a[t].get) == max((s for s in names if s != t), key=b[t].get)
+        for t in names
+    )
     ms = [r["metrics"]["methods"] for r in recs[:2]]
     d_sp = max(abs(ms[0][n]["spearman"]["mean"] - ms[1][n]["spearman"]["mean"]) for n in _seed_names(recs))
     d_t1 = [abs(ms[0][n]["top1"]["mean"] - ms[1][n]["top1"]["mean"]) for n in _seed_names(recs)]
-    return [f"The ground truth is stable: the two {len(names)} × {len(names) - 1} transfer tables correlate at "
-            f"Pearson {pearson:.3f}, each target's ranking of sources agrees at Spearman {np.mean(rhos):.2f} on "
-            f"average (min {min(rhos):.2f}), and the best source is the same for {best} of {len(names)} targets. "
-            f"Between the seeds a method's per-target Spearman moves by at most {d_sp:.2f}, its top-1 by up to "
-            f"{max(d_t1):.2f}."]
+    return [
+        f"The ground truth is stable: the two {len(names)} × {len(names) - 1} transfer tables correlate at "
+        f"Pearson {pearson:.3f}, each target's ranking of sources agrees at Spearman {np.mean(rhos):.2f} on "
+        f"average (min {min(rhos):.2f}), and the best source is the same for {best} of {len(names)} targets. "
+        f"Between the seeds a method's per-target Spearman moves by at most {d_sp:.2f}, its top-1 by up to "
+        f"{max(d_t1):.2f}."
+    ]
 
 
 def _secs(rec: dict) -> str:
@@ -783,8 +995,10 @@ def summary_table(recs: list[dict]) -> list[str]:
     estimator_full and estimator_vision_spanning (in that order). The paper's values and the
     verdict words are fixed text; every number of ours comes from a record."""
     ss, ss1, vq, vf, sm, est, span = recs
-    rows = ["| experiment | run | ground truth | headline (FisherSketch) | paper | reproduced? |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| experiment | run | ground truth | headline (FisherSketch) | paper | reproduced? |",
+        "|---|---|---|---|---|---|",
+    ]
     m, m1 = ss["metrics"], ss1["metrics"]
     f, f1 = m["methods"]["fisher"], m1["methods"]["fisher"]
     act = [m["methods"][n]["spearman"]["mean"] for n in ("activation", "exact_activation")]
@@ -796,68 +1010,90 @@ def summary_table(recs: list[dict]) -> list[str]:
         f"top-1 {f['top1']['mean']:.2f} ({f1['top1']['mean']:.2f}; chance {f['chance_top1']:.2f}) "
         f"| top-1 45.7%, oracle-norm. 98.4% | predictive, but top-1 and oracle-norm. **not** reproduced; "
         f"activation-only methods are not blind here (best top-1: {labels(m).get(best_t1, best_t1)}; lower Spearman "
-        f"{min(act):.2f}–{max(act):.2f}) |")
+        f"{min(act):.2f}–{max(act):.2f}) |"
+    )
     v = vq["metrics"]["methods"]
     n_seeds = vq["metrics"].get("truth_noise", {}).get("n_seeds", 1)
     rows.append(
-        f"| verbalizer, {len(vq['metrics']['ground_truth']['transfer'])} sets | quick, {_secs(vq)} idle; {n_seeds} seeds "
+        f"| verbalizer, {len(vq['metrics']['ground_truth']['transfer'])} sets | quick, {_secs(vq)} idle; {n_seeds} "
+        "seeds "
         f"| LoRA | top-1 {v['fisher']['top1']['mean']:.2f} (exact A_F {v['exact_fisher']['top1']['mean']:.2f}), "
         f"activation-only {v['activation']['top1']['mean']:.2f} (chance {v['activation']['chance_top1']:.2f}) "
         f"| 66.7%, Scov(M_a) 20.0% | activation blindness **reproduced**; exact A_F reproduces 66.7%, the sketch does "
-        f"not (noise-limited) |")
+        f"not (noise-limited) |"
+    )
     v = vf["metrics"]["methods"]
     ratio = v["exact_fisher"]["regret"]["mean"] / v["random"]["regret"]["mean"]
     rows.append(
         f"| verbalizer, {len(vf['metrics']['ground_truth']['transfer'])} sets | full, {_secs(vf)} idle | LoRA "
         f"| top-1 {v['fisher']['top1']['mean']:.2f} (exact A_F {v['exact_fisher']['top1']['mean']:.2f}, chance "
         f"{v['fisher']['chance_top1']:.2f}), activation-only at chance | 66.7% | blindness reproduced; the 66.7% is "
-        f"**not** (exact A_F top-1 = random's {v['random']['top1']['mean']:.2f}, at {ratio:.1f}× random's regret) |")
+        f"**not** (exact A_F top-1 = random's {v['random']['top1']['mean']:.2f}, at {ratio:.1f}× random's regret) |"
+    )
     c = sm["metrics"]["correlation"]
     rows.append(
         f"| smiles, {len(sm['metrics']['ground_truth']['transfer'])} domains | full, {_secs(sm)} idle | LoRA "
         f"| pooled ρ_s {c['fisher']['pooled']['rho']:.2f}, permutation p = {c['fisher']['pooled']['p_perm']:.3f} "
         f"| ρ_s 0.53, p = 0.006 | **reproduced**; the contrast with activation-only is not (pooled ρ_s "
-        f"{c['activation']['pooled']['rho']:.2f}) |")
+        f"{c['activation']['pooled']['rho']:.2f}) |"
+    )
     a = est["metrics"]["accuracy"]
     marg = [a[k]["spearman_mean"] for k in ("activation", "error")]
     rows.append(
         f"| estimator, SmolLM2 K = 49,152 | full, {_secs(est)} idle (both models) | exact float64 | A_F Spearman "
-        f"{a['fisher']['spearman_mean']:.3f}, marginals {min(marg):.3f}–{max(marg):.3f} | 0.97 (ViT) | **reproduced** |")
+        f"{a['fisher']['spearman_mean']:.3f}, marginals {min(marg):.3f}–{max(marg):.3f} | 0.97 (ViT) | **reproduced** |"
+    )
     g = span["metrics"]["vision"]["accuracy"]["groups"]
     rows.append(
         f"| estimator, EfficientNet-lite0 K = 1,000 | full, {len(g['label_maps']['tasks'])} × 1,000 views + "
         f"{len(g['spanning']['tasks'])} spanning tasks | exact float64 | A_F Spearman "
         f"{g['label_maps']['fisher']['spearman_mean']:.3f} on the label-map tasks (truth concentrated near 0), "
         f"{g['spanning']['fisher']['spearman_mean']:.3f} on the spanning family | 0.97 | **reproduced** where the "
-        f"truth spans its range; not on tasks whose truth sits near 0 (see \"spanning truth\") |")
+        f'truth spans its range; not on tasks whose truth sits near 0 (see "spanning truth") |'
+    )
     va = est["metrics"]["vision"]["accuracy"]
     rows.append(
         f"| estimator, coupling ρ | both | exact | Spearman {a['coupling']['spearman_mean']:.2f} (SmolLM2), "
-        f"{va['coupling']['spearman_mean']:.2f} (EfficientNet) | 0.95 | **not** reproduced |")
+        f"{va['coupling']['spearman_mean']:.2f} (EfficientNet) | 0.95 | **not** reproduced |"
+    )
     sp = est["metrics"]["speed"]
     rows.append(
         f"| estimator, speed-up at n = {sp['n_per_task'][0]:,} | both | – | {sp['speedup']:.1f}× (SmolLM2), "
         f"{est['metrics']['vision']['speed']['speedup']:.1f}× (K = 1,000) | 89× | smaller (our exact reference is "
-        f"BLAS-blocked) |")
+        f"BLAS-blocked) |"
+    )
     return rows
 
 
-MULTI_KINDS = {"readme_methods": readme_methods, "readme_trust": readme_trust, "estimator": estimator_table,
-               "claims": claims_table, "seeds": seeds_table, "seedtruth": seed_truth_lines, "summary": summary_table}
+MULTI_KINDS = {
+    "readme_methods": readme_methods,
+    "readme_trust": readme_trust,
+    "estimator": estimator_table,
+    "claims": claims_table,
+    "seeds": seeds_table,
+    "seedtruth": seed_truth_lines,
+    "summary": summary_table,
+}
+
+
 def example_bank(rec: dict) -> list[str]:
     """The README's bank example: what ``index query`` and ``index dedup`` printed."""
     q, d = rec["metrics"]["query"], rec["metrics"]["dedup"]
     rows = q["rows"]
 
     def cell(r: dict) -> str:
-        return (f"{r['source']} (fisher {_num(r['fisher'], '{:.2f}')} ± {_num(r['fisher_se'], '{:.2f}')}, "
-                f"activation {_num(r['activation'], '{:.2f}')})")
+        return (
+            f"{r['source']} (fisher {_num(r['fisher'], '{:.2f}')} ± {_num(r['fisher_se'], '{:.2f}')}, "
+            f"activation {_num(r['activation'], '{:.2f}')})"
+        )
+
     skipped = "skips the target itself, " if q.get("skipped") else ""
     order = " above ".join(cell(r) for r in rows)
-    dup = ("finds no near-duplicates" if not d["duplicates"] else
-           f"lists {len(d['duplicates'])} near-duplicate pair(s)")
-    return [f"The query {skipped}ranks {order} — the same values `rank` prints — and dedup {dup} "
-            f"(`docs/results/readme_examples.json`, written by `python docs/readme_examples.py`)."]
+    dup = "finds no near-duplicates" if not d["duplicates"] else f"lists {len(d['duplicates'])} near-duplicate pair(s)"
+    return [
+        f"The query {skipped}ranks {order} — the same values `rank` prints — and dedup {dup} "
+        f"(`docs/results/readme_examples.json`, written by `python docs/readme_examples.py`)."
+    ]
 
 
 def example_select(rec: dict) -> list[str]:
@@ -869,18 +1105,19 @@ def example_select(rec: dict) -> list[str]:
 
     def fmt(r: dict) -> str:
         return f"{_num(r['score'], '{:.2f}')} ± {_num(r['score_se'], '{:.2f}')}"
+
     top = s["top"]
     own = sum(dom[r["index"]] == target for r in top)
-    head = (f"The top {k} are all {target} documents" if own == k else
-            f"{own} of the top {k} are {target} documents")
+    head = f"The top {k} are all {target} documents" if own == k else f"{own} of the top {k} are {target} documents"
     line = f"{head} (scores {', '.join(fmt(r) for r in top)})"
     rest = sorted((r for r in scores if r["rank"] > k), key=lambda r: r["rank"])
     later = [r for r in rest if dom[r["index"]] == target]
     if later:
         first = later[0]
         ahead = [r for r in rest if r["rank"] < first["rank"] and dom[r["index"]] != target]
-        line += (f"; the next {target} document ranks {first['rank']} ({fmt(first)})"
-                 + (f", behind {len(ahead)} other document(s) ({', '.join(fmt(r) for r in ahead)})" if ahead else ""))
+        line += f"; the next {target} document ranks {first['rank']} ({fmt(first)})" + (
+            f", behind {len(ahead)} other document(s) ({', '.join(fmt(r) for r in ahead)})" if ahead else ""
+        )
     return [line + " (`docs/results/readme_examples.json`)."]
 
 
@@ -892,9 +1129,14 @@ KINDS["budget"] = budget_table
 KINDS["methods"] = methods_table
 KINDS["correlation"] = lambda metrics: correlation_table(metrics, labels(metrics))
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
-RECORD_KINDS = {"noise": noise_lines, "selectnotes": select_lines, "visionnotes": vision_lines,
-                "smileswithin": within_lines,
-                "example_bank": example_bank, "example_select": example_select}
+RECORD_KINDS = {
+    "noise": noise_lines,
+    "selectnotes": select_lines,
+    "visionnotes": vision_lines,
+    "smileswithin": within_lines,
+    "example_bank": example_bank,
+    "example_select": example_select,
+}
 
 
 def render(kind: str, record: str, results_dir: Path) -> list[str]:
@@ -933,16 +1175,28 @@ def reanalyse(out: str, paths: list[str]) -> int:
         raise SystemExit("reanalyse: the records cover different domains")
     tables = [r["metrics"]["ground_truth"]["transfer"] for r in recs]
     mean, se = mean_and_se(tables)
-    gt = {"transfer": mean, "transfer_se": se, "transfer_by_seed": tables,
-          "seeds": [r["config"]["seed"] for r in recs], "base_loss": recs[0]["metrics"]["ground_truth"]["base_loss"]}
+    gt = {
+        "transfer": mean,
+        "transfer_se": se,
+        "transfer_by_seed": tables,
+        "seeds": [r["config"]["seed"] for r in recs],
+        "base_loss": recs[0]["metrics"]["ground_truth"]["base_loss"],
+    }
     scores = {k: recs[0]["metrics"]["sketch_alignment"][k] for k in ("fisher", "activation", "error")}
-    scores.update(scoring.trivial_scores(names, groups=fams,
-                                         per_source={"easiness": {n: -v for n, v in gt["base_loss"].items()}}))
+    scores.update(
+        scoring.trivial_scores(names, groups=fams, per_source={"easiness": {n: -v for n, v in gt["base_loss"].items()}})
+    )
     scores["random"] = {t: random_scores([s for s in names if s != t], 0, salt=t) for t in names}
     by = scoring.evaluate_methods(scores, mean, seed=0, groups=fams)
-    metrics = {"ground_truth": gt, "methods": by, "summary": scoring.headline(by), "cannot_run": {},
-               "paired": scoring.paired_comparisons(by), "truth_noise": scoring.truth_noise(gt, groups=fams),
-               "scores": scores}
+    metrics = {
+        "ground_truth": gt,
+        "methods": by,
+        "summary": scoring.headline(by),
+        "cannot_run": {},
+        "paired": scoring.paired_comparisons(by),
+        "truth_noise": scoring.truth_noise(gt, groups=fams),
+        "scores": scores,
+    }
     config = {"records": [Path(p).name for p in paths], "families": fams}
     write_json_atomic(make_record("source-selection-reanalysis", config, metrics, time.perf_counter() - t0), out)
     return 0
@@ -953,8 +1207,9 @@ def main(argv: list[str]) -> int:
         return reanalyse(argv[1], argv[2:])
     if argv and argv[0] in ("--write", "--check"):
         docs = [Path(argv[1])] if len(argv) > 1 else [HERE / "results.md", HERE.parent / "README.md"]
-        return _blocks.run(argv[:1], docs, lambda kind, record: render(kind, record, HERE / "results"),
-                           "docs/results_table.py")
+        return _blocks.run(
+            argv[:1], docs, lambda kind, record: render(kind, record, HERE / "results"), "docs/results_table.py"
+        )
     if len(argv) != 1:
         print("usage: python docs/results_table.py RESULT.json", file=sys.stderr)
         return 2

@@ -15,9 +15,9 @@ from here; the verdicts are computed from the recorded numbers by the rules writ
 them (and printed in the doc), so they change when the numbers do
 (tests/test_steering_docs.py runs the check).
 """
+
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -55,7 +55,9 @@ def shown_layers(m: dict, cfg: dict) -> list[int]:
     """Rule: the paper-depth layers, the steering layers, and the layers where either
     summary of the step's shift has its largest |cosine| with CAA."""
     c = m["cosine"]
-    peak = [max(range(len(c["layers"])), key=lambda i: abs(c[k][i])) for k in ("pushforward_mean", "pushforward_contrast")]
+    peak = [
+        max(range(len(c["layers"])), key=lambda i: abs(c[k][i])) for k in ("pushforward_mean", "pushforward_contrast")
+    ]
     want = set(paper_layers(m["n_layers"])) | set(cfg.get("steer_layers_used", cfg["steer_layers"]))
     want |= {c["layers"][i] for i in peak}
     return sorted(x for x in want if x in c["layers"])
@@ -66,7 +68,8 @@ def run_block(rec: dict, name: str) -> list[str]:
     dirty = " (uncommitted changes)" if env.get("git_dirty") else ""
     seed = "" if cfg["seed"] == 0 else f" --seed {cfg['seed']}"
     return [
-        f"Record `docs/results/{name}.json`: `updatescope reproduce steering{' --quick' if cfg['quick'] else ''}{seed}`, "
+        f"Record `docs/results/{name}.json`: `updatescope reproduce "
+        f"steering{' --quick' if cfg['quick'] else ''}{seed}`, "
         f"{rec['seconds']:.0f} s on {env.get('cpu_count')} CPU cores (torch {env.get('torch')}, "
         f"{env.get('torch_threads')} threads), commit `{str(env.get('git_commit'))[:10]}`{dirty}; model "
         f"`{cfg['model']}`, task `{cfg['task']}`, answers `{cfg['answers']}`.",
@@ -80,14 +83,19 @@ def setup_block(rec: dict, name: str) -> list[str]:
     layers = cfg.get("steer_layers_used", cfg["steer_layers"])
     scales = ", ".join(f"{s:+g}" for s in cfg["scales"])
     if "search_n" in cfg:
-        search = (f"random search: best of {cfg['search_n']} weight perturbations per seed at norm "
-                  f"{', '.join(f'{r:g}' for r in cfg['search_norms'])} × ‖δθ‖, {cfg['search_seeds']} seeds")
+        search = (
+            f"random search: best of {cfg['search_n']} weight perturbations per seed at norm "
+            f"{', '.join(f'{r:g}' for r in cfg['search_norms'])} × ‖δθ‖, {cfg['search_seeds']} seeds"
+        )
     else:
         search = "no random-search vectors (the record predates them)"
     yes = "Yes" if cfg["answers"] == "yes_no" else "True"
-    signal = ("the margin separates true from false statements (AUC > 0.5)" if b["auc"] > 0.5 else
-              f"the margin carries no true/false signal to unlock (AUC ≤ 0.5): a fixed vector can at best move the "
-              f"{yes}/No bias")
+    signal = (
+        "the margin separates true from false statements (AUC > 0.5)"
+        if b["auc"] > 0.5
+        else f"the margin carries no true/false signal to unlock (AUC ≤ 0.5): a fixed vector can at best move the "
+        f"{yes}/No bias"
+    )
     return [
         f"- **Sizes.** {subj} subjects ({n['train']} / {n['select']} / {n['test']} prompts) for train / select / "
         f"test; cosines at all {m['n_layers']} layers; steering at layer{'s' if len(layers) > 1 else ''} "
@@ -95,7 +103,7 @@ def setup_block(rec: dict, name: str) -> list[str]:
         f"{', '.join(map(str, paper_layers(m['n_layers'])))}), scales {scales} × the mean residual norm at the layer; "
         f"{cfg['seeds']} seeds for every random control; {search}.",
         f"- **Base model, test split.** Accuracy {_pm(b['accuracy'], b['accuracy_se'])} (n = {b['n']}), AUC of the "
-        f"margin {b['auc']:.3f}, \"{yes}\" rate {b['true_rate']:.3f}: {signal}.",
+        f'margin {b["auc"]:.3f}, "{yes}" rate {b["true_rate"]:.3f}: {signal}.',
     ]
 
 
@@ -103,30 +111,46 @@ def cosine_block(rec: dict, name: str) -> list[str]:
     cfg, m = rec["config"], rec["metrics"]
     c = m["cosine"]
     has_search = "search_mean" in c
-    cols = ["layer", "step shift, mean over prompts", "step shift, true − false contrast",
-            "random δθ (same norm), mean"] + (["searched δθ (Best-of-N), mean"] if has_search else []) + \
-           ["shuffled-label CAA", "CAA half vs other half (ceiling)"]
-    rows = [f"‖δθ‖ = {m['step_norm']:.1f} (one step, learning rate 1). Paper: cosine ≈ {PAPER_COSINE} at layers "
-            f"19–20 of 24. Layers shown: {SHOWN_RULE}", "",
-            "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    cols = (
+        ["layer", "step shift, mean over prompts", "step shift, true − false contrast", "random δθ (same norm), mean"]
+        + (["searched δθ (Best-of-N), mean"] if has_search else [])
+        + ["shuffled-label CAA", "CAA half vs other half (ceiling)"]
+    )
+    rows = [
+        f"‖δθ‖ = {m['step_norm']:.1f} (one step, learning rate 1). Paper: cosine ≈ {PAPER_COSINE} at layers "
+        f"19–20 of 24. Layers shown: {SHOWN_RULE}",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     for layer in shown_layers(m, cfg):
         i = c["layers"].index(layer)
-        cells = [str(layer), f"{c['pushforward_mean'][i]:.3f}", f"{c['pushforward_contrast'][i]:.3f}",
-                 _pm(*_band(c, "random_step_mean", i))]
+        cells = [
+            str(layer),
+            f"{c['pushforward_mean'][i]:.3f}",
+            f"{c['pushforward_contrast'][i]:.3f}",
+            _pm(*_band(c, "random_step_mean", i)),
+        ]
         if has_search:
             cells.append(_pm(*_band(c, "search_mean", i)))
         cells += [_pm(*_band(c, "shuffled_caa", i)), _pm(*_band(c, "half_caa", i))]
         rows.append("| " + " | ".join(cells) + " |")
-    rows += ["", f"(mean ± SE over {cfg['seeds']} seeds"
-             + (f", searched δθ over {cfg['search_seeds']} seeds" if has_search else "")
-             + "; every layer is in the JSON under `metrics.cosine`.)", ""]
+    rows += [
+        "",
+        f"(mean ± SE over {cfg['seeds']} seeds"
+        + (f", searched δθ over {cfg['search_seeds']} seeds" if has_search else "")
+        + "; every layer is in the JSON under `metrics.cosine`.)",
+        "",
+    ]
     verdict, why = cosine_verdict(m)
     rows.append(f"**Verdict: {verdict}.** {why}")
     return rows
 
 
-SHOWN_RULE = ("the paper's relative depth, the steering layers, and where either summary of the step's shift has "
-              "its largest |cosine|.")
+SHOWN_RULE = (
+    "the paper's relative depth, the steering layers, and where either summary of the step's shift has "
+    "its largest |cosine|."
+)
 
 
 def cosine_verdict(m: dict) -> tuple[str, str]:
@@ -140,11 +164,13 @@ def cosine_verdict(m: dict) -> tuple[str, str]:
     where = ", ".join(str(c["layers"][i]) for i in idx)
     ceil = [c["half_caa"]["mean"][i] for i in idx]
     if all(v < CEILING for v in ceil):
-        return ("cannot be decided",
-                f"The noise ceiling fails: CAA from one half of the subjects has cosine {min(ceil):.2f} to "
-                f"{max(ceil):.2f} (< {CEILING}) with CAA from the other half at layer(s) {where}, so the CAA vector "
-                f"itself is not reproducible at this size, and the step-shift contrast uses the same train prompts as "
-                f"CAA (shared sampling noise can make them agree). More subjects (`--set n_train=...`) are needed.")
+        return (
+            "cannot be decided",
+            f"The noise ceiling fails: CAA from one half of the subjects has cosine {min(ceil):.2f} to "
+            f"{max(ceil):.2f} (< {CEILING}) with CAA from the other half at layer(s) {where}, so the CAA vector "
+            f"itself is not reproducible at this size, and the step-shift contrast uses the same train prompts as "
+            f"CAA (shared sampling noise can make them agree). More subjects (`--set n_train=...`) are needed.",
+        )
 
     def beyond(i: int) -> bool:
         v = c["pushforward_mean"][i]
@@ -154,11 +180,15 @@ def cosine_verdict(m: dict) -> tuple[str, str]:
     if any(beyond(i) and c["pushforward_mean"][i] >= CEILING for i in idx):
         return "reproduced", f"Mean shift up to {best:.2f} at layer(s) {where}, beyond both nulls by 2 SE."
     if any(beyond(i) for i in idx):
-        return ("aligned beyond the nulls, weaker than the paper",
-                f"Mean shift up to {best:.2f} (< {CEILING}) at layer(s) {where}.")
-    return ("not reproduced",
-            f"The mean shift (up to {best:.2f} at layer(s) {where}) is not above the random-δθ and shuffled-label "
-            f"nulls by 2 SE.")
+        return (
+            "aligned beyond the nulls, weaker than the paper",
+            f"Mean shift up to {best:.2f} (< {CEILING}) at layer(s) {where}.",
+        )
+    return (
+        "not reproduced",
+        f"The mean shift (up to {best:.2f} at layer(s) {where}) is not above the random-δθ and shuffled-label "
+        f"nulls by 2 SE.",
+    )
 
 
 def _vector_rows(m: dict) -> list[tuple[str, str, str, str, float, float]]:
@@ -167,8 +197,16 @@ def _vector_rows(m: dict) -> list[tuple[str, str, str, str, float, float]]:
     out = []
     for key, label in (("caa", "CAA"), ("pushforward", "one-step shift")):
         v = st[key]
-        out.append((label, f"{v['layer']}, {v['scale']:+g}", f"{v['test']['accuracy']:.3f}",
-                    _gain(v["gain"], v["gain_se"]), v["gain"], v["gain_se"]))
+        out.append(
+            (
+                label,
+                f"{v['layer']}, {v['scale']:+g}",
+                f"{v['test']['accuracy']:.3f}",
+                _gain(v["gain"], v["gain_se"]),
+                v["gain"],
+                v["gain_se"],
+            )
+        )
     for kind, label in (("search", "random-search shift, Best-of-N"), ("random", "random vector, same norm")):
         ks = sorted(int(k.split("_")[1]) for k in st if re.fullmatch(kind + r"_\d+", k))
         if not ks:
@@ -177,26 +215,45 @@ def _vector_rows(m: dict) -> list[tuple[str, str, str, str, float, float]]:
         accs = [st[f"{kind}_{k}"]["test"]["accuracy"] for k in ks]
         acc = f"{accs[0]:.3f} each" if len(set(accs)) == 1 else ", ".join(f"{a:.3f}" for a in accs)
         g = st[f"{kind}_mean"]
-        out.append((f"{label} ({len(ks)} seeds)", "; ".join(chosen), acc,
-                    _gain(g["gain"], g["gain_se"]) + " (SE over seeds)", g["gain"], g["gain_se"]))
+        out.append(
+            (
+                f"{label} ({len(ks)} seeds)",
+                "; ".join(chosen),
+                acc,
+                _gain(g["gain"], g["gain_se"]) + " (SE over seeds)",
+                g["gain"],
+                g["gain_se"],
+            )
+        )
     return out
 
 
 def steering_block(rec: dict, name: str) -> list[str]:
     cfg, m = rec["config"], rec["metrics"]
     b = m["base"]["test"]
-    rows = [f"Layer and scale chosen on the select split, reported on the test split (`metrics.steering_test`). "
-            f"Paper: {PAPER_GAIN}.", "",
-            "| vector | chosen (layer, scale) | test accuracy | gain vs base (paired SE) |", "|---|---|---|---|",
-            f"| base model | — | {_pm(b['accuracy'], b['accuracy_se'])} | — |"]
+    rows = [
+        f"Layer and scale chosen on the select split, reported on the test split (`metrics.steering_test`). "
+        f"Paper: {PAPER_GAIN}.",
+        "",
+        "| vector | chosen (layer, scale) | test accuracy | gain vs base (paired SE) |",
+        "|---|---|---|---|",
+        f"| base model | — | {_pm(b['accuracy'], b['accuracy_se'])} | — |",
+    ]
     rows += [f"| {label} | {ch} | {acc} | {gain} |" for label, ch, acc, gain, _, _ in _vector_rows(m)]
     bo = m["bias_only"]
-    rows.append(f"| bias only (threshold on base margins, fit on select) | — | {bo['test']['accuracy']:.3f} | "
-                f"{_gain(bo['gain'], bo['gain_se'])} |")
-    moved = max(abs(v["test"]["signed_margin"] - b["signed_margin"]) for v in m["steering_test"].values() if "test" in v)
+    rows.append(
+        f"| bias only (threshold on base margins, fit on select) | — | {bo['test']['accuracy']:.3f} | "
+        f"{_gain(bo['gain'], bo['gain_se'])} |"
+    )
+    moved = max(
+        abs(v["test"]["signed_margin"] - b["signed_margin"]) for v in m["steering_test"].values() if "test" in v
+    )
     verdict, why = steering_verdict(m, cfg)
-    rows += ["", f"**Verdict: {verdict}.** {why} The largest change of the test mean signed margin by any vector "
-                 f"is {moved:.3f}."]
+    rows += [
+        "",
+        f"**Verdict: {verdict}.** {why} The largest change of the test mean signed margin by any vector "
+        f"is {moved:.3f}.",
+    ]
     return rows
 
 
@@ -235,41 +292,63 @@ def steering_verdict(m: dict, cfg: dict) -> tuple[str, str]:
 def search_block(rec: dict, name: str) -> list[str]:
     m = rec["metrics"]
     if "search" not in m:
-        return ["This record predates the random-search vectors (it has no `metrics.search`); the block fills in "
-                "when the record is rewritten by `updatescope reproduce steering --quick`."]
+        return [
+            "This record predates the random-search vectors (it has no `metrics.search`); the block fills in "
+            "when the record is rewritten by `updatescope reproduce steering --quick`."
+        ]
     st = m["steering_test"]
     layer = m["grid_select"]["caa"]["layers"][0]
     i = m["cosine"]["layers"].index(layer)
-    rows = ["Per seed: the kept candidate (best on the select split over the N candidates and the norm grid), the "
-            "weight perturbation's own gain in mean signed margin (select, and test for reference), its shadow's "
-            f"cosine with CAA at layer {layer}, and the shadow's steering gain on the test split.", "",
-            "| seed | kept (candidate / N, norm × ‖δθ‖) | weight gain, select | weight gain, test | "
-            f"shadow cosine with CAA, layer {layer} | chosen (layer, scale) | steering gain, test (paired SE) |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "Per seed: the kept candidate (best on the select split over the N candidates and the norm grid), the "
+        "weight perturbation's own gain in mean signed margin (select, and test for reference), its shadow's "
+        f"cosine with CAA at layer {layer}, and the shadow's steering gain on the test split.",
+        "",
+        "| seed | kept (candidate / N, norm × ‖δθ‖) | weight gain, select | weight gain, test | "
+        f"shadow cosine with CAA, layer {layer} | chosen (layer, scale) | steering gain, test (paired SE) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for k, s in enumerate(m["search"]):
         v = st[f"search_{k}"]
-        rows.append(f"| {k} | {s['best']} / {s['n']}, {s['norm']:g} | {s['gain_select']:+.3f} | "
-                    f"{s['gain_heldout']:+.3f} | {s['cosine'][i]:.3f} | {v['layer']}, {v['scale']:+g} | "
-                    f"{_gain(v['gain'], v['gain_se'])} |")
+        rows.append(
+            f"| {k} | {s['best']} / {s['n']}, {s['norm']:g} | {s['gain_select']:+.3f} | "
+            f"{s['gain_heldout']:+.3f} | {s['cosine'][i]:.3f} | {v['layer']}, {v['scale']:+g} | "
+            f"{_gain(v['gain'], v['gain_se'])} |"
+        )
     held = [s["gain_heldout"] for s in m["search"]]
     g = st["search_mean"]
-    verdict = ("the searched perturbations improve the test margin in every seed" if all(x > 0 for x in held) else
-               "the searched perturbations do not improve the test margin in every seed")
+    verdict = (
+        "the searched perturbations improve the test margin in every seed"
+        if all(x > 0 for x in held)
+        else "the searched perturbations do not improve the test margin in every seed"
+    )
     r = m["steering_test"].get("random_mean")
     above_zero = g["gain"] - 2 * g["gain_se"] > 0
     above_random = r is None or g["gain"] - 2 * g["gain_se"] > r["gain"] + 2 * r["gain_se"]
-    verdict += "; their shadows " + ("steer beyond same-norm random vectors" if above_zero and above_random else
-                                     "move the accuracy, but no more than same-norm random vectors do"
-                                     if above_zero else "do not steer")
+    verdict += "; their shadows " + (
+        "steer beyond same-norm random vectors"
+        if above_zero and above_random
+        else "move the accuracy, but no more than same-norm random vectors do"
+        if above_zero
+        else "do not steer"
+    )
     ref = "" if r is None else f"; random vectors {_gain(r['gain'], r['gain_se'])}"
-    rows += ["", f"**Verdict: {verdict}.** Rule: a weight gain counts when > 0 on the test split; the shadows steer "
-                 f"when their mean test gain over seeds minus 2 SE is > 0 and above the same-norm random vectors' "
-                 f"mean + 2 SE (here {_gain(g['gain'], g['gain_se'])}{ref})."]
+    rows += [
+        "",
+        f"**Verdict: {verdict}.** Rule: a weight gain counts when > 0 on the test split; the shadows steer "
+        f"when their mean test gain over seeds minus 2 SE is > 0 and above the same-norm random vectors' "
+        f"mean + 2 SE (here {_gain(g['gain'], g['gain_se'])}{ref}).",
+    ]
     return rows
 
 
-KINDS = {"run": run_block, "setup": setup_block, "cosine": cosine_block, "steering": steering_block,
-         "search": search_block}
+KINDS = {
+    "run": run_block,
+    "setup": setup_block,
+    "cosine": cosine_block,
+    "steering": steering_block,
+    "search": search_block,
+}
 
 
 def block(kind: str, name: str) -> list[str]:

@@ -1,4 +1,5 @@
 """Load a script of ``docs/`` (the table generators, record_noise) by path, as the docs tests do."""
+
 import importlib.util
 from pathlib import Path
 from types import ModuleType

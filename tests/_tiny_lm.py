@@ -1,4 +1,5 @@
 """A tiny random Llama model and a word-level tokenizer for experiment-runner tests."""
+
 from __future__ import annotations
 
 import re
@@ -32,9 +33,16 @@ def tiny_llama(vocab_size: int = 256, hidden: int = 16, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
-                      tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 

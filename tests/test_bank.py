@@ -1,4 +1,5 @@
 """Signature bank: query equals pairwise alignment, config refusal, append, dedup, CLI."""
+
 import json
 import math
 
@@ -10,7 +11,7 @@ import updatescope as us
 from updatescope.cli import main
 from updatescope.errors import IncompatibleSignatureError, SignatureFileError
 from updatescope.models.head_tasks import HeadTaskFamily
-from updatescope.signatures.bank import build_bank, create_bank, dedup, fisher_scores, open_bank, query
+from updatescope.signatures.bank import create_bank, dedup, fisher_scores, open_bank, query
 
 M = 256
 
@@ -18,8 +19,13 @@ M = 256
 @pytest.fixture(scope="module")
 def family():
     fam = HeadTaskFamily(act_dim=16, out_dim=64)
-    sigs = {f"c{c}b{b}": us.FisherSketch(16, 64, sketch_dim=M, seed=0).update_logits(
-        *fam.sample(c, b, 300, seed=10 * c + b)).signature(name=f"c{c}b{b}") for c in range(3) for b in range(3)}
+    sigs = {
+        f"c{c}b{b}": us.FisherSketch(16, 64, sketch_dim=M, seed=0)
+        .update_logits(*fam.sample(c, b, 300, seed=10 * c + b))
+        .signature(name=f"c{c}b{b}")
+        for c in range(3)
+        for b in range(3)
+    }
     target = us.FisherSketch(16, 64, sketch_dim=M, seed=0).update_logits(*fam.sample(0, 0, 300, seed=99)).signature()
     return sigs, target
 
@@ -68,13 +74,18 @@ def test_signature_round_trip_and_cheap_append(tmp_path, family):
 def test_bank_refuses_other_config_and_duplicates(tmp_path, family):
     sigs, target = family
     bank = _bank(tmp_path, sigs)
-    other_seed = us.FisherSketch(16, 64, sketch_dim=M, seed=1).update(torch.randn(10, 16), torch.randn(10, 64)).signature()
+    other_seed = (
+        us.FisherSketch(16, 64, sketch_dim=M, seed=1).update(torch.randn(10, 16), torch.randn(10, 64)).signature()
+    )
     with pytest.raises(IncompatibleSignatureError) as exc:
         bank.append([other_seed], ["x"])
     assert exc.value.field == "seed"
     cfg = target.config
-    other_model = us.FisherSketch(config=type(cfg)(**{**cfg.to_dict(), "fingerprint": "abc"})).update(
-        torch.randn(10, 16), torch.randn(10, 64)).signature()
+    other_model = (
+        us.FisherSketch(config=type(cfg)(**{**cfg.to_dict(), "fingerprint": "abc"}))
+        .update(torch.randn(10, 16), torch.randn(10, 64))
+        .signature()
+    )
     with pytest.raises(IncompatibleSignatureError, match="fingerprint"):
         bank.append([other_model], ["y"])
     with pytest.raises(us.InputError, match="fingerprint"):
@@ -86,8 +97,12 @@ def test_bank_refuses_other_config_and_duplicates(tmp_path, family):
 
 def test_dedup_finds_halves_of_one_corpus_not_different_corpora(tmp_path):
     fam = HeadTaskFamily(act_dim=16, out_dim=64)
+
     def sig(c, b, seed):
-        return us.FisherSketch(16, 64, sketch_dim=M, seed=0).update_logits(*fam.sample(c, b, 400, seed=seed)).signature()
+        return (
+            us.FisherSketch(16, 64, sketch_dim=M, seed=0).update_logits(*fam.sample(c, b, 400, seed=seed)).signature()
+        )
+
     sigs = {"a1": sig(0, 0, 1), "a2": sig(0, 0, 2), "b": sig(1, 1, 3), "c": sig(2, 2, 4)}
     pairs = dedup(_bank(tmp_path, sigs))
     assert [(p.first, p.second) for p in pairs] == [("a1", "a2")]  # negative control: b, c are not duplicates
@@ -102,8 +117,21 @@ def test_cli_index_build_query_dedup(tmp_path, family, capsys):
     us.save_signature(target, tmp_path / "t.safetensors")
     assert main(["index", "build", str(d), "--out", str(tmp_path / "bank")]) == 0
     capsys.readouterr()
-    assert main(["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "t.safetensors"),
-                 "--top", "3", "--json"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "query",
+                str(tmp_path / "bank"),
+                "--target",
+                str(tmp_path / "t.safetensors"),
+                "--top",
+                "3",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert len(out["rows"]) == 3 and out["entries"] == len(sigs)
     assert math.isclose(out["rows"][0]["fisher"], us.alignment(sigs[out["rows"][0]["source"]], target).fisher)
@@ -117,11 +145,13 @@ def test_cli_index_build_query_dedup(tmp_path, family, capsys):
     capsys.readouterr()
     odd = us.FisherSketch(16, 64, sketch_dim=M, seed=5).update(torch.randn(8, 16), torch.randn(8, 64)).signature()
     us.save_signature(odd, tmp_path / "odd.safetensors")
-    for argv in (["index", "build", str(d), str(tmp_path / "odd.safetensors"), "--out", str(tmp_path / "b2")],
-                 ["index", "build", str(d), "--out", str(tmp_path / "bank")],
-                 ["index", "query", str(tmp_path / "nope"), "--target", str(tmp_path / "t.safetensors")],
-                 ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "odd.safetensors")],
-                 ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "t.safetensors"), "--top", "0"]):
+    for argv in (
+        ["index", "build", str(d), str(tmp_path / "odd.safetensors"), "--out", str(tmp_path / "b2")],
+        ["index", "build", str(d), "--out", str(tmp_path / "bank")],
+        ["index", "query", str(tmp_path / "nope"), "--target", str(tmp_path / "t.safetensors")],
+        ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "odd.safetensors")],
+        ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "t.safetensors"), "--top", "0"],
+    ):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("updatescope: error:"), err

@@ -1,6 +1,7 @@
 """Baselines against independent float64 oracles built the obvious way (numpy, loops,
 autograd, brute-force optimisation), plus invariances, the non-identifiability witness and
 degenerate-input errors."""
+
 from __future__ import annotations
 
 import itertools
@@ -56,7 +57,7 @@ def _cka_oracle(x: np.ndarray, y: np.ndarray, center: bool = True) -> float:
     return float(np.sum(cx * cy) / (np.linalg.norm(cx) * np.linalg.norm(cy)))
 
 
-@pytest.mark.parametrize("n_s,n_t,d", [(40, 30, 5), (4, 3, 9)])   # d×d route, n×n route
+@pytest.mark.parametrize("n_s,n_t,d", [(40, 30, 5), (4, 3, 9)])  # d×d route, n×n route
 @pytest.mark.parametrize("center", [True, False])
 def test_cka_matches_covariance_cosine(n_s, n_t, d, center):
     x, y = _acts(n_s, d, 1), _acts(n_t, d, 2)
@@ -79,8 +80,10 @@ def test_cka_invariances():
 # ------------------------------------------------------------------------------ RSA
 def _rsa_oracle(x: np.ndarray, y: np.ndarray) -> float:
     d = x.shape[1]
-    rdm = lambda a: [1 - np.corrcoef(a[:, i], a[:, j])[0, 1]  # noqa: E731
-                     for i, j in itertools.combinations(range(d), 2)]
+    rdm = lambda a: [
+        1 - np.corrcoef(a[:, i], a[:, j])[0, 1]  # noqa: E731
+        for i, j in itertools.combinations(range(d), 2)
+    ]
     return float(stats.spearmanr(rdm(x), rdm(y))[0])
 
 
@@ -144,8 +147,9 @@ def _logme_oracle(f: np.ndarray, labels: np.ndarray) -> float:
         neg = lambda p: -_log_evidence(f, y, np.exp(p[0]), np.exp(p[1]))  # noqa: E731
         grid = np.linspace(-8, 8, 41)
         best = min(itertools.product(grid, grid), key=neg)
-        res = optimize.minimize(neg, best, method="Nelder-Mead",
-                                options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 5000})
+        res = optimize.minimize(
+            neg, best, method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 5000}
+        )
         out.append(-res.fun / len(y))
     return float(np.mean(out))
 
@@ -174,7 +178,7 @@ def test_logme_invariances_and_signal():
 # -------------------------------------------------------------------------- H-score
 def _hscore_oracle(f: np.ndarray, labels: np.ndarray) -> float:
     cov_f = np.cov(f, rowvar=False, bias=True)
-    cond = np.stack([f[labels == y].mean(0) for y in labels])      # E[f | y_i] per row
+    cond = np.stack([f[labels == y].mean(0) for y in labels])  # E[f | y_i] per row
     cov_g = np.cov(cond, rowvar=False, bias=True)
     return float(np.trace(np.linalg.pinv(cov_f, rcond=1e-10) @ cov_g))
 
@@ -185,7 +189,7 @@ def test_hscore_matches_formula_and_invariances():
     f = r.standard_normal((40, 6)) + np.eye(4, 6)[labels]
     ref = hscore(f, labels)
     assert ref == pytest.approx(_hscore_oracle(f, labels), rel=1e-10)
-    m = r.standard_normal((6, 6)) + 3 * np.eye(6)                   # invertible map
+    m = r.standard_normal((6, 6)) + 3 * np.eye(6)  # invertible map
     perm = r.permutation(40)
     assert hscore(f @ m, labels) == pytest.approx(ref, rel=1e-8)
     assert hscore(f[perm], labels[perm]) == pytest.approx(ref, rel=1e-12)
@@ -198,11 +202,11 @@ def test_hscore_matches_formula_and_invariances():
 def _leep_oracle(theta: np.ndarray, labels: np.ndarray) -> float:
     n, z_dim = theta.shape
     ys = sorted(set(labels.tolist()))
-    joint = {(y, z): sum(theta[i, z] for i in range(n) if labels[i] == y) / n
-             for y in ys for z in range(z_dim)}
+    joint = {(y, z): sum(theta[i, z] for i in range(n) if labels[i] == y) / n for y in ys for z in range(z_dim)}
     pz = [sum(joint[(y, z)] for y in ys) for z in range(z_dim)]
-    return float(np.mean([np.log(sum(joint[(labels[i], z)] / pz[z] * theta[i, z]
-                                     for z in range(z_dim))) for i in range(n)]))
+    return float(
+        np.mean([np.log(sum(joint[(labels[i], z)] / pz[z] * theta[i, z] for z in range(z_dim))) for i in range(n)])
+    )
 
 
 def test_leep_matches_loops_and_hand_case():
@@ -241,8 +245,7 @@ def test_mean_gradient_cosine_matches_autograd(method, block):
     g_s, g_t = _autograd_mean_grad(a_s, w, y_s), _autograd_mean_grad(a_t, w, y_t)
     oracle = float((g_s * g_t).sum() / (g_s.norm() * g_t.norm()))
     err = lambda a, y: _softmax(a @ w.numpy().T) - np.eye(k)[y]  # noqa: E731
-    got = mean_gradient_cosine(a_s, err(a_s, y_s), a_t, err(a_t, y_t), method=method,
-                               block_entries=block)
+    got = mean_gradient_cosine(a_s, err(a_s, y_s), a_t, err(a_t, y_t), method=method, block_entries=block)
     assert got == pytest.approx(oracle, rel=1e-12, abs=1e-14)
 
 
@@ -250,10 +253,8 @@ def test_mean_gradient_cosine_outer_oracle_and_invariances():
     r = _rng(61)
     a_s, a_t = r.standard_normal((11, 4)), r.standard_normal((8, 4))
     e_s, e_t = r.standard_normal((11, 6)), r.standard_normal((8, 6))
-    g_s = torch.stack([torch.outer(torch.from_numpy(e), torch.from_numpy(a))
-                       for e, a in zip(e_s, a_s)]).mean(0)
-    g_t = torch.stack([torch.outer(torch.from_numpy(e), torch.from_numpy(a))
-                       for e, a in zip(e_t, a_t)]).mean(0)
+    g_s = torch.stack([torch.outer(torch.from_numpy(e), torch.from_numpy(a)) for e, a in zip(e_s, a_s)]).mean(0)
+    g_t = torch.stack([torch.outer(torch.from_numpy(e), torch.from_numpy(a)) for e, a in zip(e_t, a_t)]).mean(0)
     oracle = float((g_s * g_t).sum() / (g_s.norm() * g_t.norm()))
     ref = mean_gradient_cosine(a_s, e_s, a_t, e_t, method="pairs")
     assert ref == pytest.approx(oracle, rel=1e-12)
@@ -279,8 +280,7 @@ def _witness_streams() -> tuple[TaskStream, TaskStream]:
         y = np.arange(n) % 3
         e[:, block] = p - np.eye(3)[y]
         errs.append(e)
-    return (TaskStream(acts, errors=errs[0], name="src"),
-            TaskStream(acts.copy(), errors=errs[1], name="tgt"))
+    return (TaskStream(acts, errors=errs[0], name="src"), TaskStream(acts.copy(), errors=errs[1], name="tgt"))
 
 
 def test_witness_activation_metrics_say_one_gradients_say_zero():
@@ -324,7 +324,7 @@ def test_registry_runs_every_method_on_streams():
     def stream(seed: int, name: str) -> TaskStream:
         a = _acts(n, d, seed)
         y = np.arange(n) % k
-        y[0] = -100                                   # ignored row
+        y[0] = -100  # ignored row
         return TaskStream(a, probs=_softmax(a @ w.T), labels=y, name=name)
 
     s, t = stream(92, "s"), stream(93, "t")
@@ -353,10 +353,10 @@ def _one_line(exc: pytest.ExceptionInfo) -> str:
 def test_more_classes_than_samples_raise(fn):
     f = _rng(0).standard_normal((10, 3))
     with pytest.raises(InputError) as e:
-        fn(f, np.arange(10))                          # 10 classes, one example each
+        fn(f, np.arange(10))  # 10 classes, one example each
     assert "fewer than 2" in _one_line(e)
     with pytest.raises(InputError) as e:
-        fn(f, np.zeros(10, dtype=int))                # one class: nothing to predict
+        fn(f, np.zeros(10, dtype=int))  # one class: nothing to predict
     _one_line(e)
 
 
@@ -365,7 +365,7 @@ def test_leep_degenerate_raise():
     with pytest.raises(InputError):
         leep(theta, np.arange(10))
     with pytest.raises(InputError):
-        leep(theta * 2, np.arange(10) % 2)            # rows are not distributions
+        leep(theta * 2, np.arange(10) % 2)  # rows are not distributions
     with pytest.raises(InputError) as e:
         leep(theta, np.arange(10) % 2, max_entries=7)  # 2×4 joint over a tiny budget
     assert "budget" in _one_line(e)
@@ -384,14 +384,14 @@ def test_bad_shapes_and_values_raise():
     with pytest.raises(InputError):
         linear_cka(x, _acts(10, 5, 1))
     with pytest.raises(InputError):
-        linear_cka(x, np.ones((10, 4)))               # zero covariance
+        linear_cka(x, np.ones((10, 4)))  # zero covariance
     with pytest.raises(InputError):
-        rsa(x[:, :2], x[:, :2])                       # fewer than 3 features
+        rsa(x[:, :2], x[:, :2])  # fewer than 3 features
     bad = x.copy()
     bad[0, 0] = np.nan
     with pytest.raises(InputError):
         svcca(bad, x)
     with pytest.raises(InputError):
-        mean_gradient_cosine(x, np.zeros((10, 3)), x, np.ones((10, 3)))   # zero gradient
+        mean_gradient_cosine(x, np.zeros((10, 3)), x, np.ones((10, 3)))  # zero gradient
     with pytest.raises(InputError):
         mean_gradient_cosine(x, np.ones((9, 3)), x, np.ones((10, 3)))

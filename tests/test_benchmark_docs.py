@@ -1,5 +1,6 @@
 """Tables generated from benchmark records (benchmarks/README.md, README.md) match the records,
 and the ``--table`` renderers of the reference benchmarks give one labelled group per record."""
+
 import json
 import re
 import subprocess
@@ -17,8 +18,9 @@ def _check_blocks(doc: str) -> None:
     blocks = BLOCK.findall(text)
     assert blocks, f"no generated table in {doc}"
     for script, args, body in blocks:
-        out = subprocess.run([sys.executable, script, *args.split()], cwd=ROOT, capture_output=True, text=True,
-                             timeout=120, check=True).stdout.strip()
+        out = subprocess.run(
+            [sys.executable, script, *args.split()], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+        ).stdout.strip()
         assert body.strip() == out, f"{doc}: {script} {args}: the table differs from the record; regenerate it"
 
 
@@ -31,13 +33,25 @@ def test_generated_readme_tables_match_their_records():
 
 
 def _table(script: str, *paths: Path, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, f"benchmarks/{script}.py", "--table", "+".join(map(str, paths))],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=check)
+    return subprocess.run(
+        [sys.executable, f"benchmarks/{script}.py", "--table", "+".join(map(str, paths))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+    )
 
 
 def _rows(out: str) -> list[str]:
-    return [ln for ln in out.splitlines() if ln.startswith("| ") and not ln.startswith("| K |")
-            and not ln.startswith("| (d, K)") and not ln.startswith("| | ")]
+    return [
+        ln
+        for ln in out.splitlines()
+        if ln.startswith("| ")
+        and not ln.startswith("| K |")
+        and not ln.startswith("| (d, K)")
+        and not ln.startswith("| | ")
+    ]
 
 
 def _notes(out: str) -> list[str]:
@@ -57,15 +71,26 @@ def test_estimator_accuracy_table_has_one_group_per_record(tmp_path):
 
     fam = {"n_per_task": 10, "n_pairs": 3, "exact_range": {"coupling": [0.9, 1.1]}}
     by_dim = {"256": dim("stack/spread"), "512": dim("stack/spread"), "4096": dim("stack/stack")}
-    new = _write(tmp_path / "estimator_accuracy.json",
-                 {"config": {"seeds": 2}, "metrics": {"K=1000": fam | {"act_dim": 128, "by_dim": by_dim}}})
-    old = _write(tmp_path / "estimator_accuracy_dense_srht.json", {"config": {"seeds": 3}, "metrics": {"K=1000": fam | {
-        "error_map": "dense", "by_dim": {"256": dim(rho=0.8), "4096": dim(rho=0.8)}}}})
+    new = _write(
+        tmp_path / "estimator_accuracy.json",
+        {"config": {"seeds": 2}, "metrics": {"K=1000": fam | {"act_dim": 128, "by_dim": by_dim}}},
+    )
+    old = _write(
+        tmp_path / "estimator_accuracy_dense_srht.json",
+        {
+            "config": {"seeds": 3},
+            "metrics": {"K=1000": fam | {"error_map": "dense", "by_dim": {"256": dim(rho=0.8), "4096": dim(rho=0.8)}}},
+        },
+    )
     out = _table("estimator_accuracy", new, old).stdout
     rows = _rows(out)
     assert len(rows) == 4  # 512 is not a table dim
-    assert [r.split(" | ")[1] for r in rows] == ["stack/spread (default)", "stack/stack (default)",
-                                                  "dense/dense (earlier default)", "dense/dense (earlier default)"]
+    assert [r.split(" | ")[1] for r in rows] == [
+        "stack/spread (default)",
+        "stack/stack (default)",
+        "dense/dense (earlier default)",
+        "dense/dense (earlier default)",
+    ]
     assert "**0.900 / 0.010**" in rows[1] and "**0.800 / 0.010**" in rows[3] and "−0.05 / 0.040" in rows[0]
     notes = _notes(out)
     assert len(notes) == 2
@@ -83,16 +108,20 @@ def test_accuracy_vs_reference_table_has_one_group_per_record(tmp_path):
             return {k: {"median_abs_err": err, "spearman": 0.95} for k in ("fisher", "activation", "error")}
 
         cfg = {"d": 128, "k": 49152, "m": 4096, "n": 30, "seeds": 2, "n_tasks": 4, "n_pairs": 6}
-        return {"config": cfg | ({"maps": maps} if maps else {}),
-                "metrics": {"mean_over_seeds": {"updatescope": side(0.02), "fishersketch": side(peer_err)}}}
+        return {
+            "config": cfg | ({"maps": maps} if maps else {}),
+            "metrics": {"mean_over_seeds": {"updatescope": side(0.02), "fishersketch": side(peer_err)}},
+        }
 
     new = _write(tmp_path / "accuracy_vs_reference.json", rec(0.04, "stack/spread"))
     old = _write(tmp_path / "accuracy_vs_reference_dense_srht.json", rec(0.05))
     rows = _rows(_table("accuracy_vs_reference", new, old).stdout)
     assert [r.split(":")[0] for r in rows] == [
-        "| updatescope, stack/spread (default)", "| updatescope, dense/srht (earlier default)",
+        "| updatescope, stack/spread (default)",
+        "| updatescope, dense/srht (earlier default)",
         "| fishersketch, run beside stack/spread (default)",
-        "| fishersketch, run beside dense/srht (earlier default)"]
+        "| fishersketch, run beside dense/srht (earlier default)",
+    ]
     assert "0.0400 / 0.950" in rows[2] and "0.0500 / 0.950" in rows[3]
     same = _write(tmp_path / "accuracy_vs_reference_dense_srht.json", rec(0.04))
     out = _table("accuracy_vs_reference", new, same).stdout
@@ -103,19 +132,32 @@ def test_accuracy_vs_reference_table_has_one_group_per_record(tmp_path):
 
 def test_speed_vs_reference_table_has_one_group_per_record(tmp_path):
     def rec(maps, ours):
-        row = lambda d, k, mp: {"act_dim": d, "out_dim": k, "sketch_dim": 4096, "n": 64, "maps": mp,  # noqa: E731
-                                "ours_samples_per_s": ours, "ref_samples_per_s": 50.0, "speedup": ours / 50.0,
-                                "ref_version": "0.2.1"}
-        return {"config": {"m": 4096, "n": 64, "threads": 2, "reps": 3},
-                "rows": [row(576, 49152, maps[0]), row(4096, 128256, maps[1])]}
+        row = lambda d, k, mp: {
+            "act_dim": d,
+            "out_dim": k,
+            "sketch_dim": 4096,
+            "n": 64,
+            "maps": mp,  # noqa: E731
+            "ours_samples_per_s": ours,
+            "ref_samples_per_s": 50.0,
+            "speedup": ours / 50.0,
+            "ref_version": "0.2.1",
+        }
+        return {
+            "config": {"m": 4096, "n": 64, "threads": 2, "reps": 3},
+            "rows": [row(576, 49152, maps[0]), row(4096, 128256, maps[1])],
+        }
 
     new = _write(tmp_path / "speed_vs_reference.json", rec(("stack/spread", "stack/spread"), 2000.0))
     old = _write(tmp_path / "speed_vs_reference_dense_srht.json", rec(("dense/srht", "srht/srht"), 1000.0))
     out = _table("speed_vs_reference", new, old).stdout
     rows = _rows(out)
     assert [r.split(" | ")[:2] for r in rows] == [
-        ["| (576, 49,152)", "stack/spread (default)"], ["| (4096, 128,256)", "stack/spread (default)"],
-        ["| (576, 49,152)", "dense/srht (earlier default)"], ["| (4096, 128,256)", "srht/srht (earlier default)"]]
+        ["| (576, 49,152)", "stack/spread (default)"],
+        ["| (4096, 128,256)", "stack/spread (default)"],
+        ["| (576, 49,152)", "dense/srht (earlier default)"],
+        ["| (4096, 128,256)", "srht/srht (earlier default)"],
+    ]
     assert rows[0].endswith("| 2,000 | 50.0 | **40.0×** |") and rows[2].endswith("| 1,000 | 50.0 | **20.0×** |")
     notes = _notes(out)
     assert len(notes) == 2
@@ -125,6 +167,12 @@ def test_speed_vs_reference_table_has_one_group_per_record(tmp_path):
 
 @pytest.mark.parametrize("script", ["estimator_accuracy", "accuracy_vs_reference", "speed_vs_reference"])
 def test_reference_benchmarks_keep_their_cli(script):
-    out = subprocess.run([sys.executable, f"benchmarks/{script}.py", "--help"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, f"benchmarks/{script}.py", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert "--table" in out and "--out" in out

@@ -1,4 +1,5 @@
 """Causal-LM capture on a tiny random Llama: exact activations, logits, labels and masks."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,13 @@ VOCAB = 97
 def tiny():
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
         tie_word_embeddings=False,
     )
     model = transformers.LlamaForCausalLM(cfg).eval()
@@ -47,15 +53,21 @@ def _reference(model, ids):
 
 def _collect(batches):
     batches = list(batches)
-    return (torch.cat([b.acts for b in batches]), torch.cat([b.logits for b in batches]),
-            torch.cat([b.labels for b in batches]), len(batches))
+    return (
+        torch.cat([b.acts for b in batches]),
+        torch.cat([b.logits for b in batches]),
+        torch.cat([b.labels for b in batches]),
+        len(batches),
+    )
 
 
 def test_matches_unpadded_oracle_with_padding_and_batching(tiny):
     docs = _docs([5, 17, 9, 30, 2])
     acts, logits, labels, nb = _collect(capture_causal_lm(tiny, docs, token_budget=64, progress=False))
     ref = [_reference(tiny, d) for d in docs]
-    ref_a = torch.cat([r[0] for r in ref]); ref_z = torch.cat([r[1] for r in ref]); ref_y = torch.cat([r[2] for r in ref])
+    ref_a = torch.cat([r[0] for r in ref])
+    ref_z = torch.cat([r[1] for r in ref])
+    ref_y = torch.cat([r[2] for r in ref])
     assert nb > 1  # budget forced several batches, with right padding inside them
     assert labels.dtype == torch.int64 and acts.dtype == logits.dtype == torch.float32
     assert acts.shape == (sum(len(d) - 1 for d in docs), 32) and logits.shape[1] == VOCAB
@@ -172,8 +184,9 @@ def test_linear_capture_and_head_lookup(tiny):
         find_output_linear(torch.nn.Sequential(torch.nn.ReLU()))
 
 
-@pytest.mark.parametrize("kw", [dict(token_budget=64), dict(max_tokens=25, token_budget=32),
-                                dict(positions=[[-1], [2, 5]], token_budget=64)])
+@pytest.mark.parametrize(
+    "kw", [dict(token_budget=64), dict(max_tokens=25, token_budget=32), dict(positions=[[-1], [2, 5]], token_budget=64)]
+)
 def test_uncompacted_batches_hold_the_same_records(tiny, kw):
     """compact=False: every position, -100 where not counted; the counted rows are the compact ones."""
     docs = _docs([20, 9, 17]) if "positions" not in kw else _docs([6, 9])

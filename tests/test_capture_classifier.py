@@ -1,4 +1,5 @@
 """Classifier-head capture: tiny model oracle, label checks, EfficientNet-lite0 if installed."""
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,8 @@ def test_matches_oracle_and_respects_max_examples():
     y = torch.randint(0, 5, (10,))
     batches = [(x[:4], y[:4]), (x[4:], y[4:])]
     out = list(capture_classifier(model, batches, max_examples=7, progress=False))
-    acts = torch.cat([b.acts for b in out]); logits = torch.cat([b.logits for b in out])
+    acts = torch.cat([b.acts for b in out])
+    logits = torch.cat([b.logits for b in out])
     labels = torch.cat([b.labels for b in out])
     with torch.no_grad():
         ref_a = torch.tanh(model[0](x[:7]))

@@ -1,5 +1,6 @@
 """End-to-end CLI through main([...]): sketch + rank + inspect on a tiny saved Llama model,
 and one-line errors with a non-zero exit and no half-written output on bad input."""
+
 import json
 
 import pytest
@@ -7,8 +8,10 @@ import torch
 
 from updatescope.cli import main
 
-WORDS = ("the a of to and in is it for on with as at by def return class import self if else for while "
-         "x y z 0 1 2 3 4 5 6 7 8 9 ( ) : = + - * , . C O N c1 ccc").split()
+WORDS = (
+    "the a of to and in is it for on with as at by def return class import self if else for while "
+    "x y z 0 1 2 3 4 5 6 7 8 9 ( ) : = + - * , . C O N c1 ccc"
+).split()
 
 
 def _save_tiny(path, seed):
@@ -22,9 +25,16 @@ def _save_tiny(path, seed):
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]")
     torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                                   pad_token_id=0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
     transformers.LlamaForCausalLM(cfg).save_pretrained(path)
     fast.save_pretrained(path)
     return path
@@ -38,15 +48,22 @@ def models(tmp_path_factory):
 @pytest.fixture
 def corpora(tmp_path):
     g = torch.Generator().manual_seed(0)
+
     def write(name, words, n_docs=30, jsonl=False):
-        docs = [" ".join(words[int(i)] for i in torch.randint(0, len(words), (40,), generator=g)) for _ in range(n_docs)]
+        docs = [
+            " ".join(words[int(i)] for i in torch.randint(0, len(words), (40,), generator=g)) for _ in range(n_docs)
+        ]
         p = tmp_path / name
         p.write_text("\n".join(json.dumps({"text": d}) for d in docs) if jsonl else "\n".join(docs))
         return p
+
     code = "def return class import self if else x y z ( ) : = +".split()
     prose = "the a of to and in is it for on with as at by".split()
-    return {"code": write("code.txt", code), "code2": write("code2.jsonl", code, jsonl=True),
-            "prose": write("prose.txt", prose)}
+    return {
+        "code": write("code.txt", code),
+        "code2": write("code2.jsonl", code, jsonl=True),
+        "prose": write("prose.txt", prose),
+    }
 
 
 def _run(capsys, *argv):
@@ -59,8 +76,21 @@ def test_sketch_rank_inspect(models, corpora, tmp_path, capsys):
     sigs = {}
     for name in ("code", "code2", "prose"):
         sigs[name] = tmp_path / f"{name}.safetensors"
-        rc, out, err = _run(capsys, "sketch", "--model", models[0], "--data", corpora[name], "--out", sigs[name],
-                            "--sketch-dim", 256, "--quiet", "--max-tokens", 800)
+        rc, out, err = _run(
+            capsys,
+            "sketch",
+            "--model",
+            models[0],
+            "--data",
+            corpora[name],
+            "--out",
+            sigs[name],
+            "--sketch-dim",
+            256,
+            "--quiet",
+            "--max-tokens",
+            800,
+        )
         assert rc == 0, err
         assert "wrote" in out
     rc, out, _ = _run(capsys, "rank", "--target", sigs["code"], sigs["prose"], sigs["code2"], "--json")
@@ -94,8 +124,9 @@ def test_sketch_bad_input_one_line(models, corpora, tmp_path, capsys, case):
         data.write_text('{"txt": "x"}\n')
     elif case == "out-dir-missing":
         out = tmp_path / "missing-dir" / "o.safetensors"
-    rc, outs, err = _run(capsys, "sketch", "--model", model, "--data", data, "--out", out, "--quiet",
-                         "--sketch-dim", 64)
+    rc, outs, err = _run(
+        capsys, "sketch", "--model", model, "--data", data, "--out", out, "--quiet", "--sketch-dim", 64
+    )
     assert rc != 0
     assert err.startswith("updatescope: error:") and err.count("\n") == 1, err
     assert "Traceback" not in err
@@ -105,8 +136,24 @@ def test_sketch_bad_input_one_line(models, corpora, tmp_path, capsys, case):
 def test_rank_refuses_other_model_and_corrupt(models, corpora, tmp_path, capsys):
     a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
     for sig, model in ((a, models[0]), (b, models[1])):
-        assert _run(capsys, "sketch", "--model", model, "--data", corpora["code"], "--out", sig, "--quiet",
-                    "--sketch-dim", 64, "--max-tokens", 200)[0] == 0
+        assert (
+            _run(
+                capsys,
+                "sketch",
+                "--model",
+                model,
+                "--data",
+                corpora["code"],
+                "--out",
+                sig,
+                "--quiet",
+                "--sketch-dim",
+                64,
+                "--max-tokens",
+                200,
+            )[0]
+            == 0
+        )
     rc, _, err = _run(capsys, "rank", "--target", a, b)
     assert rc == 2 and "fingerprint differs" in err and err.count("\n") == 1
     bad = tmp_path / "bad.safetensors"
@@ -157,7 +204,7 @@ def test_parse_settings():
     from updatescope.errors import InputError
     from updatescope.experiments.settings import parse_settings
 
-    s = parse_settings(["ground_truth=head", "lora.lr=3e-4", "lora.targets=[\"q_proj\"]", "domains=null"])
+    s = parse_settings(["ground_truth=head", "lora.lr=3e-4", 'lora.targets=["q_proj"]', "domains=null"])
     assert s == {"ground_truth": "head", "lora": {"lr": 3e-4, "targets": ["q_proj"]}, "domains": None}
     with pytest.raises(InputError, match="conflicts"):
         parse_settings(["lora.lr=1", "lora=2"])
@@ -165,10 +212,46 @@ def test_parse_settings():
 
 def test_sketch_map_choice_recorded_and_checked(models, corpora, tmp_path, capsys):
     fold, auto = tmp_path / "fold.safetensors", tmp_path / "auto.safetensors"
-    assert _run(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out", fold, "--quiet",
-                "--sketch-dim", 64, "--max-tokens", 200, "--act-map", "fold", "--error-map", "fold")[0] == 0
-    assert _run(capsys, "sketch", "--model", models[0], "--data", corpora["prose"], "--out", auto, "--quiet",
-                "--sketch-dim", 64, "--max-tokens", 200)[0] == 0
+    assert (
+        _run(
+            capsys,
+            "sketch",
+            "--model",
+            models[0],
+            "--data",
+            corpora["code"],
+            "--out",
+            fold,
+            "--quiet",
+            "--sketch-dim",
+            64,
+            "--max-tokens",
+            200,
+            "--act-map",
+            "fold",
+            "--error-map",
+            "fold",
+        )[0]
+        == 0
+    )
+    assert (
+        _run(
+            capsys,
+            "sketch",
+            "--model",
+            models[0],
+            "--data",
+            corpora["prose"],
+            "--out",
+            auto,
+            "--quiet",
+            "--sketch-dim",
+            64,
+            "--max-tokens",
+            200,
+        )[0]
+        == 0
+    )
     rc, out, _ = _run(capsys, "inspect", fold, "--json")
     cfg = json.loads(out)[0]["config"]
     assert (cfg["act_map"], cfg["error_map"]) == ("fold", "fold")
@@ -178,9 +261,37 @@ def test_sketch_map_choice_recorded_and_checked(models, corpora, tmp_path, capsy
 
 def test_countsketch_is_announced_where_it_is_chosen(models, corpora, tmp_path, capsys):
     out = tmp_path / "cs.safetensors"
-    rc, _, err = _run(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out", out, "--quiet",
-                      "--sketch-dim", 64, "--max-tokens", 200, "--error-map", "countsketch")
+    rc, _, err = _run(
+        capsys,
+        "sketch",
+        "--model",
+        models[0],
+        "--data",
+        corpora["code"],
+        "--out",
+        out,
+        "--quiet",
+        "--sketch-dim",
+        64,
+        "--max-tokens",
+        200,
+        "--error-map",
+        "countsketch",
+    )
     assert rc == 0 and "countsketch" in err and "never marked trusted" in err
-    rc, _, err = _run(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out",
-                      tmp_path / "auto.safetensors", "--quiet", "--sketch-dim", 64, "--max-tokens", 200)
+    rc, _, err = _run(
+        capsys,
+        "sketch",
+        "--model",
+        models[0],
+        "--data",
+        corpora["code"],
+        "--out",
+        tmp_path / "auto.safetensors",
+        "--quiet",
+        "--sketch-dim",
+        64,
+        "--max-tokens",
+        200,
+    )
     assert rc == 0 and "countsketch" not in err

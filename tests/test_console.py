@@ -1,4 +1,5 @@
 """Terminal tables: readable at 80 columns, and text from files is never read as markup."""
+
 import pytest
 from rich.console import Console
 
@@ -7,9 +8,23 @@ from updatescope.select.rank import Ranking, RankRow
 
 
 def _ranking(name="code", note="error geometry limits it"):
-    rows = tuple(RankRow(source=f"{name}-{i}", fisher=0.5 - 0.1 * i, activation=0.9, error=0.6, coupling=1.0,
-                         fisher_se=0.01, activation_se=0.01, error_se=0.02, coupling_se=0.05, n_source=1000,
-                         trusted=True, note=note) for i in range(3))
+    rows = tuple(
+        RankRow(
+            source=f"{name}-{i}",
+            fisher=0.5 - 0.1 * i,
+            activation=0.9,
+            error=0.6,
+            coupling=1.0,
+            fisher_se=0.01,
+            activation_se=0.01,
+            error_se=0.02,
+            coupling_se=0.05,
+            n_source=1000,
+            trusted=True,
+            note=note,
+        )
+        for i in range(3)
+    )
     return Ranking(target="prose", rows=rows, regime="separable", explanation="both marginals vary")
 
 
@@ -37,8 +52,16 @@ def test_names_from_files_are_not_markup(hostile):
 
 def test_method_table_handles_missing_values():
     console = Console(width=80, record=True, color_system=None)
-    head = {"fisher": {"top1": 0.5, "oracle_normalised": None, "regret_mean": float("nan"), "regret_max": 0.1,
-                       "spearman": 0.3}, "logme": {"error": "cannot [b]run[/b]"}}
+    head = {
+        "fisher": {
+            "top1": 0.5,
+            "oracle_normalised": None,
+            "regret_mean": float("nan"),
+            "regret_max": 0.1,
+            "spearman": 0.3,
+        },
+        "logme": {"error": "cannot [b]run[/b]"},
+    }
     print_method_table(head, {"leep": "too few examples"}, console)
     text = console.export_text()
     assert "n/a" in text and "cannot [b]run[/b]" in text and "leep: cannot run: too few examples" in text

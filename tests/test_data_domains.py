@@ -1,4 +1,5 @@
 """Built-in domains: enough families, disjoint and deterministic splits, real text."""
+
 from __future__ import annotations
 
 import hashlib

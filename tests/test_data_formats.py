@@ -1,6 +1,7 @@
 """Tables people have (JSONL/JSON/CSV/parquet/arrow/datasets folder) with column options:
 every format reads the same rows, completion-only and assistant-only positions are exact,
 and bad input is one InputError line."""
+
 import csv
 import json
 
@@ -12,9 +13,11 @@ from updatescope.data.formats import Columns, read_examples, read_table, to_exam
 from updatescope.errors import InputError
 from updatescope.signatures.io import load_signature
 
-ROWS = [{"doc": "def x ( ) : return 1", "q": "the a of", "a": "x = 1 + 2", "id": 1},
-        {"doc": "class C : y = 3", "q": "to and in", "a": "return self", "id": 2},
-        {"doc": "import z if x else y", "q": "is it for", "a": "( 4 * 5 )", "id": 3}]
+ROWS = [
+    {"doc": "def x ( ) : return 1", "q": "the a of", "a": "x = 1 + 2", "id": 1},
+    {"doc": "class C : y = 3", "q": "to and in", "a": "return self", "id": 2},
+    {"doc": "import z if x else y", "q": "is it for", "a": "( 4 * 5 )", "id": 3},
+]
 
 
 @pytest.fixture(autouse=True)
@@ -53,11 +56,20 @@ def test_every_format_reads_the_same_rows(tmp_path):
     assert len(read_examples([paths["csv"], paths["parquet"]], Columns(text="doc"))) == 6
 
 
-@pytest.mark.parametrize("case, needle", [
-    ("missing", "no column 'body'"), ("nonstring", "must be a string, got int"), ("empty", "empty"),
-    ("json_dict", "expected a JSON list"), ("badjson", "invalid JSON"), ("plain", "need a table"),
-    ("nochat", "no assistant turn"), ("both", "choose one"), ("half", "go together"),
-])
+@pytest.mark.parametrize(
+    "case, needle",
+    [
+        ("missing", "no column 'body'"),
+        ("nonstring", "must be a string, got int"),
+        ("empty", "empty"),
+        ("json_dict", "expected a JSON list"),
+        ("badjson", "invalid JSON"),
+        ("plain", "need a table"),
+        ("nochat", "no assistant turn"),
+        ("both", "choose one"),
+        ("half", "go together"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, case, needle):
     p = tmp_path / "t.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
@@ -98,8 +110,10 @@ def tiny(tmp_path_factory):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path)
-    tok.chat_template = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} . {% endfor %}"
-                         "{% if add_generation_prompt %}assistant : {% endif %}")
+    tok.chat_template = (
+        "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} . {% endfor %}"
+        "{% if add_generation_prompt %}assistant : {% endif %}"
+    )
     tok.save_pretrained(path)
     return path, tok
 
@@ -111,8 +125,16 @@ def test_completion_and_assistant_positions(tiny):
         n_prompt = len(tok(r["q"])["input_ids"])
         assert ids[n_prompt:] == tok(r["a"], add_special_tokens=False)["input_ids"]
         assert p == list(range(n_prompt, len(ids)))  # exactly the completion's tokens
-    chat = [{"m": [{"role": "user", "content": "the a"}, {"role": "assistant", "content": "x = 1"},
-                   {"role": "user", "content": "of"}, {"role": "assistant", "content": "return"}]}]
+    chat = [
+        {
+            "m": [
+                {"role": "user", "content": "the a"},
+                {"role": "assistant", "content": "x = 1"},
+                {"role": "user", "content": "of"},
+                {"role": "assistant", "content": "return"},
+            ]
+        }
+    ]
     (ids,), (p,) = to_examples(chat, Columns(messages="m"), tok)
     vocab = {v: k for k, v in tok.get_vocab().items()}
     assert [vocab[ids[i]] for i in p] == ["x", "=", "1", ".", "return", "."]  # assistant turns only
@@ -124,8 +146,27 @@ def test_cli_parquet_prompt_completion(tiny, tmp_path, capsys):
     outs = {}
     for fmt in ("jsonl", "parquet", "folder"):
         outs[fmt] = tmp_path / f"{fmt}.safetensors"
-        assert main(["sketch", "--model", str(model), "--data", str(paths[fmt]), "--out", str(outs[fmt]),
-                     "--prompt-column", "q", "--completion-column", "a", "--sketch-dim", "64", "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "sketch",
+                    "--model",
+                    str(model),
+                    "--data",
+                    str(paths[fmt]),
+                    "--out",
+                    str(outs[fmt]),
+                    "--prompt-column",
+                    "q",
+                    "--completion-column",
+                    "a",
+                    "--sketch-dim",
+                    "64",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
     sigs = {k: load_signature(v) for k, v in outs.items()}
     n_completion = 4 * sum(len(tok(r["a"], add_special_tokens=False)["input_ids"]) for r in ROWS)
     assert sigs["jsonl"].count == n_completion
@@ -133,11 +174,40 @@ def test_cli_parquet_prompt_completion(tiny, tmp_path, capsys):
     for k in ("parquet", "folder"):
         assert torch.equal(sigs[k].sums, sigs["jsonl"].sums)
     full = tmp_path / "full.safetensors"
-    assert main(["sketch", "--model", str(model), "--data", str(paths["csv"]), "--out", str(full),
-                 "--text-column", "doc", "--sketch-dim", "64", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "sketch",
+                "--model",
+                str(model),
+                "--data",
+                str(paths["csv"]),
+                "--out",
+                str(full),
+                "--text-column",
+                "doc",
+                "--sketch-dim",
+                "64",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert load_signature(full).count != n_completion  # negative control: another column, other tokens
     capsys.readouterr()
-    rc = main(["sketch", "--model", str(model), "--data", str(paths["csv"]), "--out", str(tmp_path / "x.st"),
-               "--text-column", "nope", "--quiet"])
+    rc = main(
+        [
+            "sketch",
+            "--model",
+            str(model),
+            "--data",
+            str(paths["csv"]),
+            "--out",
+            str(tmp_path / "x.st"),
+            "--text-column",
+            "nope",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "no column 'nope'" in err and len(err.strip().splitlines()) == 1

@@ -1,4 +1,5 @@
 """Built-in photographs: real files from installed wheels, deterministic augmented views."""
+
 import numpy as np
 import pytest
 

@@ -1,11 +1,11 @@
 """Offline true/false statements: splits, balance, determinism, and answer-margin scoring."""
+
 import pytest
 import torch
 
+from _tiny_lm import WordTokenizer, tiny_llama
 from updatescope.data import statements as S
 from updatescope.errors import InputError
-
-from _tiny_lm import WordTokenizer, tiny_llama
 
 pytest.importorskip("gensim")
 
@@ -44,8 +44,7 @@ def test_bad_names_are_refused():
 
 def test_margins_equal_full_logits_and_summary():
     model, tok = tiny_llama(), WordTokenizer()
-    prompts = ["Statement: a b. Is this statement true? Answer:", "Statement: c. Is this true? Answer:",
-               "x"]
+    prompts = ["Statement: a b. Is this statement true? Answer:", "Statement: c. Is this true? Answer:", "x"]
     ids = S.answer_ids(tok)
     got = S.answer_margins(model, tok, prompts, ids, batch_size=2)
     for p, m in zip(prompts, got):

@@ -1,4 +1,5 @@
 """Reading user corpus files: the documented splitting rule and one-line errors."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Sharded sketching: deterministic shards, an exact all-reduce, and `updatescope sketch`
 under torchrun (2 gloo ranks on CPU) giving the same file bytes as one process."""
+
 import json
 import os
 import subprocess
@@ -32,7 +33,7 @@ def test_fold_of_slots_equals_one_stream():
     a, e = torch.randn(23, 6, generator=g, dtype=torch.float64), torch.randn(23, 4, generator=g, dtype=torch.float64)
     like = FisherSketch(6, 4, 64, 3)
     cuts = [0, 5, 5, 12, 23]  # odd-sized, and an empty slot
-    slots = {i: FisherSketch(6, 4, 64, 3).update(a[cuts[i]:cuts[i + 1]], e[cuts[i]:cuts[i + 1]]) for i in range(4)}
+    slots = {i: FisherSketch(6, 4, 64, 3).update(a[cuts[i] : cuts[i + 1]], e[cuts[i] : cuts[i + 1]]) for i in range(4)}
     got = fold(gather_slots(slots, 4, like), like=like)  # no process group: a local fold
     whole = FisherSketch(6, 4, 64, 3).update(a, e)
     assert torch.equal(got._counts, whole._counts)
@@ -60,8 +61,20 @@ def test_cli_cuda_absent_one_line(tmp_path, capsys):
 
     data = tmp_path / "d.txt"
     data.write_text("a b c\n")
-    rc = main(["sketch", "--model", str(tmp_path / "no-model"), "--data", str(data), "--out",
-               str(tmp_path / "o.safetensors"), "--device", "cuda", "--quiet"])
+    rc = main(
+        [
+            "sketch",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "o.safetensors"),
+            "--device",
+            "cuda",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "no CUDA device" in err and len(err.strip().splitlines()) == 1
 
@@ -71,15 +84,32 @@ def write_docs(path, n_docs, max_words, seed):
     from test_cli import WORDS
 
     g = torch.Generator().manual_seed(seed)
-    docs = [" ".join(WORDS[int(i)] for i in torch.randint(0, len(WORDS), (int(n),), generator=g))
-            for n in torch.randint(3, max_words, (n_docs,), generator=g)]
+    docs = [
+        " ".join(WORDS[int(i)] for i in torch.randint(0, len(WORDS), (int(n),), generator=g))
+        for n in torch.randint(3, max_words, (n_docs,), generator=g)
+    ]
     path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     return path
 
 
 def _args(model, data, out, extra=()):
-    return ["sketch", "--model", str(model), "--data", str(data), "--out", str(out), "--sketch-dim", "64",
-            "--quiet", "--token-budget", "64", "--name", "corpus", *extra]
+    return [
+        "sketch",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--sketch-dim",
+        "64",
+        "--quiet",
+        "--token-budget",
+        "64",
+        "--name",
+        "corpus",
+        *extra,
+    ]
 
 
 def _sketch_in_process(model, data, out, extra=()):
@@ -94,12 +124,25 @@ def _sketch_in_process(model, data, out, extra=()):
 
 
 def _torchrun(model, data, out, nproc, extra=()):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PYTHONPATH": str(ROOT / "src")}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "-m", "updatescope", *_args(model, data, out, extra)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "updatescope",
+        *_args(model, data, out, extra),
+    ]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout

@@ -1,4 +1,5 @@
 """The evaluation bootstrap of a transfer table (scoring.eval_noise) against a direct float64 loop."""
+
 import numpy as np
 import pytest
 
@@ -8,9 +9,13 @@ from updatescope.experiments import scoring
 def _seq(rng, n_seq=6):
     tok = rng.integers(5, 30, size=n_seq).astype(float)
     base = tok * 3.0 + rng.normal(0, 1, n_seq)
-    loss = {"t": {"a": (base - tok * 0.2 + rng.normal(0, 0.5, n_seq)).tolist(),
-                  "b": (base - tok * 0.1 + rng.normal(0, 0.5, n_seq)).tolist(),
-                  "t": (base - tok * 0.5).tolist()}}
+    loss = {
+        "t": {
+            "a": (base - tok * 0.2 + rng.normal(0, 0.5, n_seq)).tolist(),
+            "b": (base - tok * 0.1 + rng.normal(0, 0.5, n_seq)).tolist(),
+            "t": (base - tok * 0.5).tolist(),
+        }
+    }
     return {"base": {"t": base.tolist()}, "loss": loss, "tokens": {"t": tok.tolist()}}
 
 

@@ -1,4 +1,5 @@
 """Result-record helpers: portable benchmark configs, atomic JSON, environment record."""
+
 import argparse
 import json
 import os
@@ -12,8 +13,12 @@ def test_portable_config_drops_machine_paths(tmp_path, monkeypatch):
     outside = tmp_path.parent / "elsewhere" / "y.json"
     args = argparse.Namespace(out=str(inside), peer=str(outside), threads=2, name="rel/path.json")
     cfg = portable_config(args)
-    assert cfg == {"out": os.path.join("benchmarks", "results", "x.json"), "peer": "y.json", "threads": 2,
-                   "name": "rel/path.json"}
+    assert cfg == {
+        "out": os.path.join("benchmarks", "results", "x.json"),
+        "peer": "y.json",
+        "threads": 2,
+        "name": "rel/path.json",
+    }
 
 
 def test_portable_command_drops_machine_paths(tmp_path, monkeypatch):

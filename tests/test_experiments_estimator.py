@@ -1,5 +1,6 @@
 """The estimator runner on a tiny random Llama and a tiny random image classifier:
 sketch vs exact plumbing and the speed record."""
+
 import math
 
 import numpy as np
@@ -7,18 +8,21 @@ import pytest
 import torch
 from torch import nn
 
+from _tiny_lm import loader, reproduce
 from updatescope.errors import InputError
 from updatescope.experiments import _vision, heads, source_selection
-
-from _tiny_lm import loader, reproduce
 
 
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(heads, "load_model", loader(vocab_size=128))
-    vocab = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan",
-             "d": "alpha two red four"}
+    vocab = {
+        "a": "alpha beta gamma delta",
+        "b": "one two three four",
+        "c": "red green blue cyan",
+        "d": "alpha two red four",
+    }
 
     def texts(name, split, max_chars):
         words = vocab[name[-1]].split()
@@ -29,27 +33,46 @@ def tiny(monkeypatch, tmp_path):
 
     def tiny_classifier():
         torch.manual_seed(0)
-        return nn.Sequential(nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(48, 24), nn.ReLU(),
-                             nn.Linear(24, 40)).eval()
+        return nn.Sequential(
+            nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(48, 24), nn.ReLU(), nn.Linear(24, 40)
+        ).eval()
 
     monkeypatch.setattr(_vision, "load_model", tiny_classifier)
     return tmp_path
 
 
-VISION = {"photos": ["astronaut", "coins", "chelsea", "rocket", "moon", "coffee"], "per_photo": 12, "tasks": 6,
-          "spanning": 4, "n": 30, "size": 48, "batch": 16, "sketch_dim": 512, "seeds": [0, 1], "speed_n": 50, "repeats": 1,
-          "exact_repeats": 1}
+VISION = {
+    "photos": ["astronaut", "coins", "chelsea", "rocket", "moon", "coffee"],
+    "per_photo": 12,
+    "tasks": 6,
+    "spanning": 4,
+    "n": 30,
+    "size": 48,
+    "batch": 16,
+    "sketch_dim": 512,
+    "seeds": [0, 1],
+    "speed_n": 50,
+    "repeats": 1,
+    "exact_repeats": 1,
+}
 
 
 def test_estimator_tiny_run(tiny):
-    cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d"], "tokens": {"sketch": 60, "train": 40, "eval": 40},
-           "sketch_dim": 512, "seeds": [0, 1], "speed_n": 100, "repeats": 1, "exact_repeats": 1,
-           "parts": ["smollm2"]}
+    cfg = {
+        "domains": ["dom_a", "dom_b", "dom_c", "dom_d"],
+        "tokens": {"sketch": 60, "train": 40, "eval": 40},
+        "sketch_dim": 512,
+        "seeds": [0, 1],
+        "speed_n": 100,
+        "repeats": 1,
+        "exact_repeats": 1,
+        "parts": ["smollm2"],
+    }
     res = reproduce("estimator", tiny / "out", cfg)
     m = res["metrics"]
     acc = m["accuracy"]
     assert set(acc) == {"fisher", "activation", "error", "coupling"}
-    for kind, a in acc.items():
+    for _kind, a in acc.items():
         assert a["pairs"] == 6 and len(a["per_seed"]) == 2
         assert math.isfinite(a["mean_abs_err"])
     # with m much larger than the data's effective rank the sketch tracks the exact value closely
@@ -107,9 +130,18 @@ def test_estimator_rejects_unknown_setting(tiny):
 
 
 def test_estimator_map_choice(tiny):
-    cfg = {"domains": ["dom_a", "dom_b", "dom_c"], "tokens": {"sketch": 60, "train": 40, "eval": 40},
-           "sketch_dim": 256, "seeds": [0], "speed_n": 60, "repeats": 1, "exact_repeats": 1,
-           "parts": ["smollm2"], "act_map": "fold", "error_map": "fold"}
+    cfg = {
+        "domains": ["dom_a", "dom_b", "dom_c"],
+        "tokens": {"sketch": 60, "train": 40, "eval": 40},
+        "sketch_dim": 256,
+        "seeds": [0],
+        "speed_n": 60,
+        "repeats": 1,
+        "exact_repeats": 1,
+        "parts": ["smollm2"],
+        "act_map": "fold",
+        "error_map": "fold",
+    }
     m = reproduce("estimator", tiny / "out", cfg)["metrics"]
     assert m["maps"] == {"act_map": "fold", "error_map": "fold"}
     assert m["accuracy"]["fisher"]["mean_abs_err"] < 0.15

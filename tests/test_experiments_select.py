@@ -1,5 +1,6 @@
 """The ``select`` experiment: config checks, a tiny end-to-end run, and the per-example
 gradient baseline against autograd on a tiny Llama."""
+
 import dataclasses
 import math
 
@@ -7,13 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from _tiny_lm import WordTokenizer, reproduce, tiny_llama
 from updatescope.errors import InputError
 from updatescope.experiments import heads, select_evidence
 from updatescope.experiments.configs import LoRAConfig, SelectEvidenceConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.select.baselines import gradient_cosine_scores, project_rows
-
-from _tiny_lm import WordTokenizer, reproduce, tiny_llama
 
 VOCAB = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan"}
 
@@ -32,10 +32,18 @@ def test_defaults_are_valid_and_quick_is_small():
     assert quick.docs_per_domain * len(quick.pool) <= 120 and quick.lora.steps <= full.lora.steps
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"target": "reviews"}, "target"), ({"k": 10**6}, "k="), ({"seeds": 2}, "seeds"),
-    ({"pool": ("wiki_people",), "target": "wiki_people"}, "pool"), ({"proj_dim": 0}, "proj_dim"),
-    ({"warmup_steps": -1}, "warmup_steps"), ({"sketch_dim": 3}, "sketch")])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"target": "reviews"}, "target"),
+        ({"k": 10**6}, "k="),
+        ({"seeds": 2}, "seeds"),
+        ({"pool": ("wiki_people",), "target": "wiki_people"}, "pool"),
+        ({"proj_dim": 0}, "proj_dim"),
+        ({"warmup_steps": -1}, "warmup_steps"),
+        ({"sketch_dim": 3}, "sketch"),
+    ],
+)
 def test_bad_configs_are_refused(change, words):
     with pytest.raises(InputError, match=words):
         dataclasses.replace(SelectEvidenceConfig(), **change)
@@ -53,10 +61,28 @@ def tiny(monkeypatch, tmp_path):
 
 
 def test_select_tiny_run(tiny):
-    cfg = {"pool": ["dom_a", "dom_b", "dom_c"], "target": "dom_a", "docs_per_domain": 4, "doc_chars": 200,
-           "target_docs": 3, "eval_docs": 3, "k": 4, "sketch_dim": 64, "proj_dim": 32, "warmup_steps": 2,
-           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
-                    "batch": 2, "seq_len": 16}}
+    cfg = {
+        "pool": ["dom_a", "dom_b", "dom_c"],
+        "target": "dom_a",
+        "docs_per_domain": 4,
+        "doc_chars": 200,
+        "target_docs": 3,
+        "eval_docs": 3,
+        "k": 4,
+        "sketch_dim": 64,
+        "proj_dim": 32,
+        "warmup_steps": 2,
+        "lora": {
+            "n_last": 1,
+            "r": 2,
+            "alpha": 4,
+            "targets": ["q_proj", "v_proj"],
+            "lr": 1e-2,
+            "steps": 3,
+            "batch": 2,
+            "seq_len": 16,
+        },
+    }
     rec = reproduce("select", tiny / "out", cfg)
     m = rec["metrics"]
     assert m["n_pool"] == 12 and sorted(m["origin"]) == sorted(["dom_a"] * 4 + ["dom_b"] * 4 + ["dom_c"] * 4)
@@ -90,11 +116,20 @@ def test_select_tiny_run(tiny):
 def _tiny_tail(n_docs):
     model, tok = tiny_llama(vocab_size=64, hidden=16, seed=1), WordTokenizer(64)
     docs = [" ".join(VOCAB["abc"[i % 3]].split()[(i + j) % 4] for j in range(5 + 2 * i)) for i in range(n_docs)]
-    parts = [lora_gt.capture_block_inputs(model, tok, [d], n_last=1, fp="t", seq_len=64, use_cache=False)
-             for d in docs]
+    parts = [lora_gt.capture_block_inputs(model, tok, [d], n_last=1, fp="t", seq_len=64, use_cache=False) for d in docs]
     # two warm-up steps so both LoRA factors have a non-zero gradient
-    tail = lora_gt.finetune_lora(model, select_evidence.stack_parts(parts), n_last=1, r=2, alpha=4, lr=5e-2,
-                                 steps=2, batch=2, seed=0, targets=("q_proj", "v_proj"))
+    tail = lora_gt.finetune_lora(
+        model,
+        select_evidence.stack_parts(parts),
+        n_last=1,
+        r=2,
+        alpha=4,
+        lr=5e-2,
+        steps=2,
+        batch=2,
+        seed=0,
+        targets=("q_proj", "v_proj"),
+    )
     return tail, tok, docs, parts
 
 
@@ -129,8 +164,10 @@ def test_projection_is_one_seeded_matrix_and_preserves_inner_products_in_expecta
     assert not torch.equal(project_rows(x, 16, seed=8), project_rows(x, 16, seed=7))
     # E<Px, Py> = <x, y>: the mean over 400 seeds lies within 4 measured SEs of the truth
     exact = float(x[0] @ x[1])
-    vals = torch.tensor([float(project_rows(x[:2], 16, seed=s)[0] @ project_rows(x[:2], 16, seed=s)[1])
-                         for s in range(400)], dtype=torch.float64)
+    vals = torch.tensor(
+        [float(project_rows(x[:2], 16, seed=s)[0] @ project_rows(x[:2], 16, seed=s)[1]) for s in range(400)],
+        dtype=torch.float64,
+    )
     se = float(vals.std()) / math.sqrt(400)
     assert abs(float(vals.mean()) - exact) < 4 * se
 

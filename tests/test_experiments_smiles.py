@@ -1,12 +1,12 @@
 """The SMILES runner on a tiny random Llama and synthetic 'molecule' domains, and its statistics."""
+
 import math
 
 import numpy as np
 import pytest
 
-from updatescope.experiments import heads, smiles
-
 from _tiny_lm import check_budget_run, loader, reproduce
+from updatescope.experiments import heads, smiles
 
 # within-collection names (collection "nci", property families tpsa / logp) -> an alphabet above
 WITHIN = [("tpsa", 1), ("tpsa", 2), ("logp", 1), ("logp", 2), ("logp", 3)]
@@ -18,8 +18,13 @@ ALPHABETS = {"a": "C O N c1 ccc", "b": "C O N Cl Br", "c": "S P F ( )", "d": "c1
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(heads, "load_model", loader(vocab_size=96))
-    monkeypatch.setattr(smiles, "smiles_domains", lambda collection=None: (
-        [f"smi_{k}" for k in ALPHABETS] if collection is None else [f"smiles_nci_{p}_q{k}" for p, k in WITHIN]))
+    monkeypatch.setattr(
+        smiles,
+        "smiles_domains",
+        lambda collection=None: (
+            [f"smi_{k}" for k in ALPHABETS] if collection is None else [f"smiles_nci_{p}_q{k}" for p, k in WITHIN]
+        ),
+    )
 
     def texts(name, split, max_chars):
         words = ALPHABETS[WITHIN_ALPHABET.get(name, name[-1])].split()
@@ -32,11 +37,25 @@ def tiny(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("gt", ["head", "lora"])
 def test_smiles_tiny_run(tiny, gt):
-    cfg = {"tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
-           "n_perm": 200, "ground_truth": gt,
-           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
-                    "batch": 2, "seq_len": 16},
-           "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
+    cfg = {
+        "tokens": {"sketch": 40, "train": 40, "eval": 40},
+        "sketch_dim": 64,
+        "exact_n": 30,
+        "baseline_n": 30,
+        "n_perm": 200,
+        "ground_truth": gt,
+        "lora": {
+            "n_last": 1,
+            "r": 2,
+            "alpha": 4,
+            "targets": ["q_proj", "v_proj"],
+            "lr": 1e-2,
+            "steps": 3,
+            "batch": 2,
+            "seq_len": 16,
+        },
+        "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8},
+    }
     res = reproduce("smiles", tiny / "out", cfg)
     m = res["metrics"]
     assert m["n_domains"] == 5 and res["config"]["domains"] == [f"smi_{k}" for k in ALPHABETS]
@@ -83,10 +102,26 @@ def test_smiles_budget_chosen_on_the_validation_split(tiny, monkeypatch):
     any model loads."""
     from updatescope.errors import InputError
 
-    cfg = {"tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
-           "n_perm": 50, "gt_seeds": 2, "budget_grid": [1, 5], "budget_domains": 3,
-           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
-                    "batch": 2, "seq_len": 16}}
+    cfg = {
+        "tokens": {"sketch": 40, "train": 40, "eval": 40},
+        "sketch_dim": 64,
+        "exact_n": 30,
+        "baseline_n": 30,
+        "n_perm": 50,
+        "gt_seeds": 2,
+        "budget_grid": [1, 5],
+        "budget_domains": 3,
+        "lora": {
+            "n_last": 1,
+            "r": 2,
+            "alpha": 4,
+            "targets": ["q_proj", "v_proj"],
+            "lr": 1e-2,
+            "steps": 3,
+            "batch": 2,
+            "seq_len": 16,
+        },
+    }
     check_budget_run("smiles", tiny, cfg, ["smi_a", "smi_c", "smi_e"])
 
     def no_model(*a, **k):
@@ -102,9 +137,16 @@ def test_smiles_budget_chosen_on_the_validation_split(tiny, monkeypatch):
 def test_smiles_within_one_collection(tiny):
     """collection="nci": every domain from NCI, the collection indicator constant and flagged,
     "family" = same property, FisherSketch bootstrapped against every baseline."""
-    cfg = {"tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
-           "n_perm": 50, "ground_truth": "head", "collection": "nci",
-           "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
+    cfg = {
+        "tokens": {"sketch": 40, "train": 40, "eval": 40},
+        "sketch_dim": 64,
+        "exact_n": 30,
+        "baseline_n": 30,
+        "n_perm": 50,
+        "ground_truth": "head",
+        "collection": "nci",
+        "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8},
+    }
     res = reproduce("smiles", tiny / "out", cfg)
     m, names = res["metrics"], [f"smiles_nci_{p}_q{k}" for p, k in WITHIN]
     assert res["config"]["domains"] == names and res["config"]["collection"] == "nci"

@@ -1,19 +1,24 @@
 """The source-selection runner on a tiny random Llama and synthetic word domains."""
+
 import math
 
 import pytest
 
-from updatescope.experiments import heads, source_selection
-
 from _tiny_lm import check_budget_run, loader, reproduce
+from updatescope.experiments import heads, source_selection
 
 
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(heads, "load_model", loader(vocab_size=128))
-    vocab = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan",
-             "d": "alpha two red four", "e": "beta three green four"}
+    vocab = {
+        "a": "alpha beta gamma delta",
+        "b": "one two three four",
+        "c": "red green blue cyan",
+        "d": "alpha two red four",
+        "e": "beta three green four",
+    }
 
     def texts(name, split, max_chars):
         words = vocab[name[-1]].split()
@@ -27,11 +32,25 @@ def tiny(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("gt", ["head", "lora"])
 def test_source_selection_tiny_run(tiny, gt):
-    cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d"], "tokens": {"sketch": 40, "train": 40, "eval": 40},
-           "sketch_dim": 64, "exact_n": 30, "baseline_n": 30, "ground_truth": gt,
-           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 3,
-                    "batch": 2, "seq_len": 16},
-           "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8}}
+    cfg = {
+        "domains": ["dom_a", "dom_b", "dom_c", "dom_d"],
+        "tokens": {"sketch": 40, "train": 40, "eval": 40},
+        "sketch_dim": 64,
+        "exact_n": 30,
+        "baseline_n": 30,
+        "ground_truth": gt,
+        "lora": {
+            "n_last": 1,
+            "r": 2,
+            "alpha": 4,
+            "targets": ["q_proj", "v_proj"],
+            "lr": 1e-2,
+            "steps": 3,
+            "batch": 2,
+            "seq_len": 16,
+        },
+        "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8},
+    }
     res = reproduce("source-selection", tiny / "out", cfg)
     m = res["metrics"]
     assert m["n_domains"] == 4 and m["n_families"] == 2
@@ -73,11 +92,25 @@ def test_source_selection_tiny_run(tiny, gt):
 
 
 def test_source_selection_candidate_subsets(tiny):
-    cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d", "dom_e"], "candidates": 2,
-           "tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
-           "gt_seeds": 2,
-           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 2,
-                    "batch": 2, "seq_len": 16}}
+    cfg = {
+        "domains": ["dom_a", "dom_b", "dom_c", "dom_d", "dom_e"],
+        "candidates": 2,
+        "tokens": {"sketch": 40, "train": 40, "eval": 40},
+        "sketch_dim": 64,
+        "exact_n": 30,
+        "baseline_n": 30,
+        "gt_seeds": 2,
+        "lora": {
+            "n_last": 1,
+            "r": 2,
+            "alpha": 4,
+            "targets": ["q_proj", "v_proj"],
+            "lr": 1e-2,
+            "steps": 2,
+            "batch": 2,
+            "seq_len": 16,
+        },
+    }
     res = reproduce("source-selection", tiny / "out", cfg)
     m = res["metrics"]
     cands = m["candidates"]
@@ -94,30 +127,53 @@ def test_source_selection_candidate_subsets(tiny):
 
 
 def test_budget_chosen_on_the_validation_split(tiny):
-    cfg = {"domains": ["dom_a", "dom_b", "dom_c", "dom_d", "dom_e"], "budget_grid": [1, 6], "budget_domains": 3,
-           "tokens": {"sketch": 40, "train": 40, "eval": 40}, "sketch_dim": 64, "exact_n": 30, "baseline_n": 30,
-           "gt_seeds": 2,
-           "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"], "lr": 1e-2, "steps": 2,
-                    "batch": 2, "seq_len": 16}}
+    cfg = {
+        "domains": ["dom_a", "dom_b", "dom_c", "dom_d", "dom_e"],
+        "budget_grid": [1, 6],
+        "budget_domains": 3,
+        "tokens": {"sketch": 40, "train": 40, "eval": 40},
+        "sketch_dim": 64,
+        "exact_n": 30,
+        "baseline_n": 30,
+        "gt_seeds": 2,
+        "lora": {
+            "n_last": 1,
+            "r": 2,
+            "alpha": 4,
+            "targets": ["q_proj", "v_proj"],
+            "lr": 1e-2,
+            "steps": 2,
+            "batch": 2,
+            "seq_len": 16,
+        },
+    }
     check_budget_run("source-selection", tiny, cfg, ["dom_a", "dom_c", "dom_e"])
 
 
 def test_budget_signal_by_hand():
-    gt = {"transfer": {"t": {"t": 9.0, "a": 0.3, "b": 0.1, "c": 0.2}},
-          "transfer_se": {"t": {"t": 0.0, "a": 0.01, "b": 0.03, "c": 0.02}}}
+    gt = {
+        "transfer": {"t": {"t": 9.0, "a": 0.3, "b": 0.1, "c": 0.2}},
+        "transfer_se": {"t": {"t": 0.0, "a": 0.01, "b": 0.03, "c": 0.02}},
+    }
     sig = source_selection.budget_signal(gt)
     assert sig["median_snr"] == pytest.approx(0.1 / 0.02)  # sd of (0.3, 0.1, 0.2) = 0.1
     assert sig["median_gap_over_se"] == pytest.approx(0.1 / 0.02)
 
 
-@pytest.mark.parametrize("bad, match", [({"budget_grid": [5]}, "budget_grid"),
-                                        ({"budget_grid": [5, 5]}, "budget_grid"),
-                                        ({"budget_grid": [5, 10], "ground_truth": "head"}, "ground_truth=lora"),
-                                        ({"budget_grid": [5, 10], "budget_domains": 2}, "budget_domains"),
-                                        ({"budget_domains": 4}, "needs budget_grid"),
-                                        ({"budget_only": True}, "needs budget_grid"),
-                                        ({"budget_only": "yes", "budget_grid": [4, 8]}, "budget_only"),
-                                        ({"candidates": 1}, "candidates"), ({"candidates": 20}, "candidates")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"budget_grid": [5]}, "budget_grid"),
+        ({"budget_grid": [5, 5]}, "budget_grid"),
+        ({"budget_grid": [5, 10], "ground_truth": "head"}, "ground_truth=lora"),
+        ({"budget_grid": [5, 10], "budget_domains": 2}, "budget_domains"),
+        ({"budget_domains": 4}, "needs budget_grid"),
+        ({"budget_only": True}, "needs budget_grid"),
+        ({"budget_only": "yes", "budget_grid": [4, 8]}, "budget_only"),
+        ({"candidates": 1}, "candidates"),
+        ({"candidates": 20}, "candidates"),
+    ],
+)
 def test_bad_budget_and_candidate_settings(bad, match):
     from updatescope.errors import InputError
     from updatescope.experiments import configure

@@ -1,4 +1,5 @@
 """Vision tasks over a shared pool of views: sizes, label maps, determinism, the pool cache."""
+
 import pytest
 import torch
 from torch import nn
@@ -27,8 +28,13 @@ def test_specs_sizes_rules_and_determinism():
     for s in specs:
         assert 3 <= len(s.photos) <= 6 and len(set(s.photos)) == len(s.photos)  # k_min = ceil(50/20) = 3
         assert s.n == 50
-        assert (s.param in _vision.RANKS) if s.rule == "rank" else (s.param in _vision.GROUPS) if s.rule == "coarse" \
+        assert (
+            (s.param in _vision.RANKS)
+            if s.rule == "rank"
+            else (s.param in _vision.GROUPS)
+            if s.rule == "coarse"
             else s.param == 0
+        )
     assert _vision.task_specs(10, 6, 20, 50, seed=0) == specs
     assert _vision.task_specs(10, 6, 20, 50, seed=1) != specs
     with pytest.raises(InputError, match="cannot build"):
@@ -83,7 +89,7 @@ def test_make_tasks_rows_labels_and_variety():
     z = heads.logits_of(w, b, pool["acts"])
     maps = {s.name: _vision.label_map(s, z, pool["photo"], 6) for s in specs}
     for i, a in enumerate(specs):
-        for b_ in specs[i + 1:]:
+        for b_ in specs[i + 1 :]:
             if a.rule != b_.rule:
                 assert not torch.equal(maps[a.name], maps[b_.name]), (a.name, b_.name)
     assert len({tuple(m.tolist()) for m in maps.values()}) >= len(_vision.RULES)

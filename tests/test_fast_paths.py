@@ -2,15 +2,24 @@
 blocked SRHT and the fold map vs explicit rows of H·D, the one-scatter count sketch vs a
 loop, chunked update_logits vs update with explicit errors, and the unbiasedness
 E[q_j(x) q_j(x')] = (x·x')² of every map, averaged over seeds."""
+
 import math
 
 import pytest
 import torch
 
-from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
 import updatescope as us
-from updatescope.sketch.maps import (CountSketchMap, DenseMap, FoldMap, FoldSpreadMap, SpreadMap, SRHTMap, StackMap,
-                                    build_maps)
+from updatescope.sketch.hadamard import fwht, hadamard_entries, hadamard_matrix, next_pow2
+from updatescope.sketch.maps import (
+    CountSketchMap,
+    DenseMap,
+    FoldMap,
+    FoldSpreadMap,
+    SpreadMap,
+    SRHTMap,
+    StackMap,
+    build_maps,
+)
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 64, 128, 4096, 8192])
@@ -40,9 +49,9 @@ def test_srht_factors_equal_explicit_rows_of_HD(dim, m):
     u, v = mp.factors(x)
     n_pad = next_pow2(mp.b) * mp.a
     assert n_pad >= dim and mp.a * mp.s == m
-    oa = torch.arange(mp.a).repeat(mp.s)                   # output j = (ob index, oa) with oa fastest
-    ob = mp.rows.repeat_interleave(mp.a, dim=1)            # (2, m)
-    rows = ob * mp.a + oa                                  # row index of H_N = H_Bp ⊗ H_A
+    oa = torch.arange(mp.a).repeat(mp.s)  # output j = (ob index, oa) with oa fastest
+    ob = mp.rows.repeat_interleave(mp.a, dim=1)  # (2, m)
+    rows = ob * mp.a + oa  # row index of H_N = H_Bp ⊗ H_A
     hn = hadamard_entries(rows, torch.arange(dim), torch.float64)  # (2, m, dim)
     u_ref = (x * mp.signs[0].double()) @ hn[0].T
     v_ref = ((x * mp.signs[1].double()) @ hn[1].T)[:, mp.pair]
@@ -94,8 +103,21 @@ def _check_rows(mp, distinct: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return x, u
 
 
-@pytest.mark.parametrize("dim,m", [(10, 64), (300, 256), (5000, 256), (4096, 64), (1000, 4096), (700, 48),
-                                   (577, 1024), (4097, 4096), (12345, 512), (49152, 4096)])
+@pytest.mark.parametrize(
+    "dim,m",
+    [
+        (10, 64),
+        (300, 256),
+        (5000, 256),
+        (4096, 64),
+        (1000, 4096),
+        (700, 48),
+        (577, 1024),
+        (4097, 4096),
+        (12345, 512),
+        (49152, 4096),
+    ],
+)
 def test_spread_factors_equal_explicit_rows(dim, m):
     """Narrow inputs: rows of H_F on runs placed at random rows of the (P, Q) view, all m
     distinct (the fold's zero padding repeats rows); wide: kept rows of H_N with factored
@@ -125,8 +147,9 @@ def test_foldspread_factors_equal_explicit_rows(dim, m):
         assert torch.equal(u, sp.factors(x)[0])
 
 
-@pytest.mark.parametrize("dim,m", [(576, 4096), (10, 64), (300, 256), (1000, 4096), (700, 48), (64, 64),
-                                   (577, 1024), (5000, 256)])
+@pytest.mark.parametrize(
+    "dim,m", [(576, 4096), (10, 64), (300, 256), (1000, 4096), (700, 48), (64, 64), (577, 1024), (5000, 256)]
+)
 def test_stack_factors_equal_explicit_rows(dim, m):
     """Output j of a factor is row rows[j] of H_N (N = next_pow2(dim)) times block[j]'s
     signs; all m rows distinct, u keeps every block in order when G·N = m and v pairs with
@@ -136,9 +159,14 @@ def test_stack_factors_equal_explicit_rows(dim, m):
     u, v = mp.factors(x)
     assert mp.signs.shape == (2, mp.g, dim) and mp.g == -(-m // mp.n)
     for q, which in ((u, 0), (v, 1)):
-        explicit = hadamard_entries(mp.rows[which], torch.arange(dim), torch.float64) * mp.signs[which][mp.block[which]].double()
+        explicit = (
+            hadamard_entries(mp.rows[which], torch.arange(dim), torch.float64)
+            * mp.signs[which][mp.block[which]].double()
+        )
         assert torch.allclose(q, x @ explicit.T, atol=1e-9)
-        assert torch.unique(torch.stack((mp.block[which], mp.rows[which])), dim=1).shape[1] == m  # no (block, row) twice
+        assert (
+            torch.unique(torch.stack((mp.block[which], mp.rows[which])), dim=1).shape[1] == m
+        )  # no (block, row) twice
         assert torch.unique(explicit, dim=0).shape[0] == m
     if mp.g * mp.n == m:
         assert torch.equal(mp.block[0] * mp.n + torch.arange(m) % mp.n, torch.arange(m)) or mp.g == 1
@@ -162,6 +190,7 @@ def test_stack_blocks_are_orthogonal_transforms():
 def test_update_logits_chunks_equal_update_with_errors(monkeypatch, ignored):
     """Chunked softmax (ignored rows skipped per chunk) == update() with explicit errors."""
     import updatescope.sketch.fishersketch as fs
+
     g = torch.Generator().manual_seed(12)
     a = torch.randn(43, 5, dtype=torch.float64, generator=g)
     z = 3 * torch.randn(43, 40, dtype=torch.float64, generator=g)
@@ -204,6 +233,7 @@ def test_countsketch_equals_loop_definition():
 
 def test_chunked_call_equals_single_call(monkeypatch):
     import updatescope.sketch.maps as maps
+
     g = torch.Generator().manual_seed(1)
     x = torch.randn(37, 700, dtype=torch.float64)
     for cls in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap, FoldSpreadMap):
@@ -232,9 +262,22 @@ def test_basis_is_a_function_of_the_seed():
     assert not torch.equal(a1(x[:, :20]), a3(x[:, :20]))
 
 
-@pytest.mark.parametrize("cls,dim", [(DenseMap, 12), (SRHTMap, 12), (SRHTMap, 300), (FoldMap, 12), (FoldMap, 300),
-                                     (SpreadMap, 12), (SpreadMap, 300), (StackMap, 12), (StackMap, 300),
-                                     (CountSketchMap, 12), (FoldSpreadMap, 300)])
+@pytest.mark.parametrize(
+    "cls,dim",
+    [
+        (DenseMap, 12),
+        (SRHTMap, 12),
+        (SRHTMap, 300),
+        (FoldMap, 12),
+        (FoldMap, 300),
+        (SpreadMap, 12),
+        (SpreadMap, 300),
+        (StackMap, 12),
+        (StackMap, 300),
+        (CountSketchMap, 12),
+        (FoldSpreadMap, 300),
+    ],
+)
 def test_map_unbiased_over_seeds(cls, dim):
     """mean over seeds and coordinates of q_j(x) q_j(x') equals (x·x')².
 

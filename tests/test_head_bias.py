@@ -3,6 +3,7 @@
 Oracle: per-token gradients of the cross-entropy with respect to (W, b) by autograd, the
 Fisher alignment of two streams formed from their Gram matrix in float64.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -54,6 +55,7 @@ def autograd_grads(model, acts, labels):
 
 def fisher_from_grads(gs, gt):
     """A_F from per-sample gradients: mean cross ⟨g, g'⟩² over the unbiased norms."""
+
     def norm2(g):
         k = (g @ g.T).square()
         n = g.shape[0]
@@ -81,8 +83,11 @@ def test_biased_head_fisher_matches_autograd():
     dropped = exact_alignment(a_s, e_s, a_t, e_t)
     assert abs(dropped.fisher - truth) > 1e-3
     # the library path: sketch_causal_lm records the bias and estimates the biased Fisher
-    sigs = [sketch_causal_lm(model, tok, texts, sketch_dim=4096, seed=s, progress=False)
-            for s in (0,) for texts in (TEXTS_S, TEXTS_T)]
+    sigs = [
+        sketch_causal_lm(model, tok, texts, sketch_dim=4096, seed=s, progress=False)
+        for s in (0,)
+        for texts in (TEXTS_S, TEXTS_T)
+    ]
     assert sigs[0].config.head_bias and sigs[0].config.map_act_dim == HIDDEN + 1
     est = alignment(*sigs)
     # tolerance from the estimate's own standard error (±4·se: a ~1e-4 false-failure rate)

@@ -1,6 +1,7 @@
 """``sketch --layers`` writes a network signature; ``rank`` / ``inspect`` read it and show the
 per-layer view; mixing head and network signatures, and patterns matching nothing, are
 one-line errors (the latter before any forward pass)."""
+
 import json
 
 import pytest
@@ -39,8 +40,22 @@ def _sketch(capsys, setup, name, *extra):
     d, model, data = setup
     out = d / f"{name}{'-'.join(['', *map(str, extra)]).replace('*', 'x').replace('/', '_')}.safetensors"
     if not out.exists():
-        rc, _, err = _run(capsys, "sketch", "--model", model, "--data", data[name], "--out", out, "--sketch-dim", M,
-                          "--quiet", "--name", name, *extra)
+        rc, _, err = _run(
+            capsys,
+            "sketch",
+            "--model",
+            model,
+            "--data",
+            data[name],
+            "--out",
+            out,
+            "--sketch-dim",
+            M,
+            "--quiet",
+            "--name",
+            name,
+            *extra,
+        )
         assert rc == 0, err
     return out
 
@@ -54,8 +69,12 @@ def test_sketch_layers_equals_the_api_on_whole_documents(setup, capsys):
     d, model_path, data = setup
     path = _sketch(capsys, setup, "code", "--layers", "model.layers.0.mlp.*")
     sk = load_network_signature(path)
-    assert sk.config.names == ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj",
-                               "model.layers.0.mlp.down_proj", "lm_head")  # the head is always included
+    assert sk.config.names == (
+        "model.layers.0.mlp.gate_proj",
+        "model.layers.0.mlp.up_proj",
+        "model.layers.0.mlp.down_proj",
+        "lm_head",
+    )  # the head is always included
     assert sk.meta["name"] == "code" and sk.meta["data"] == "code.txt" and sk.meta["fingerprint"]
     model, tok = load_causal_lm(str(model_path))
     cfg = network_config(model, list(sk.config.names), sketch_dim=M)
@@ -77,10 +96,14 @@ def test_rank_and_inspect_show_the_per_layer_view(setup, capsys, tmp_path):
     assert res["kind"] == "network" and res["layers"][-1] == "lm_head"
     assert [r["source"] for r in res["rows"]] == ["code2", "prose"]  # same domain first
     for r in res["rows"]:
-        assert len(r["profile"]) == 4 and {"full", "block_diagonal", "profile_cosine", "offdiag_share_source",
-                                           "discrepancy"} <= set(r) and r["se"]["full"] > 0
-    rc, out, err = _run(capsys, "rank", "--target", sig["code"], sig["prose"], sig["code2"],
-                        "--report", tmp_path / "rep")
+        assert (
+            len(r["profile"]) == 4
+            and {"full", "block_diagonal", "profile_cosine", "offdiag_share_source", "discrepancy"} <= set(r)
+            and r["se"]["full"] > 0
+        )
+    rc, out, err = _run(
+        capsys, "rank", "--target", sig["code"], sig["prose"], sig["code2"], "--report", tmp_path / "rep"
+    )
     assert rc == 0 and "per-block alignment" in out and "block-diag" in out and "report:" in out
     page = (tmp_path / "rep" / "index.html").read_text()
     assert (tmp_path / "rep" / "alignment_vs_layer.png").exists() and "Alignment vs layer" in page
@@ -114,10 +137,35 @@ def test_mixing_kinds_and_bad_patterns_are_one_line_errors(setup, capsys, monkey
     monkeypatch.setattr(network, "sketch_layers", no_pass)
     out = d / "bad.safetensors"
     for layers, says in ((["model.layers.9.*"], "model.layers.9.*"), (["lm_head", "nope"], "nope")):
-        rc, _, err = _run(capsys, "sketch", "--model", model, "--data", data["code"], "--out", out, "--quiet",
-                          "--sketch-dim", M, "--layers", *layers)
+        rc, _, err = _run(
+            capsys,
+            "sketch",
+            "--model",
+            model,
+            "--data",
+            data["code"],
+            "--out",
+            out,
+            "--quiet",
+            "--sketch-dim",
+            M,
+            "--layers",
+            *layers,
+        )
         assert rc == 2 and err.count("\n") == 1 and says in err and "model.layers.0" in err, err
-    rc, _, err = _run(capsys, "sketch", "--model", model, "--data", data["code"], "--out", out, "--quiet",
-                      "--layers", "lm_head", "--resume")
+    rc, _, err = _run(
+        capsys,
+        "sketch",
+        "--model",
+        model,
+        "--data",
+        data["code"],
+        "--out",
+        out,
+        "--quiet",
+        "--layers",
+        "lm_head",
+        "--resume",
+    )
     assert rc == 2 and err.count("\n") == 1 and "--layers" in err
     assert not out.exists()

@@ -1,16 +1,27 @@
 """The llm-search runner on a tiny random Llama, its loss and weight handling, and its config."""
+
 import math
 
 import pytest
 import torch
 
+from _tiny_lm import WordTokenizer, loader, reproduce
 from updatescope.errors import InputError
 from updatescope.experiments import configure, heads
 
-from _tiny_lm import WordTokenizer, loader, reproduce
-
-SETTINGS = {"n_last": 1, "n_train": 4, "n_select": 3, "n_test": 4, "sigmas": [1e-3, 1e-2, 1e-1],
-            "n_sweep": 2, "ns": [1, 2, 4], "n_compare": 2, "prefix_steps": 2, "prefix_batch": 2, "seeds": 2}
+SETTINGS = {
+    "n_last": 1,
+    "n_train": 4,
+    "n_select": 3,
+    "n_test": 4,
+    "sigmas": [1e-3, 1e-2, 1e-1],
+    "n_sweep": 2,
+    "ns": [1, 2, 4],
+    "n_compare": 2,
+    "prefix_steps": 2,
+    "prefix_batch": 2,
+    "seeds": 2,
+}
 
 
 @pytest.fixture
@@ -28,7 +39,9 @@ def test_llm_search_tiny_run(tiny):
     m = res["metrics"]
     assert m["n"] == {"train": 8, "select": 6, "tune": 4, "heldout": 4}
     assert m["searched"] == "last 1 decoder blocks"
-    assert res["config"]["searched_names"] and all(k.startswith("model.layers.0.") for k in res["config"]["searched_names"])
+    assert res["config"]["searched_names"] and all(
+        k.startswith("model.layers.0.") for k in res["config"]["searched_names"]
+    )
     # the tuned σ is the sweep's best tune-split gain, and gain vs N runs there
     sw = m["sigma_window"]
     assert [r["sigma"] for r in sw] == [1e-3, 1e-2, 1e-1]
@@ -80,15 +93,23 @@ def _check_table(res):
 
 
 def test_margin_loss_matches_answer_margins_tail_and_finite_differences():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     from updatescope.data.statements import answer_margins
     from updatescope.experiments.groundtruth.lora import tail_model
     from updatescope.experiments.llm_search import _Weights, block_inputs, encode, margin_loss, searched_names
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-                      tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
     model, tok = LlamaForCausalLM(cfg).eval(), WordTokenizer(64)
     prompts = ["a b c", "d e", "f g h i j", "k", "l m"]
     sign = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0], dtype=torch.float64)

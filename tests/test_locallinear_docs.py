@@ -1,4 +1,5 @@
 """docs/locallinear.md's generated tables equal what docs/locallinear_table.py makes of the records."""
+
 import copy
 import json
 import re

@@ -1,4 +1,5 @@
 """Principal angles against scipy.linalg.subspace_angles, overlap edge cases."""
+
 import numpy as np
 import pytest
 import scipy.linalg

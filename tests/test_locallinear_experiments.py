@@ -1,8 +1,8 @@
 """End-to-end runs of both lab experiments on a tiny lab, through the registry (seconds)."""
+
 import json
 
 import pytest
-
 
 from _tiny_lm import reproduce
 
@@ -17,15 +17,34 @@ def _table_script():
     spec.loader.exec_module(mod)
     return mod
 
-TINY = {"model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3}, "mt_steps": 40, "forget_cap": 30,
-        "recover_steps": 30, "dense_steps": 10, "snapshot_every": 10, "eval_n": 32}
+
+TINY = {
+    "model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3},
+    "mt_steps": 40,
+    "forget_cap": 30,
+    "recover_steps": 30,
+    "dense_steps": 10,
+    "snapshot_every": 10,
+    "eval_n": 32,
+}
 
 
 def test_recovery_experiment_writes_json_and_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
     lab = {**TINY, "hessian_n": 8, "power_iters": 5}
-    res = reproduce("recovery", tmp_path, {"lab": lab, "seeds": 2, "batches_per_task": 2, "plane_n": 8, "rank_n": 6,
-                                           "krylov_k": 5, "drift_steps": [1, 5, 10, 20, 30]})
+    res = reproduce(
+        "recovery",
+        tmp_path,
+        {
+            "lab": lab,
+            "seeds": 2,
+            "batches_per_task": 2,
+            "plane_n": 8,
+            "rank_n": 6,
+            "krylov_k": 5,
+            "drift_steps": [1, 5, 10, 20, 30],
+        },
+    )
     assert set(res) == {"name", "config", "metrics", "env", "seconds"}
     m, s = res["metrics"], res["metrics"]["summary"]
     assert len(m["replicates"]) == 2 and s["curve.prefix"]["n"] == 2 and s["curve.prefix"]["se"] is not None
@@ -37,7 +56,9 @@ def test_recovery_experiment_writes_json_and_figures(tmp_path, monkeypatch):
     assert st["eta_lambda_set"] == pytest.approx(1.0) and st["recover_lr"] * st["lambda_max_forg"] == pytest.approx(1.0)
     assert len(st["lambda_max_forg_draws"]) == 3 and st["lambda_max_forg"] == max(st["lambda_max_forg_draws"])
     assert st["eta_lambda_forg"] >= 1.0 - 1e-12
-    assert st["eta_lambda_forg"] == pytest.approx(st["recover_lr"] * max(st["lambda_max_forg"], st["lambda_max_forg_check"]))
+    assert st["eta_lambda_forg"] == pytest.approx(
+        st["recover_lr"] * max(st["lambda_max_forg"], st["lambda_max_forg_check"])
+    )
     assert m["eta_rule"] == {"eta_lambda": 1.0, "draws": 3, "iters": 40}
     assert len(rep0["step_norms"]) == 30 and min(rep0["step_norms"]) > 0
     curve = s["curve.prefix"]["mean"]
@@ -47,22 +68,30 @@ def test_recovery_experiment_writes_json_and_figures(tmp_path, monkeypatch):
     assert rep0["krylov"]["gd_overlap"][0] == pytest.approx(1.0, abs=1e-5)
     assert rep0["krylov"]["sgd_capture"][0] < 0.999  # a minibatch step is not along the full-batch g_0
     assert 0 < rep0["task_plane"]["resample_floor"] <= 1 + 1e-9
-    assert s["drift.normalised"]["mean"][0] == pytest.approx(s["drift.overlap"]["mean"][0] / s["task_plane.resample_floor"]["mean"], rel=0.5)
+    assert s["drift.normalised"]["mean"][0] == pytest.approx(
+        s["drift.overlap"]["mean"][0] / s["task_plane.resample_floor"]["mean"], rel=0.5
+    )
     rank = rep0["rank"]["copy"]
     assert rank["task"]["n"] == 6 and rank["gaussian"]["n"] == 6
     assert json.loads((tmp_path / "recovery.json").read_text())["name"] == "recovery"
     assert res["config"]["lab"]["model"]["d_model"] == 32
     table = "\n".join(_table_script().recovery_table(m))  # the docs script reads this record shape
     assert "trajectory prefix captures" in table and "Krylov" in table
-    for fig in ("recovery_capture.png", "recovery_drift.png", "recovery_rank.png", "recovery_training.png",
-                "recovery_krylov.png"):
+    for fig in (
+        "recovery_capture.png",
+        "recovery_drift.png",
+        "recovery_rank.png",
+        "recovery_training.png",
+        "recovery_krylov.png",
+    ):
         assert (tmp_path / fig).stat().st_size > 1000
 
 
 def test_random_search_experiment_writes_json_and_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
-    res = reproduce("random-search", tmp_path, {"lab": TINY, "n_eval": 8, "n_sweep": 4, "n_curve": 8, "reps": 1,
-                                                "r_sub": 4})
+    res = reproduce(
+        "random-search", tmp_path, {"lab": TINY, "n_eval": 8, "n_sweep": 4, "n_curve": 8, "reps": 1, "r_sub": 4}
+    )
     m = res["metrics"]
     assert {"sigma_window", "gain_vs_n", "subspaces", "ambient_dimension", "density_vs_mass"} <= set(m)
     # sigma is chosen on the tuning split; the sweep never reports the test split

@@ -1,4 +1,5 @@
 """Hessian-vector products against a dense Hessian; Krylov bases on exact quadratics."""
+
 import pytest
 import torch
 from torch import nn
@@ -81,6 +82,7 @@ def test_krylov_basis_equals_power_sequence_span_on_tiny_model():
     loss = lambda m: ((m(x) - y) ** 2).mean()
     h = _dense_hessian(model, lambda fwd: ((fwd(x) - y) ** 2).mean())
     from updatescope.locallinear import flat_grad
+
     grad = flat_grad(loss(model), model).detach()
     q = krylov_basis(make_hvp(loss, model), grad, 4)
     powers = [grad]
@@ -107,6 +109,7 @@ def test_hvp_on_tiny_transformer_is_symmetric_and_matches_finite_differences():
     assert float(w @ hv) == pytest.approx(float(v @ hw), rel=1e-9)
     # central difference of the gradient along v
     from updatescope.locallinear import flat_grad
+
     theta, eps = flat_params(model), 1e-5
     set_flat_params(model, theta + eps * v)
     gp = flat_grad(loss(model), model).detach()
@@ -129,8 +132,9 @@ def test_top_eigenvalue_matches_dense_hessian():
     h = _dense_hessian(model, loss)  # oracle (26 x 26)
     ev = torch.linalg.eigvalsh(h)
     top = ev[ev.abs().argmax()]
-    lam, v = top_eigenvalue(make_hvp(lambda m: loss(m), model), h.shape[0], iters=2000, seed=0, rtol=1e-12,
-                            dtype=torch.float64)
+    lam, v = top_eigenvalue(
+        make_hvp(lambda m: loss(m), model), h.shape[0], iters=2000, seed=0, rtol=1e-12, dtype=torch.float64
+    )
     assert lam == pytest.approx(float(top), rel=1e-6)
     torch.testing.assert_close(h @ v, lam * v, atol=1e-5, rtol=1e-4)
     # a few iterations give a lower bound on |lambda_max|, never more

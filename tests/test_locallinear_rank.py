@@ -1,4 +1,5 @@
 """Effective rank against numpy SVD and on stacks of known rank."""
+
 import numpy as np
 import pytest
 import torch
@@ -24,7 +25,9 @@ def test_rank_one_and_orthogonal_equal_norm_stacks():
 
 
 def test_gaussian_baseline_keeps_row_norms_and_is_near_full_rank():
-    g = torch.randn(8, 3, generator=torch.Generator().manual_seed(3)) @ torch.randn(3, 4000, generator=torch.Generator().manual_seed(4))
+    g = torch.randn(8, 3, generator=torch.Generator().manual_seed(3)) @ torch.randn(
+        3, 4000, generator=torch.Generator().manual_seed(4)
+    )
     noise = gaussian_like(g, seed=0)
     torch.testing.assert_close(noise.norm(dim=1), g.norm(dim=1), rtol=1e-5, atol=0)
     assert effective_rank(g).entropy_rank < 3.01

@@ -1,4 +1,5 @@
 """Best-of-N random search: theory on a linear toy, seeds, per-tensor independence."""
+
 import math
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Subspace bases and capture fractions against exact constructions (float64)."""
+
 import numpy as np
 import pytest
 import torch
@@ -81,7 +82,9 @@ def test_top_directions_match_numpy_svd():
     _, _, vt = np.linalg.svd(stack.numpy(), full_matrices=False)
     ref = torch.from_numpy(vt[:3])
     # same subspace: projection matrices agree (3 x 300 comparisons, no D x D)
-    torch.testing.assert_close((q @ ref.T).abs().pow(2).sum(), torch.tensor(3.0, dtype=torch.float64), atol=1e-9, rtol=0)
+    torch.testing.assert_close(
+        (q @ ref.T).abs().pow(2).sum(), torch.tensor(3.0, dtype=torch.float64), atol=1e-9, rtol=0
+    )
 
 
 def test_random_basis_is_seeded_and_null_matches_r_over_d():

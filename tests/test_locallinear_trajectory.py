@@ -1,4 +1,5 @@
 """Recovery protocol on a tiny model: shapes, bookkeeping, seeds; synthetic tasks."""
+
 import pytest
 import torch
 from torch import nn
@@ -26,6 +27,7 @@ def _toy_tasks():
         def loss(model, index):
             x = torch.randn(16, 3, generator=torch.Generator().manual_seed(index))
             return ((model(x) - x @ w[name].T) ** 2).mean()
+
         return loss
 
     return {n: make(n) for n in w}
@@ -36,7 +38,9 @@ def _cfg(**kw):
         multitask=PhaseConfig(steps=30, lr=1e-2),
         forget=PhaseConfig(steps=20, lr=1e-2),
         recover=PhaseConfig(steps=12, lr=5e-2, optimizer="sgd"),
-        dense_steps=5, snapshot_every=4, **kw,
+        dense_steps=5,
+        snapshot_every=4,
+        **kw,
     )
 
 
@@ -78,7 +82,9 @@ def test_forgetting_stops_early_on_metric_drop():
         multitask=PhaseConfig(steps=30, lr=1e-2),
         forget=PhaseConfig(steps=200, lr=5e-2, eval_every=1),
         recover=PhaseConfig(steps=6, lr=5e-2, optimizer="sgd"),
-        dense_steps=3, snapshot_every=3, forget_fraction=2.0,  # negative scores: "worse than 2x"
+        dense_steps=3,
+        snapshot_every=3,
+        forget_fraction=2.0,  # negative scores: "worse than 2x"
     )
     run = run_recovery(model, tasks, "a", cfg, metrics=metrics)
     assert 1 <= run.forget_steps < 200

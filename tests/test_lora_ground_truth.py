@@ -1,12 +1,12 @@
 """LoRA ground truth: cached block inputs + tail model reproduce the full model exactly."""
+
 import pytest
 import torch
 
+from _tiny_lm import WordTokenizer
 from updatescope.capture.causal_lm import capture_causal_lm
 from updatescope.errors import InputError
 from updatescope.experiments.groundtruth import lora as _lora
-
-from _tiny_lm import WordTokenizer
 
 TEXTS = ["a b c d e f g h i j k", "x y z w", "p q r s t u v w x y z a b c d e f g h", "solo"]
 
@@ -17,9 +17,17 @@ def model(monkeypatch, tmp_path):
 
     monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache"))
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
-                      tie_word_embeddings=True, pad_token_id=0)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -44,8 +52,9 @@ def test_max_tokens_and_positions(model):
     tok = WordTokenizer(64)
     data = _lora.capture_block_inputs(model, tok, TEXTS, n_last=1, fp="t", seq_len=8, max_tokens=7, use_cache=False)
     assert int((data["labels"] != _lora.IGNORE_INDEX).sum()) == 7
-    last = _lora.capture_block_inputs(model, tok, TEXTS[:3], n_last=1, fp="t", positions=[[-1]] * 3,
-                                      seq_len=64, use_cache=False)
+    last = _lora.capture_block_inputs(
+        model, tok, TEXTS[:3], n_last=1, fp="t", positions=[[-1]] * 3, seq_len=64, use_cache=False
+    )
     assert (last["labels"] != _lora.IGNORE_INDEX).sum(1).tolist() == [1, 1, 1]
 
 
@@ -66,8 +75,10 @@ def test_lora_training_lowers_train_loss_and_leaves_model_alone(model):
 
 def test_transfer_matrix_layout(model):
     tok = WordTokenizer(64)
-    tr = {n: _lora.capture_block_inputs(model, tok, [t] * 3, n_last=1, fp="t", seq_len=8)
-          for n, t in (("u", TEXTS[0]), ("v", TEXTS[2]))}
+    tr = {
+        n: _lora.capture_block_inputs(model, tok, [t] * 3, n_last=1, fp="t", seq_len=8)
+        for n, t in (("u", TEXTS[0]), ("v", TEXTS[2]))
+    }
     gt = _lora.transfer_matrix(model, tr, tr, n_last=1, r=2, alpha=4, lr=1e-2, steps=5, batch=2)
     assert set(gt["transfer"]) == {"u", "v"} and set(gt["transfer"]["u"]) == {"u", "v"}
     for t in ("u", "v"):

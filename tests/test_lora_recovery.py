@@ -1,5 +1,6 @@
 """The ``lora-recovery`` experiment: config checks, the BA-space maps against peft's own delta
 weights, the verdict rule, and a tiny end-to-end run on a random Llama."""
+
 import dataclasses
 import json
 import math
@@ -7,11 +8,10 @@ import math
 import pytest
 import torch
 
+from _tiny_lm import WordTokenizer, reproduce, tiny_llama
 from updatescope.errors import InputError
 from updatescope.experiments import heads, lora_recovery
 from updatescope.experiments.configs import LoRAConfig, LoRARecoveryConfig
-
-from _tiny_lm import WordTokenizer, reproduce, tiny_llama
 
 WORDS = {"a": "alpha beta gamma delta epsilon", "b": "one two three four five", "c": "red green blue cyan teal"}
 
@@ -22,12 +22,36 @@ def _texts(name, split, max_chars):
     return [" ".join(words[(i * 3 + j * (i + 1) + salt) % 5] for j in range(20)) for i in range(6)]
 
 
-TINY = {"tasks": ["dom_a", "dom_b", "dom_c"], "focus": "dom_c", "train_tokens": 96, "eval_tokens": 32,
-        "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"], "lr": 2e-2,
-                 "steps": 6, "batch": 2, "seq_len": 8},
-        "forget_lr": 3e-2, "forget_cap": 4, "forget_rise": 0.05, "forget_eval_every": 2, "recover_steps": 6,
-        "dense_steps": 4, "recover_eval_every": 3, "power_iters": 2, "hessian_batch": 2, "batches_per_task": 2,
-        "plane_batch": 2, "rank_n": 3, "drift_steps": [1, 3, 6], "seeds": 2}
+TINY = {
+    "tasks": ["dom_a", "dom_b", "dom_c"],
+    "focus": "dom_c",
+    "train_tokens": 96,
+    "eval_tokens": 32,
+    "lora": {
+        "n_last": 1,
+        "r": 2,
+        "alpha": 4,
+        "targets": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "lr": 2e-2,
+        "steps": 6,
+        "batch": 2,
+        "seq_len": 8,
+    },
+    "forget_lr": 3e-2,
+    "forget_cap": 4,
+    "forget_rise": 0.05,
+    "forget_eval_every": 2,
+    "recover_steps": 6,
+    "dense_steps": 4,
+    "recover_eval_every": 3,
+    "power_iters": 2,
+    "hessian_batch": 2,
+    "batches_per_task": 2,
+    "plane_batch": 2,
+    "rank_n": 3,
+    "drift_steps": [1, 3, 6],
+    "seeds": 2,
+}
 
 
 # ------------------------------------------------------------------------------ config
@@ -40,10 +64,19 @@ def test_defaults_are_valid_and_quick_is_small():
     assert set(full.lora.targets) <= {"q_proj", "k_proj", "v_proj", "o_proj"}
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"focus": "reviews"}, "focus"), ({"tasks": ("code_email",), "focus": "code_email"}, "tasks"),
-    ({"seeds": 2}, "seeds"), ({"dense_steps": 500}, "dense_steps"), ({"drift_steps": (1, 10**4)}, "drift_steps"),
-    ({"eta_lambda": 2.0}, "eta_lambda"), ({"rank_n": 1}, "rank_n"), ({"forget_rise": 0.0}, "forget_rise")])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"focus": "reviews"}, "focus"),
+        ({"tasks": ("code_email",), "focus": "code_email"}, "tasks"),
+        ({"seeds": 2}, "seeds"),
+        ({"dense_steps": 500}, "dense_steps"),
+        ({"drift_steps": (1, 10**4)}, "drift_steps"),
+        ({"eta_lambda": 2.0}, "eta_lambda"),
+        ({"rank_n": 1}, "rank_n"),
+        ({"forget_rise": 0.0}, "forget_rise"),
+    ],
+)
 def test_bad_configs_are_refused(change, words):
     with pytest.raises(InputError, match=words):
         dataclasses.replace(LoRARecoveryConfig(), **change)
@@ -61,10 +94,13 @@ def tail():
     from updatescope.experiments.groundtruth import lora as lora_gt
 
     model, tok = tiny_llama(64), WordTokenizer(64)
-    data = lora_gt.capture_block_inputs(model, tok, _texts("x_a", "train", 0), n_last=1, fp="t", seq_len=8,
-                                        use_cache=False)
-    cfg = dataclasses.replace(LoRARecoveryConfig.defaults(True), lora=LoRAConfig(
-        n_last=1, r=2, alpha=6, targets=("q_proj", "v_proj"), lr=1e-2, steps=1, batch=2, seq_len=8))
+    data = lora_gt.capture_block_inputs(
+        model, tok, _texts("x_a", "train", 0), n_last=1, fp="t", seq_len=8, use_cache=False
+    )
+    cfg = dataclasses.replace(
+        LoRARecoveryConfig.defaults(True),
+        lora=LoRAConfig(n_last=1, r=2, alpha=6, targets=("q_proj", "v_proj"), lr=1e-2, steps=1, batch=2, seq_len=8),
+    )
     t = lora_recovery.lora_tail(model, data, cfg)
     torch.manual_seed(1)
     with torch.no_grad():
@@ -97,8 +133,10 @@ def test_push_w_is_the_jacobian_of_ba(tail):
     v = torch.randn(theta0.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     eps = 1e-4
     # central difference of the bilinear map: exact up to float32 rounding of delta_w
-    fd = (lora_recovery.delta_w(theta0 + eps * v, theta0, pairs).double()
-          - lora_recovery.delta_w(theta0 - eps * v, theta0, pairs).double()) / (2 * eps)
+    fd = (
+        lora_recovery.delta_w(theta0 + eps * v, theta0, pairs).double()
+        - lora_recovery.delta_w(theta0 - eps * v, theta0, pairs).double()
+    ) / (2 * eps)
     jv = lora_recovery.push_w(v, theta0, pairs).double()
     assert float((fd - jv).norm() / jv.norm()) < 1e-2
     # and BA increments sum to the end point
@@ -121,13 +159,17 @@ def test_pushed_rows_are_the_jacobian_applied_row_by_row(tail):
     for i in range(3):
         torch.testing.assert_close(got[i], lora_recovery.push_w(g[i], theta0, pairs))
     # linear in the rows: the pushed plane of a stack is the push of its span
-    torch.testing.assert_close(lora_recovery._push_rows((g[:1] + 2 * g[1:2]), theta0, pairs)[0],
-                               got[0] + 2 * got[1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        lora_recovery._push_rows((g[:1] + 2 * g[1:2]), theta0, pairs)[0], got[0] + 2 * got[1], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_beyond_rule():
-    s = {"curve.a": {"mean": [0.9, 0.5], "se": [0.01, 0.2]}, "curve.n1": {"mean": [0.5, 0.5], "se": [0.05, 0.0]},
-         "curve.n2": {"mean": [0.8], "se": [0.01]}}
+    s = {
+        "curve.a": {"mean": [0.9, 0.5], "se": [0.01, 0.2]},
+        "curve.n1": {"mean": [0.5, 0.5], "se": [0.05, 0.0]},
+        "curve.n2": {"mean": [0.8], "se": [0.01]},
+    }
     assert lora_recovery.beyond(s, "a", 0, ["n1", "n2"]) is True
     assert lora_recovery.beyond(s, "a", 1, ["n1", "n2"]) is False  # 0.5 - 0.4 below 0.5
     assert lora_recovery.beyond(s, "a", 2, ["n1"]) is None  # curve too short
@@ -211,7 +253,6 @@ def test_an_interrupted_run_resumes_at_its_first_unfinished_replicate(tiny, monk
     assert reproduce("lora-recovery", tiny / "d", TINY)["metrics"]["resumed_replicates"] == []
 
 
-
 # ------------------------------------------------------------------------------ docs table
 def _table_module():
     from _docs_script import docs_script
@@ -255,8 +296,9 @@ def test_micro_batch_accumulation_equals_the_whole_batch(tail):
     from updatescope.experiments.groundtruth import lora as lora_gt
     from updatescope.locallinear import flat_grad
 
-    data = lora_gt.capture_block_inputs(tiny_llama(64), WordTokenizer(64), _texts("x_a", "train", 0), n_last=1,
-                                        fp="t", seq_len=8, use_cache=False)
+    data = lora_gt.capture_block_inputs(
+        tiny_llama(64), WordTokenizer(64), _texts("x_a", "train", 0), n_last=1, fp="t", seq_len=8, use_cache=False
+    )
     rows = torch.arange(data["labels"].shape[0])
     whole = flat_grad(lora_recovery._loss(tail, data, rows), tail).double()
     parts, acc = lora_recovery._part_grads(tail, data, rows, 3)

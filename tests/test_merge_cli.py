@@ -1,5 +1,6 @@
 """`updatescope merge`: shard signatures merge into the signature of the whole stream
 (halves exact, sums to float64 rounding), with compatibility checks and one-line errors."""
+
 import torch
 
 from updatescope.cli import main
@@ -22,7 +23,7 @@ def test_merge_equals_whole_stream(tmp_path, capsys):
     paths = []
     for i in range(3):
         p = tmp_path / f"s{i}.safetensors"
-        save_signature(_sig(a[cuts[i]:cuts[i + 1]], e[cuts[i]:cuts[i + 1]], data=f"part{i}", model="m"), p)
+        save_signature(_sig(a[cuts[i] : cuts[i + 1]], e[cuts[i] : cuts[i + 1]], data=f"part{i}", model="m"), p)
         paths.append(str(p))
     out = tmp_path / "all.safetensors"
     assert main(["merge", *paths, "--out", str(out)]) == 0
@@ -48,8 +49,10 @@ def test_merge_refuses_bad_input(tmp_path, capsys):
         (["merge", str(p0), str(p0), "--out", str(tmp_path / "x.safetensors")], "given twice"),
         (["merge", str(p0), "--out", str(tmp_path / "x.safetensors")], "at least two"),
         (["merge", str(p0), str(p2), "--out", str(tmp_path / "x.safetensors")], "seed differs"),
-        (["merge", str(p0), str(tmp_path / "missing.safetensors"), "--out", str(tmp_path / "x.safetensors")],
-         "not found"),
+        (
+            ["merge", str(p0), str(tmp_path / "missing.safetensors"), "--out", str(tmp_path / "x.safetensors")],
+            "not found",
+        ),
     ]
     for argv, needle in cases:
         assert main(argv) == 2
@@ -63,8 +66,8 @@ def test_merge_refuses_a_hard_link_to_the_same_file(tmp_path, capsys):
     import os
 
     from updatescope.cli import main
-    from updatescope.sketch.fishersketch import FisherSketch
     from updatescope.signatures.io import save_signature
+    from updatescope.sketch.fishersketch import FisherSketch
 
     sig = FisherSketch(4, 6, 64, 0).update(torch.randn(10, 4), torch.randn(10, 6)).signature()
     p = save_signature(sig, tmp_path / "a.safetensors")

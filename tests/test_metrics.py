@@ -1,4 +1,5 @@
 """Selection metrics against small tables worked by hand (arithmetic in the comments)."""
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,9 @@ TRANSFER = {
     "C": {"A": -0.10, "B": -0.20, "D": -0.30},
 }
 SCORES = {
-    "A": {"A": 99.0, "B": 0.9, "C": 0.5, "D": 0.1},   # picks B = best            -> hit
-    "B": {"A": 0.7, "C": 0.6, "D": 0.2},              # picks A (0.20), best C 0.40 -> miss
-    "C": {"A": 0.3, "B": 0.3, "D": 0.1},              # A, B tied; best is A        -> 1/2
+    "A": {"A": 99.0, "B": 0.9, "C": 0.5, "D": 0.1},  # picks B = best            -> hit
+    "B": {"A": 0.7, "C": 0.6, "D": 0.2},  # picks A (0.20), best C 0.40 -> miss
+    "C": {"A": 0.3, "B": 0.3, "D": 0.1},  # A, B tied; best is A        -> 1/2
 }
 
 
@@ -50,7 +51,7 @@ def test_regret_hand_case():
     assert m.per_target["A"] == pytest.approx(0.0)
     assert m.per_target["B"] == pytest.approx(0.20)
     assert m.per_target["C"] == pytest.approx(0.05)
-    assert m.mean == pytest.approx(0.25 / 3)          # (0 + 0.20 + 0.05) / 3
+    assert m.mean == pytest.approx(0.25 / 3)  # (0 + 0.20 + 0.05) / 3
     assert m.max == pytest.approx(0.20)
 
 
@@ -101,18 +102,18 @@ def test_array_input_excludes_diagonal_and_matches_mapping():
                 tr[i, j] = TRANSFER[t][s]
             if t in SCORES and s in SCORES[t]:
                 sc[i, j] = SCORES[t][s]
-    tr[3] = [0.3, 0.2, 0.1, 9.9]       # target D: the diagonal 9.9 is never a candidate
-    sc[3] = [0.1, 0.2, 0.3, 9.9]       # picks C (0.1), best A (0.3) -> miss, regret 0.2
+    tr[3] = [0.3, 0.2, 0.1, 9.9]  # target D: the diagonal 9.9 is never a candidate
+    sc[3] = [0.1, 0.2, 0.3, 9.9]  # picks C (0.1), best A (0.3) -> miss, regret 0.2
     m = top1_accuracy(sc, tr, targets=names, sources=names)
     assert m.per_target == {"A": 1.0, "B": 0.0, "C": 0.5, "D": 0.0}
-    assert regret(sc, tr).per_target["3"] == pytest.approx(0.2)   # unnamed square: "0".."3"
+    assert regret(sc, tr).per_target["3"] == pytest.approx(0.2)  # unnamed square: "0".."3"
 
 
 def test_pooled_spearman_matches_definition():
     # pooled pairs (score, transfer): (.9,.3) (.5,.1) (.1,-.05) (.7,.2) (.6,.4) (.2,.1)
     # (.3,-.1) (.3,-.2) (.1,-.3): computed independently with rank arithmetic below.
-    s = np.array([.9, .5, .1, .7, .6, .2, .3, .3, .1])
-    t = np.array([.3, .1, -.05, .2, .4, .1, -.1, -.2, -.3])
+    s = np.array([0.9, 0.5, 0.1, 0.7, 0.6, 0.2, 0.3, 0.3, 0.1])
+    t = np.array([0.3, 0.1, -0.05, 0.2, 0.4, 0.1, -0.1, -0.2, -0.3])
 
     def ranks(v):
         order = sorted(v)
@@ -136,7 +137,7 @@ def test_bootstrap_ci_hand_case_and_reproducibility():
     assert a == bootstrap_ci(list(v), n_boot=500, seed=7)
     assert a != bootstrap_ci(v, n_boot=500, seed=8)
     assert a[0] < v.mean() < a[1]
-    assert bootstrap_ci([2.0, 2.0, np.nan], n_boot=10) == (2.0, 2.0)      # NaN dropped
+    assert bootstrap_ci([2.0, 2.0, np.nan], n_boot=10) == (2.0, 2.0)  # NaN dropped
     assert bootstrap_ci({"x": 1.0, "y": 3.0}, n_boot=10, seed=0)[0] >= 1.0
     with pytest.raises(InputError):
         bootstrap_ci([1.0, np.nan])
@@ -157,11 +158,11 @@ def test_summarise_is_complete_and_json_ready():
 
 def test_bad_tables_raise():
     with pytest.raises(InputError):
-        top1_accuracy({"A": {"B": 1.0}}, {"A": {"B": 1.0, "C": 2.0}})         # missing score
+        top1_accuracy({"A": {"B": 1.0}}, {"A": {"B": 1.0, "C": 2.0}})  # missing score
     with pytest.raises(InputError):
         top1_accuracy({"A": {"B": float("nan"), "C": 1.0}}, {"A": {"B": 1.0, "C": 2.0}})
     with pytest.raises(InputError):
-        top1_accuracy({"A": {"A": 1.0}}, {"A": {"A": 1.0}})                   # only itself
+        top1_accuracy({"A": {"A": 1.0}}, {"A": {"A": 1.0}})  # only itself
     with pytest.raises(InputError):
         top1_accuracy(np.zeros((2, 3)), np.zeros((3, 3)))
 
@@ -175,19 +176,23 @@ def test_within_group_ranks_only_same_family_sources():
     # D (0.2) and E (0.1); the scores prefer E -> within-family miss, although overall the
     # scores pick the global best... no: the global best for C is A (0.9), outside g.
     groups = {"A": "f", "B": "f", "C": "g", "D": "g", "E": "g"}
-    transfer = {"C": {"A": 0.9, "B": 0.8, "D": 0.2, "E": 0.1},
-                "D": {"A": 0.0, "B": 0.0, "C": 0.3, "E": 0.2},
-                "A": {"B": 0.5, "C": 0.1, "D": 0.1, "E": 0.1}}
-    scores = {"C": {"A": 1.0, "B": 0.9, "D": 0.0, "E": 0.5},
-              "D": {"A": 0.0, "B": 0.0, "C": 0.6, "E": 0.5},
-              "A": {"B": 0.0, "C": 1.0, "D": 1.0, "E": 1.0}}
+    transfer = {
+        "C": {"A": 0.9, "B": 0.8, "D": 0.2, "E": 0.1},
+        "D": {"A": 0.0, "B": 0.0, "C": 0.3, "E": 0.2},
+        "A": {"B": 0.5, "C": 0.1, "D": 0.1, "E": 0.1},
+    }
+    scores = {
+        "C": {"A": 1.0, "B": 0.9, "D": 0.0, "E": 0.5},
+        "D": {"A": 0.0, "B": 0.0, "C": 0.6, "E": 0.5},
+        "A": {"B": 0.0, "C": 1.0, "D": 1.0, "E": 1.0},
+    }
     w = within_group(scores, transfer, groups)
     # A has one same-family candidate (B): excluded from top-1; C miss, D hit
     assert w["top1"].per_target == {"C": 0.0, "D": 1.0}
     assert w["chance_top1"].per_target == {"C": 0.5, "D": 0.5}
     # Spearman needs >= 3 candidates: nobody qualifies here
     assert w["spearman"].per_target == {}
-    assert top1_accuracy(scores, transfer).per_target["C"] == 1.0   # overall it is a hit
+    assert top1_accuracy(scores, transfer).per_target["C"] == 1.0  # overall it is a hit
 
 
 def test_paired_difference_known_shift_and_null():
@@ -223,8 +228,13 @@ def _seed_tables(signal_sd: float, noise_sd: float, n_seeds: int = 3, n: int = 1
     rng = np.random.default_rng(seed)
     names = [f"d{i}" for i in range(n)]
     truth = rng.normal(scale=signal_sd, size=(n, n))
-    return [{t: {s: float(truth[i, j] + noise_sd * rng.normal()) for j, s in enumerate(names) if j != i}
-             for i, t in enumerate(names)} for _ in range(n_seeds)]
+    return [
+        {
+            t: {s: float(truth[i, j] + noise_sd * rng.normal()) for j, s in enumerate(names) if j != i}
+            for i, t in enumerate(names)
+        }
+        for _ in range(n_seeds)
+    ]
 
 
 def test_noise_ceiling_is_perfect_without_noise_and_chance_with_only_noise():

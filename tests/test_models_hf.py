@@ -1,4 +1,5 @@
 """Model loading: local folders, one-line errors, model fingerprints; the packaged SmolLM2."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,15 @@ class _Tok:
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+    cfg = transformers.LlamaConfig(
+        vocab_size=50,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32,
+    )
     model = transformers.LlamaForCausalLM(cfg)
     path = tmp_path_factory.mktemp("tiny-llama")
     model.save_pretrained(path)
@@ -109,7 +117,8 @@ def test_packaged_smollm2_end_to_end():
     model, tok = load_causal_lm("smollm2")
     assert model.config.hidden_size == 576 and model.config.vocab_size == 49152
     batches = list(capture_causal_lm(model, ["The capital of France is Paris."], tok, progress=False))
-    acts = torch.cat([b.acts for b in batches]); logits = torch.cat([b.logits for b in batches])
+    acts = torch.cat([b.acts for b in batches])
+    logits = torch.cat([b.logits for b in batches])
     labels = torch.cat([b.labels for b in batches])
     n = len(tok("The capital of France is Paris.")["input_ids"]) - 1
     assert acts.shape == (n, 576) and logits.shape == (n, 49152) and labels.shape == (n,)

@@ -1,5 +1,6 @@
 """sketch_layers / network_config on a tiny random Llama: one pass per batch, same state as the
 manual capture + update, sketched alignment within its error bar of the exact one."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,15 @@ import torch
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import IncompatibleSignatureError, InputError
-from updatescope.network import (NetworkSketch, capture_linear_grads, causal_lm_labels, exact_network_alignment,
-                                 network_alignment, network_config, sketch_layers)
+from updatescope.network import (
+    NetworkSketch,
+    capture_linear_grads,
+    causal_lm_labels,
+    exact_network_alignment,
+    network_alignment,
+    network_config,
+    sketch_layers,
+)
 
 pytest.importorskip("transformers")
 
@@ -22,9 +30,16 @@ def tiny_llama():
 
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
-                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16,
-                          tie_word_embeddings=False)
+        cfg = LlamaConfig(
+            vocab_size=32,
+            hidden_size=8,
+            intermediate_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=16,
+            tie_word_embeddings=False,
+        )
         return LlamaForCausalLM(cfg).double().eval()
 
 
@@ -71,8 +86,9 @@ def test_sketched_alignment_tracks_exact_within_error_bar():
     model = tiny_llama()
     src, tgt = _ids(3, b=24, lo=0, hi=20), _ids(4, b=24, lo=8, hi=32)  # overlapping token pools
     names = network_config(model, PATTERNS, sketch_dim=2048, seed=0, mode="sequence").names
-    caps = [capture_linear_grads(model, list(names), {"input_ids": b}, causal_lm_labels(b)).sequences()
-            for b in (src, tgt)]
+    caps = [
+        capture_linear_grads(model, list(names), {"input_ids": b}, causal_lm_labels(b)).sequences() for b in (src, tgt)
+    ]
     ex = exact_network_alignment([caps[0][n] for n in names], [caps[1][n] for n in names], names=names)
     assert 0.05 < ex.full < 0.99  # neither trivial nor identical: the check has room to fail
     checked = 0
@@ -89,8 +105,13 @@ def test_sketched_alignment_tracks_exact_within_error_bar():
             checked += 1
             assert math.isfinite(se) and se > 0
             # ±3·se (the t-calibrated 95% interval is ±2·se): deterministic seeds, a generous margin
-            assert abs(getattr(est, field) - getattr(ex, field)) <= 3 * se, (seed, field, getattr(est, field),
-                                                                             getattr(ex, field), se)
+            assert abs(getattr(est, field) - getattr(ex, field)) <= 3 * se, (
+                seed,
+                field,
+                getattr(est, field),
+                getattr(ex, field),
+                se,
+            )
             # the t multiplier never shrinks the raw error: se ≥ √(sketch² + sampling²)
             raw = math.hypot(est.se_parts["sketch"][field], est.se_parts["sampling"][field])
             assert se >= raw - 1e-15 and est.se_parts["dof"][field] > 0

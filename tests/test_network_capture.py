@@ -1,4 +1,5 @@
 """capture_linear_grads: one forward + backward per batch equals autograd per-example gradients."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,16 +8,29 @@ from torch import nn
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
-from updatescope.network import (NetworkConfig, NetworkSketch, capture_linear_grads, exact_network_alignment,
-                                 match_linear_layers)
+from updatescope.network import (
+    NetworkConfig,
+    NetworkSketch,
+    capture_linear_grads,
+    exact_network_alignment,
+    match_linear_layers,
+)
 
 
 def tiny_llama_untied():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
-                      num_key_value_heads=2, max_position_embeddings=16, tie_word_embeddings=False)
+    cfg = LlamaConfig(
+        vocab_size=32,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=16,
+        tie_word_embeddings=False,
+    )
     return LlamaForCausalLM(cfg).double().eval()
 
 
@@ -37,8 +51,12 @@ def test_per_sequence_capture_equals_autograd_on_tiny_llama():
     model = tiny_llama_untied()
     ids, labels = _batch(0)
     names = match_linear_layers(model, PATTERNS)
-    assert names == ["model.layers.0.self_attn.q_proj", "model.layers.1.self_attn.q_proj",
-                     "model.layers.1.mlp.down_proj", "lm_head"]
+    assert names == [
+        "model.layers.0.self_attn.q_proj",
+        "model.layers.1.self_attn.q_proj",
+        "model.layers.1.mlp.down_proj",
+        "lm_head",
+    ]
     cap = capture_linear_grads(model, PATTERNS, {"input_ids": ids}, labels)
     mods = dict(model.named_modules())
     for i in range(ids.shape[0]):  # oracle: each sequence on its own, autograd w.r.t. the weights
@@ -105,8 +123,9 @@ def test_capture_feeds_network_sketch_and_exact_reference():
         sks = [NetworkSketch(NetworkConfig(layers, 64, 0, mode)).update(take(c)) for c in caps]
         n = caps[0].labelled.sum() if mode == "token" else caps[0].labelled.shape[0]
         assert sks[0].count == int(n)
-        ex = exact_network_alignment([take(caps[0])[k] for k in names], [take(caps[1])[k] for k in names],
-                                     names=names, self_pairs=True)
+        ex = exact_network_alignment(
+            [take(caps[0])[k] for k in names], [take(caps[1])[k] for k in names], names=names, self_pairs=True
+        )
         assert ex.bound_lower <= ex.full <= ex.bound_upper
         assert len(ex.profile) == 4
 
@@ -120,6 +139,7 @@ def test_capture_errors():
         capture_linear_grads(model, ["0"], x, torch.tensor([0, 1, 2]))
     with pytest.raises(InputError, match="out of range"):
         capture_linear_grads(model, ["0"], x, torch.tensor([0, 7]))
+
     # a layer that sees positions while labels are per example has no per-token samples
     class Pool(nn.Module):
         def __init__(self) -> None:
@@ -157,8 +177,9 @@ def test_pooled_classifier_mixed_positions_per_sequence():
     cap = capture_linear_grads(model, ["*"], x, y)
     for i in range(4):
         loss = nn.functional.cross_entropy(model(x[i : i + 1]), y[i : i + 1], reduction="sum")
-        for (name, (a, e)), g in zip(cap.sequences().items(), torch.autograd.grad(loss, [model.inner.weight,
-                                                                                           model.head.weight])):
+        for (_name, (a, e)), g in zip(
+            cap.sequences().items(), torch.autograd.grad(loss, [model.inner.weight, model.head.weight])
+        ):
             torch.testing.assert_close(torch.einsum("tk,td->kd", e[i], a[i]), g, rtol=1e-10, atol=1e-12)
     sk = NetworkSketch(NetworkConfig((("inner", 4, 4), ("head", 4, 3)), 32, 0, "sequence")).update(cap.sequences())
     assert sk.count == 4

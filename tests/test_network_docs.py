@@ -1,4 +1,5 @@
 """docs/network.md's generated tables equal what docs/network_table.py makes of the records."""
+
 import copy
 import json
 import re

@@ -1,4 +1,5 @@
 """Exact full-network decomposition: against materialised Fishers, the identity, the bound."""
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,9 @@ def per_example_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> lis
     rows = [[] for _ in ws]
     for i in range(x.shape[0]):
         z = model(x[i : i + 1])
-        loss = nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y[i : i + 1].reshape(-1),
-                                           ignore_index=IGNORE_INDEX, reduction="sum")
+        loss = nn.functional.cross_entropy(
+            z.reshape(-1, z.shape[-1]), y[i : i + 1].reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+        )
         for r, g in zip(rows, torch.autograd.grad(loss, ws)):
             r.append(g.reshape(-1))
     return [torch.stack(r) for r in rows]
@@ -52,6 +54,7 @@ def per_example_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> lis
 def materialised_products(gs: list[torch.Tensor], gt: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """Oracle: (L, L) Frobenius products of the materialised empirical Fisher blocks, plus the
     U-statistic squared norms n²‖F_bc‖² − Σ_i ‖g_ib‖²‖g_ic‖² over n(n−1)."""
+
     def fisher(g):
         x = torch.cat(g, 1)
         return x.T @ x / x.shape[0]
@@ -119,7 +122,8 @@ def _random_blocks(seed: int, n: int = 9):
     widths = torch.randint(1, 5, (3,), generator=g).tolist()
     D = sum(widths)
     mix = torch.eye(D, dtype=torch.float64) + float(torch.rand((), generator=g)) * 2 * torch.randn(
-        D, D, generator=g, dtype=torch.float64)
+        D, D, generator=g, dtype=torch.float64
+    )
     scales = torch.cat([torch.full((w,), 10 ** float(torch.randn((), generator=g))) for w in widths]).double()
 
     def task(shift):
@@ -145,7 +149,9 @@ def test_identity_full_equals_diagonal_plus_offdiagonal():
             ns, nt = (torch.tensor(v, dtype=torch.float64) for v in (al.energy_source, al.energy_target))
             w = ns * nt / (ns.norm() * nt.norm())
             assert float(w.sum()) == pytest.approx(al.profile_cosine, rel=1e-12)
-            assert float((w * torch.tensor(al.profile, dtype=torch.float64)).sum()) == pytest.approx(al.block_diagonal, rel=1e-10, abs=1e-12)
+            assert float((w * torch.tensor(al.profile, dtype=torch.float64)).sum()) == pytest.approx(
+                al.block_diagonal, rel=1e-10, abs=1e-12
+            )
 
 
 def test_bound_holds_on_random_cases():
@@ -169,8 +175,7 @@ def test_block_diagonal_case_has_no_offdiagonal_part_and_bound_is_tight():
     # the off-diagonal share is small but not zero
     g = torch.Generator().manual_seed(3)
     bs = [torch.randn(400, 2, generator=g, dtype=torch.float64) for _ in range(3)]
-    bt = [torch.randn(400, 2, generator=g, dtype=torch.float64) * torch.tensor([1.0, 3.0]).double()
-          for _ in range(3)]
+    bt = [torch.randn(400, 2, generator=g, dtype=torch.float64) * torch.tensor([1.0, 3.0]).double() for _ in range(3)]
     al = exact_network_alignment(bs, bt, self_pairs=True)
     assert max(al.offdiag_share_source, al.offdiag_share_target) < 0.05
     assert abs(al.full - al.block_diagonal) < 0.05

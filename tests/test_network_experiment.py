@@ -1,16 +1,26 @@
 """``reproduce network`` on a tiny set-up: record shape, exact identities, bound, figures."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-
 from tests._tiny_lm import reproduce
 
 pytest.importorskip("transformers")
 
-TINY = {"width": 8, "n_layer": 1, "vocab": 16, "seq_len": 5, "n_seq": 6, "label_agreement": [0.0, 1.0],
-        "input_overlap": [0.0, 1.0], "pretrain_steps": 3, "sketch_dim": 64, "cost_repeats": 1}
+TINY = {
+    "width": 8,
+    "n_layer": 1,
+    "vocab": 16,
+    "seq_len": 5,
+    "n_seq": 6,
+    "label_agreement": [0.0, 1.0],
+    "input_overlap": [0.0, 1.0],
+    "pretrain_steps": 3,
+    "sketch_dim": 64,
+    "cost_repeats": 1,
+}
 
 
 def test_network_experiment_tiny(tmp_path):

@@ -1,4 +1,5 @@
 """Network signature files: round trip, deterministic bytes, one-line refusal of bad files."""
+
 from __future__ import annotations
 
 import json
@@ -8,16 +9,23 @@ import torch
 
 import updatescope as us
 from updatescope.errors import InputError, SignatureFileError
-from updatescope.network import (NetworkConfig, NetworkSketch, load_network_signature, network_alignment,
-                                 save_network_signature)
+from updatescope.network import (
+    NetworkConfig,
+    NetworkSketch,
+    load_network_signature,
+    network_alignment,
+    save_network_signature,
+)
 
 LAYERS = (("blocks.0.fc", 5, 3), ("lm_head", 3, 4))
 
 
 def _data(seed: int, n: int):
     g = torch.Generator().manual_seed(seed)
-    return {name: (torch.randn(n, d, generator=g, dtype=torch.float64), torch.randn(n, k, generator=g, dtype=torch.float64))
-            for name, d, k in LAYERS}
+    return {
+        name: (torch.randn(n, d, generator=g, dtype=torch.float64), torch.randn(n, k, generator=g, dtype=torch.float64))
+        for name, d, k in LAYERS
+    }
 
 
 @pytest.fixture

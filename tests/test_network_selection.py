@@ -1,17 +1,21 @@
 """The network-selection runner on a tiny random Llama and a fake source-selection record."""
+
 import json
 import math
 
 import pytest
 
+from _tiny_lm import loader, reproduce, tiny_llama
 from updatescope.errors import InputError
 from updatescope.experiments import configure, heads, network_selection, source_selection
 
-from _tiny_lm import loader, reproduce, tiny_llama
-
 DOMAINS = ["dom_a", "dom_b", "dom_c", "dom_d"]
-WORDS = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan",
-         "d": "alpha two red four"}
+WORDS = {
+    "a": "alpha beta gamma delta",
+    "b": "one two three four",
+    "c": "red green blue cyan",
+    "d": "alpha two red four",
+}
 
 
 def _texts(name, split, max_chars):
@@ -22,19 +26,35 @@ def _texts(name, split, max_chars):
 
 def _record(path, truth_noise=True):
     # transfer: dom_a and dom_d share words, so they help each other most
-    base = {("dom_a", "dom_d"): 0.3, ("dom_a", "dom_b"): 0.1, ("dom_a", "dom_c"): 0.05,
-            ("dom_b", "dom_c"): 0.02, ("dom_b", "dom_d"): 0.12, ("dom_c", "dom_d"): 0.15}
+    base = {
+        ("dom_a", "dom_d"): 0.3,
+        ("dom_a", "dom_b"): 0.1,
+        ("dom_a", "dom_c"): 0.05,
+        ("dom_b", "dom_c"): 0.02,
+        ("dom_b", "dom_d"): 0.12,
+        ("dom_c", "dom_d"): 0.15,
+    }
     sym = {**base, **{(b, a): v for (a, b), v in base.items()}}
-    seeds = [{t: {s: sym[t, s] + 0.01 * k * (-1) ** i for i, s in enumerate(DOMAINS) if s != t} for t in DOMAINS}
-             for k in range(3)]
+    seeds = [
+        {t: {s: sym[t, s] + 0.01 * k * (-1) ** i for i, s in enumerate(DOMAINS) if s != t} for t in DOMAINS}
+        for k in range(3)
+    ]
     mean = {t: {s: sum(tab[t][s] for tab in seeds) / 3 for s in DOMAINS if s != t} for t in DOMAINS}
     se = {t: {s: 0.005 for s in DOMAINS if s != t} for t in DOMAINS}
-    rec = {"name": "source-selection",
-           "config": {"model": "smollm2", "domains": DOMAINS, "tokens": {"sketch": 40, "train": 40, "eval": 40},
-                      "sketch_dim": 64, "ground_truth": "lora", "seed": 0,
-                      "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"]},
-                      "families": {"dom_a": "x", "dom_b": "x", "dom_c": "x", "dom_d": "y"}},
-           "metrics": {"ground_truth": {"transfer": mean, "transfer_se": se, "transfer_by_seed": seeds}}}
+    rec = {
+        "name": "source-selection",
+        "config": {
+            "model": "smollm2",
+            "domains": DOMAINS,
+            "tokens": {"sketch": 40, "train": 40, "eval": 40},
+            "sketch_dim": 64,
+            "ground_truth": "lora",
+            "seed": 0,
+            "lora": {"n_last": 1, "r": 2, "alpha": 4, "targets": ["q_proj", "v_proj"]},
+            "families": {"dom_a": "x", "dom_b": "x", "dom_c": "x", "dom_d": "y"},
+        },
+        "metrics": {"ground_truth": {"transfer": mean, "transfer_se": se, "transfer_by_seed": seeds}},
+    }
     path.write_text(json.dumps(rec))
     return rec
 
@@ -71,7 +91,8 @@ def test_network_selection_tiny_run(tiny):
     assert m["verdict"].split(" (")[0] in (
         "the LoRA-layer sketch predicts LoRA transfer better than the head sketch",
         "the LoRA-layer sketch predicts LoRA transfer worse than the head sketch",
-        "no resolvable difference between the LoRA-layer sketch and the head sketch")
+        "no resolvable difference between the LoRA-layer sketch and the head sketch",
+    )
     assert (tiny / "out" / "network_selection_profile.png").is_file()
 
 
@@ -92,11 +113,15 @@ def test_head_scores_match_the_record_and_layer_sketch_counts_its_tokens(tiny):
         n = sum(int((b["labels"] != -100).sum()) for b in network_selection.token_batches(model, tok, texts, 40))
         assert n == cap["labels"].numel() == 40
     mat = us.alignment_matrix(sigs)["fisher"]
-    rec["metrics"]["scores"] = {"fisher": {t: {s: float(mat[i, j]) for j, s in enumerate(DOMAINS) if s != t}
-                                           for i, t in enumerate(DOMAINS)}}
+    rec["metrics"]["scores"] = {
+        "fisher": {t: {s: float(mat[i, j]) for j, s in enumerate(DOMAINS) if s != t} for i, t in enumerate(DOMAINS)}
+    }
     (tiny / "gt.json").write_text(json.dumps(rec))
-    res = reproduce("network-selection", tiny / "out",
-                    {"ground_truth_record": str(tiny / "gt.json"), "all_layers": False, "profile_pairs": 1})
+    res = reproduce(
+        "network-selection",
+        tiny / "out",
+        {"ground_truth_record": str(tiny / "gt.json"), "all_layers": False, "profile_pairs": 1},
+    )
     m = res["metrics"]
     assert m["head_vs_record"]["same_tokens_and_dim"] and m["head_vs_record"]["max_abs_diff"] < 1e-9
     assert "last_blocks_head" not in m["scores"] and len(m["profiles"]) == 1
@@ -104,13 +129,17 @@ def test_head_scores_match_the_record_and_layer_sketch_counts_its_tokens(tiny):
 
 def test_a_shorter_stream_counts_fewer_tokens(tiny):
     _record(tiny / "gt.json")
-    res = reproduce("network-selection", tiny / "out", {"ground_truth_record": str(tiny / "gt.json"),
-                                                        "sketch_tokens": 20, "all_layers": False})
+    res = reproduce(
+        "network-selection",
+        tiny / "out",
+        {"ground_truth_record": str(tiny / "gt.json"), "sketch_tokens": 20, "all_layers": False},
+    )
     m = res["metrics"]
     assert m["tokens_sketched"]["lora_layers"] == {d: 20 for d in DOMAINS}
     with pytest.raises(InputError, match="exceeds"):
-        reproduce("network-selection", tiny / "out2", {"ground_truth_record": str(tiny / "gt.json"),
-                                                       "sketch_tokens": 80})
+        reproduce(
+            "network-selection", tiny / "out2", {"ground_truth_record": str(tiny / "gt.json"), "sketch_tokens": 80}
+        )
 
 
 def test_record_checks(tiny):
@@ -138,14 +167,26 @@ def test_lora_layer_names_follow_targets_and_blocks():
 
 
 def test_profile_pairs_spread_over_the_truth():
-    tr = {"a": {"b": 3.0, "c": 2.0, "d": 0.0}, "b": {"a": 3.0, "c": 1.0, "d": 0.5},
-          "c": {"a": 2.0, "b": 1.0, "d": 1.5}, "d": {"a": 0.0, "b": 0.5, "c": 1.5}}
+    tr = {
+        "a": {"b": 3.0, "c": 2.0, "d": 0.0},
+        "b": {"a": 3.0, "c": 1.0, "d": 0.5},
+        "c": {"a": 2.0, "b": 1.0, "d": 1.5},
+        "d": {"a": 0.0, "b": 0.5, "c": 1.5},
+    }
     pairs = network_selection.profile_pairs(tr, 3)
     assert pairs[0] == ("a", "b") and pairs[2] == ("a", "d") and len(set(pairs)) == 3
 
 
-@pytest.mark.parametrize("bad", [{"mode": "layer"}, {"sketch_dim": 100}, {"sketch_tokens": 0},
-                                 {"profile_pairs": -1}, {"ground_truth_record": "gt.txt"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"mode": "layer"},
+        {"sketch_dim": 100},
+        {"sketch_tokens": 0},
+        {"profile_pairs": -1},
+        {"ground_truth_record": "gt.txt"},
+    ],
+)
 def test_config_validation(bad):
     with pytest.raises(InputError):
         configure("network-selection", quick=True, settings=bad)

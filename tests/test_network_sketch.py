@@ -1,4 +1,5 @@
 """NetworkSketch: unbiased per-layer and full-network terms, merge/batch invariance, contracts."""
+
 from __future__ import annotations
 
 import math
@@ -7,8 +8,13 @@ import pytest
 import torch
 
 from updatescope.errors import IncompatibleSignatureError, InputError
-from updatescope.network import (NetworkConfig, NetworkSketch, exact_block_products, exact_network_alignment,
-                                 network_alignment)
+from updatescope.network import (
+    NetworkConfig,
+    NetworkSketch,
+    exact_block_products,
+    exact_network_alignment,
+    network_alignment,
+)
 
 LAYERS = (("a", 5, 3), ("b", 3, 4))
 
@@ -18,8 +24,10 @@ def _data(seed: int, n: int, seq: bool, t: int = 3):
     out = {}
     for name, d, k in LAYERS:
         shape = (n, t) if seq else (n,)
-        out[name] = (torch.randn(*shape, d, generator=g, dtype=torch.float64),
-                     torch.randn(*shape, k, generator=g, dtype=torch.float64))
+        out[name] = (
+            torch.randn(*shape, d, generator=g, dtype=torch.float64),
+            torch.randn(*shape, k, generator=g, dtype=torch.float64),
+        )
     if seq:  # a padded position
         out["a"][0][0, -1] = 0
         out["a"][1][0, -1] = 0
@@ -37,18 +45,22 @@ def _estimates(cfg: NetworkConfig, ds, dt):
     return torch.stack(((ms * mt).sum(-1), qs, qt))
 
 
-@pytest.mark.parametrize("mode,kind", [("token", "dense"), ("sequence", "dense"), ("sequence", "srht"),
-                                       ("token", "fold")])
+@pytest.mark.parametrize(
+    "mode,kind", [("token", "dense"), ("sequence", "dense"), ("sequence", "srht"), ("token", "fold")]
+)
 def test_features_unbiased_for_their_kernel(mode, kind):
     seq = mode == "sequence"
     ds, dt = _data(1, 5, seq), _data(2, 4, seq)
     # slight correlation between tasks so the cross terms are not near zero
     dt = {k: (v[0] + 0.5 * ds[k][0][: v[0].shape[0]], v[1] + 0.5 * ds[k][1][: v[1].shape[0]]) for k, v in dt.items()}
     bp = exact_block_products(_blocks(ds), _blocks(dt), self_pairs=False)
-    exact = torch.stack((
-        torch.cat((bp.cross.diagonal(), torch.tensor([bp.full_cross], dtype=torch.float64))),
-        torch.cat((bp.sq_s.diagonal(), torch.tensor([bp.full_sq_s], dtype=torch.float64))),
-        torch.cat((bp.sq_t.diagonal(), torch.tensor([bp.full_sq_t], dtype=torch.float64)))))
+    exact = torch.stack(
+        (
+            torch.cat((bp.cross.diagonal(), torch.tensor([bp.full_cross], dtype=torch.float64))),
+            torch.cat((bp.sq_s.diagonal(), torch.tensor([bp.full_sq_s], dtype=torch.float64))),
+            torch.cat((bp.sq_t.diagonal(), torch.tensor([bp.full_sq_t], dtype=torch.float64))),
+        )
+    )
     runs = torch.stack([_estimates(NetworkConfig(LAYERS, 64, seed, mode, kind, kind), ds, dt) for seed in range(30)])
     mean, se = runs.mean(0), runs.std(0) / runs.shape[0] ** 0.5
     # unbiased: the seed mean lies within 4 measured standard errors of the exact value
@@ -97,8 +109,11 @@ def test_state_round_trip_and_float32():
     ref = NetworkSketch(cfg).update(d1).update(d2)
     again = NetworkSketch.from_state_dict(NetworkSketch(cfg).update(d1).state_dict()).update(d2)
     torch.testing.assert_close(again.state_dict()["sums"], ref.state_dict()["sums"], rtol=1e-12, atol=0)
-    f32 = NetworkSketch(cfg).update({k: (a.float(), e.float()) for k, (a, e) in d1.items()}).update(
-        {k: (a.float(), e.float()) for k, (a, e) in d2.items()})
+    f32 = (
+        NetworkSketch(cfg)
+        .update({k: (a.float(), e.float()) for k, (a, e) in d1.items()})
+        .update({k: (a.float(), e.float()) for k, (a, e) in d2.items()})
+    )
     torch.testing.assert_close(f32.state_dict()["sums"], ref.state_dict()["sums"], rtol=1e-4, atol=1e-5)
 
 
@@ -159,8 +174,13 @@ def test_row_chunks_do_not_change_the_state(monkeypatch):
 def test_sketch_standard_error_matches_spread_over_seeds():
     ds, dt = _data(10, 30, False), _data(11, 30, False)
     dt = {k: (v[0] + ds[k][0], v[1] + ds[k][1]) for k, v in dt.items()}
-    runs = [network_alignment(NetworkSketch(NetworkConfig(LAYERS, 256, s)).update(ds),
-                              NetworkSketch(NetworkConfig(LAYERS, 256, s)).update(dt)) for s in range(20)]
+    runs = [
+        network_alignment(
+            NetworkSketch(NetworkConfig(LAYERS, 256, s)).update(ds),
+            NetworkSketch(NetworkConfig(LAYERS, 256, s)).update(dt),
+        )
+        for s in range(20)
+    ]
     for key in ("full", "block_diagonal"):
         vals = torch.tensor([getattr(r, key) for r in runs], dtype=torch.float64)
         se = torch.tensor([r.se_parts["sketch"][key] for r in runs], dtype=torch.float64)

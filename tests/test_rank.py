@@ -1,4 +1,5 @@
 """Ranking quality gates on a synthetic family with known structure, and the CKA-blind witness."""
+
 import pytest
 import torch
 
@@ -28,6 +29,7 @@ def test_activation_dark_regime_and_witness():
     n, d, k = 600, 16, 64
     acts = torch.randn(n, d, generator=g)
     w = torch.randn(k, d, generator=g)
+
     def task(lo, hi):
         # the model has learnt task [lo, hi): its softmax puts no mass outside that label set
         logits = acts @ w.T
@@ -35,6 +37,7 @@ def test_activation_dark_regime_and_witness():
         logits[:, hi:] = -1e4
         labels = torch.randint(lo, hi, (n,), generator=g)
         return acts, logits, labels
+
     t = task(0, 16)
     same = task(0, 16)
     disjoint = task(32, 48)
@@ -44,8 +47,9 @@ def test_activation_dark_regime_and_witness():
     assert ex.fisher == pytest.approx(0.0, abs=1e-12)
     fam = HeadTaskFamily(act_dim=d, out_dim=k)
     sig = lambda x: us.FisherSketch(d, k, sketch_dim=1024, seed=1).update_logits(*x).signature()
-    ranking = us.rank_sources(sig(t), {"same-labels": sig(same), "disjoint-labels": sig(disjoint),
-                                       "half": sig(task(8, 24))})
+    ranking = us.rank_sources(
+        sig(t), {"same-labels": sig(same), "disjoint-labels": sig(disjoint), "half": sig(task(8, 24))}
+    )
     assert [r.source for r in ranking.rows] == ["same-labels", "half", "disjoint-labels"]
     assert ranking.regime == "activation-dark"
     dis = next(r for r in ranking.rows if r.source == "disjoint-labels")

@@ -1,4 +1,5 @@
 """The README quickstart runs word for word (through main(), on the packaged SmolLM2)."""
+
 import re
 import shlex
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Every committed record's evaluation noise is what its own per-sequence losses give."""
+
 import copy
 import json
 from pathlib import Path

@@ -1,5 +1,6 @@
 """``locallinear.run_protocol`` on a user's own model (an MLP, a quadratic with a known
 Hessian, a peft LoRA model) and the public LoRA map Delta W = s B A."""
+
 import json
 import re
 from pathlib import Path
@@ -23,8 +24,19 @@ from updatescope.locallinear import (
 ROOT = Path(__file__).resolve().parents[1]
 V = 64  # vocabulary of the tiny Llama
 
-SMALL = ProtocolConfig(multitask_steps=8, multitask_lr=1e-2, forget_steps=4, forget_lr=1e-2, recover_steps=6,
-                       dense_steps=6, eval_every=3, power_iters=5, plane_batches=2, drift_every=3, rank_n=3)
+SMALL = ProtocolConfig(
+    multitask_steps=8,
+    multitask_lr=1e-2,
+    forget_steps=4,
+    forget_lr=1e-2,
+    recover_steps=6,
+    dense_steps=6,
+    eval_every=3,
+    power_iters=5,
+    plane_batches=2,
+    drift_every=3,
+    rank_n=3,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -41,17 +53,27 @@ def _lora_model(seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=2, max_position_embeddings=32, attn_implementation="eager")
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        attn_implementation="eager",
+    )
     return get_peft_model(LlamaForCausalLM(cfg), LoraConfig(r=2, lora_alpha=6, target_modules=["q_proj", "v_proj"]))
 
 
 def _lm_task(shift: int):
     """Sequences x_{j+1} = x_j + shift (mod V); the index seeds the batch."""
+
     def loss(model, index):
         g = torch.Generator().manual_seed(1000 * shift + index)
         ids = (torch.randint(0, V, (4, 1), generator=g) + shift * torch.arange(8)) % V
         return model(input_ids=ids, labels=ids).loss
+
     return loss
 
 
@@ -88,7 +110,7 @@ def test_mlp_and_an_explicit_parameter_subset():
     net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
     xs = torch.randn(64, 4)
     targets = {"p": torch.randn(4, 2), "q": torch.randn(4, 2)}
-    losses = {t: (lambda m, i, w=w: ((m(xs[i % 8::8]) - xs[i % 8::8] @ w) ** 2).mean()) for t, w in targets.items()}
+    losses = {t: (lambda m, i, w=w: ((m(xs[i % 8 :: 8]) - xs[i % 8 :: 8] @ w) ** 2).mean()) for t, w in targets.items()}
     first = net[0].weight.detach().clone()
     rec = run_protocol(net, losses, "q", SMALL, params=["2.weight", net[2].bias])
     assert rec.params == ["2.weight", "2.bias"] and rec.dim == 18
@@ -119,8 +141,18 @@ def _quadratic_tasks():
 
 @pytest.mark.parametrize("eta_lambda", [1.0, 1.9])
 def test_stable_step_on_a_known_quadratic(eta_lambda):
-    cfg = ProtocolConfig(multitask_steps=30, multitask_lr=0.1, forget_steps=30, forget_lr=0.1, recover_steps=10,
-                         dense_steps=6, eval_every=1, power_iters=60, eta_lambda=eta_lambda, rank_n=2)
+    cfg = ProtocolConfig(
+        multitask_steps=30,
+        multitask_lr=0.1,
+        forget_steps=30,
+        forget_lr=0.1,
+        recover_steps=10,
+        dense_steps=6,
+        eval_every=1,
+        power_iters=60,
+        eta_lambda=eta_lambda,
+        rank_n=2,
+    )
     rec = run_protocol(Quadratic(6), _quadratic_tasks(), "a", cfg)
     s = rec.stability
     assert s["lambda_max_forg"] == pytest.approx(10.0, rel=1e-3)  # constant Hessian: same at theta_rec
@@ -132,8 +164,18 @@ def test_stable_step_on_a_known_quadratic(eta_lambda):
 
 def test_a_step_past_the_bound_is_flagged():
     # negative control: eta * lambda_max = 2.5 makes the top eigendirection grow by 1.5 per step
-    cfg = ProtocolConfig(multitask_steps=30, multitask_lr=0.1, forget_steps=30, forget_lr=0.1, recover_steps=10,
-                         dense_steps=6, eval_every=1, power_iters=60, recover_lr=0.25, rank_n=0)
+    cfg = ProtocolConfig(
+        multitask_steps=30,
+        multitask_lr=0.1,
+        forget_steps=30,
+        forget_lr=0.1,
+        recover_steps=10,
+        dense_steps=6,
+        eval_every=1,
+        power_iters=60,
+        recover_lr=0.25,
+        rank_n=0,
+    )
     rec = run_protocol(Quadratic(6), _quadratic_tasks(), "a", cfg)
     assert rec.stability["eta_lambda_forg"] == pytest.approx(2.5, rel=1e-3)
     assert not rec.stability["stable"] and not rec.stability["monotone"]
@@ -151,7 +193,9 @@ def _noisy_quadratic_tasks(scale: float):
         def loss(m, i):
             n = torch.randn(6, generator=torch.Generator().manual_seed(int(i)), dtype=torch.float64)
             return 0.5 * (m.theta - c - scale * n) @ h @ (m.theta - c - scale * n)
+
         return loss
+
     centres = {t: torch.randn(6, generator=g, dtype=torch.float64) for t in ("a", "b")}
     return {t: task(c) for t, c in centres.items()}
 
@@ -160,8 +204,18 @@ def test_krylov_holds_gd_exactly_and_flags_minibatch_steps():
     """GD on a quadratic: theta_k - theta_0 ∈ K_k(H, g_0) and the k updates span K_k
     (capture and overlap 1 at every k).  With index-dependent centres (minibatch SGD) the
     recovery's own steps leave K_k: the check can fail."""
-    cfg = ProtocolConfig(multitask_steps=30, multitask_lr=0.1, forget_steps=30, forget_lr=0.1, recover_steps=10,
-                         dense_steps=5, eval_every=1, power_iters=60, rank_n=0, krylov_k=5)
+    cfg = ProtocolConfig(
+        multitask_steps=30,
+        multitask_lr=0.1,
+        forget_steps=30,
+        forget_lr=0.1,
+        recover_steps=10,
+        dense_steps=5,
+        eval_every=1,
+        power_iters=60,
+        rank_n=0,
+        krylov_k=5,
+    )
     rec = run_protocol(Quadratic(6), _quadratic_tasks(), "a", cfg)
     kr = rec.krylov
     assert kr["k"] == 5 and kr["dim"] == 5 and len(kr["gd_capture"]) == 5
@@ -188,8 +242,14 @@ def test_delta_w_is_b_a_times_scaling_of_the_peft_modules():
     mods = [m for _, m in model.named_modules() if isinstance(getattr(m, "lora_A", None), nn.ModuleDict)]
     assert len(pairs) == len(mods) == 2
     assert [pr.scaling for pr in pairs] == [m.scaling["default"] for m in mods] == [3.0, 3.0]  # alpha / r
-    ref = torch.cat([(m.lora_B["default"].weight.double() @ m.lora_A["default"].weight.double()
-                      * m.scaling["default"]).reshape(-1) for m in mods])
+    ref = torch.cat(
+        [
+            (m.lora_B["default"].weight.double() @ m.lora_A["default"].weight.double() * m.scaling["default"]).reshape(
+                -1
+            )
+            for m in mods
+        ]
+    )
     theta = flat_params(model).float()
     got = delta_w(theta, torch.zeros_like(theta), pairs).double()
     torch.testing.assert_close(got, ref.detach(), rtol=1e-6, atol=1e-6)
@@ -216,12 +276,22 @@ def _one_line(excinfo, words: str) -> None:
     assert "\n" not in msg and re.search(words, msg), msg
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"recover_steps": 0}, "recover_steps"), ({"forget_steps": -1}, "forget_steps"),
-    ({"multitask_steps": -2}, "multitask_steps"), ({"recover_lr": 0.0}, "recover_lr"),
-    ({"forget_lr": -1e-3}, "forget_lr"), ({"dense_steps": 0}, "dense_steps"), ({"dense_steps": 51}, "dense_steps"),
-    ({"rank_n": 1}, "rank_n"), ({"power_iters": 0}, "power_iters"), ({"krylov_k": 21}, "krylov_k"),
-    ({"krylov_k": -1}, "krylov_k")])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"recover_steps": 0}, "recover_steps"),
+        ({"forget_steps": -1}, "forget_steps"),
+        ({"multitask_steps": -2}, "multitask_steps"),
+        ({"recover_lr": 0.0}, "recover_lr"),
+        ({"forget_lr": -1e-3}, "forget_lr"),
+        ({"dense_steps": 0}, "dense_steps"),
+        ({"dense_steps": 51}, "dense_steps"),
+        ({"rank_n": 1}, "rank_n"),
+        ({"power_iters": 0}, "power_iters"),
+        ({"krylov_k": 21}, "krylov_k"),
+        ({"krylov_k": -1}, "krylov_k"),
+    ],
+)
 def test_bad_configs_raise(change, words):
     with pytest.raises(InputError) as e:
         ProtocolConfig(**change)
@@ -252,9 +322,21 @@ def test_bad_calls_raise():
 
 # ------------------------------------------------------------------------------ public surface, docs
 def test_public_names():
-    for name in ("run_protocol", "ProtocolConfig", "ProtocolRecord", "INDEX_OFFSETS", "unit_rows",
-                 "BAPair", "ba_pairs", "delta_w", "push_w", "ba_increments", "krylov_basis", "krylov_curves",
-                 "matched_horizon"):
+    for name in (
+        "run_protocol",
+        "ProtocolConfig",
+        "ProtocolRecord",
+        "INDEX_OFFSETS",
+        "unit_rows",
+        "BAPair",
+        "ba_pairs",
+        "delta_w",
+        "push_w",
+        "ba_increments",
+        "krylov_basis",
+        "krylov_curves",
+        "matched_horizon",
+    ):
         assert name in locallinear.__all__ and getattr(locallinear, name) is not None
 
 

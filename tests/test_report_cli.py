@@ -1,6 +1,7 @@
 """HTML reports of the user's own rankings: ``rank``, ``index query`` and ``select`` with
 ``--report DIR``.  The page is self-contained (every image inlined, no external reference),
 text from signature metadata and documents is escaped, and a bad folder is refused first."""
+
 import json
 from html.parser import HTMLParser
 
@@ -46,11 +47,17 @@ def sigs(tmp_path_factory):
     paths = {}
     for c, b in ((0, 0), (0, 1), (1, 0), (2, 2)):
         name = f"c{c}b{b}" if (c, b) != (2, 2) else HOSTILE
-        sig = us.FisherSketch(16, 64, sketch_dim=M, seed=0).update_logits(
-            *fam.sample(c, b, 300, seed=10 * c + b)).signature(name=name)
+        sig = (
+            us.FisherSketch(16, 64, sketch_dim=M, seed=0)
+            .update_logits(*fam.sample(c, b, 300, seed=10 * c + b))
+            .signature(name=name)
+        )
         paths[f"c{c}b{b}"] = us.save_signature(sig, d / f"c{c}b{b}.safetensors")
-    target = us.FisherSketch(16, 64, sketch_dim=M, seed=0).update_logits(*fam.sample(0, 0, 300, seed=99)).signature(
-        name="target & co")
+    target = (
+        us.FisherSketch(16, 64, sketch_dim=M, seed=0)
+        .update_logits(*fam.sample(0, 0, 300, seed=99))
+        .signature(name="target & co")
+    )
     paths["target"] = us.save_signature(target, d / "target.safetensors")
     return paths
 
@@ -64,8 +71,12 @@ def test_rank_report_is_self_contained_and_escaped(sigs, tmp_path, capsys):
     assert ranking["rows"][0]["source"] == "c0b0" and "index.html" in err
     text, _ = _check_page(rep / "index.html")
     # heatmaps over target + sources, one decomposition bar chart, the key
-    assert {p.name for p in rep.glob("*.png")} == {"heatmap_fisher.png", "heatmap_activation.png",
-                                                   "heatmap_error.png", "bars_00.png"}
+    assert {p.name for p in rep.glob("*.png")} == {
+        "heatmap_fisher.png",
+        "heatmap_activation.png",
+        "heatmap_error.png",
+        "bars_00.png",
+    }
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "target &amp; co" in text
     assert "What the numbers mean" in text and "coupling" in text
     for row in ranking["rows"]:  # every ranked source is in the table, best first
@@ -78,8 +89,10 @@ def test_rank_report_is_self_contained_and_escaped(sigs, tmp_path, capsys):
 def test_report_folder_refused_before_work(sigs, tmp_path, capsys):
     afile = tmp_path / "file.txt"
     afile.write_text("x")
-    for argv in (["rank", "--target", str(sigs["target"]), str(sigs["c0b1"]), "--report", str(afile)],
-                 ["rank", "--target", str(sigs["target"]), str(sigs["c0b1"]), "--report", str(sigs["c0b1"])]):
+    for argv in (
+        ["rank", "--target", str(sigs["target"]), str(sigs["c0b1"]), "--report", str(afile)],
+        ["rank", "--target", str(sigs["target"]), str(sigs["c0b1"]), "--report", str(sigs["c0b1"])],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("updatescope: error:"), err
@@ -87,11 +100,35 @@ def test_report_folder_refused_before_work(sigs, tmp_path, capsys):
 
 
 def test_index_query_report(sigs, tmp_path, capsys):
-    assert main(["index", "build", *[str(sigs[k]) for k in ("c0b0", "c0b1", "c1b0", "c2b2")],
-                 "--out", str(tmp_path / "bank")]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                *[str(sigs[k]) for k in ("c0b0", "c0b1", "c1b0", "c2b2")],
+                "--out",
+                str(tmp_path / "bank"),
+            ]
+        )
+        == 0
+    )
     rep = tmp_path / "qrep"
-    assert main(["index", "query", str(tmp_path / "bank"), "--target", str(sigs["target"]), "--top", "2",
-                 "--report", str(rep)]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "query",
+                str(tmp_path / "bank"),
+                "--target",
+                str(sigs["target"]),
+                "--top",
+                "2",
+                "--report",
+                str(rep),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     text, p = _check_page(rep / "index.html")
     assert "bank entries for target &amp; co" in text and "c0b0" in text
@@ -101,7 +138,6 @@ def test_index_query_report(sigs, tmp_path, capsys):
 
 def test_select_report_shows_top_documents_and_histogram(tmp_path, capsys):
     from test_cli import _save_tiny
-
     from updatescope.models.hf import load_causal_lm
     from updatescope.signatures.build import sketch_causal_lm
 
@@ -110,16 +146,39 @@ def test_select_report_shows_top_documents_and_histogram(tmp_path, capsys):
     g = torch.Generator().manual_seed(0)
     code = "def return class import self if else x y z ( ) : = +".split()
     prose = "the a of to and in is it for on with as at by".split()
-    docs = [" ".join((code if i % 2 else prose)[int(j)] for j in torch.randint(0, 14, (30,), generator=g))
-            for i in range(8)]
+    docs = [
+        " ".join((code if i % 2 else prose)[int(j)] for j in torch.randint(0, 14, (30,), generator=g)) for i in range(8)
+    ]
     docs[1] = HOSTILE + " " + docs[1]  # a document whose text is markup
     pool = tmp_path / "pool.jsonl"
     pool.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
-    us.save_signature(sketch_causal_lm(model, tok, docs[3::2], sketch_dim=M, progress=False), tmp_path / "t.safetensors")
+    us.save_signature(
+        sketch_causal_lm(model, tok, docs[3::2], sketch_dim=M, progress=False), tmp_path / "t.safetensors"
+    )
     rep = tmp_path / "srep"
-    assert main(["select", "--model", str(path), "--data", str(pool), "--target", str(tmp_path / "t.safetensors"),
-                 "--top", "3", "--out", str(tmp_path / "sub.jsonl"), "--quiet", "--token-budget", "128",
-                 "--report", str(rep)]) == 0
+    assert (
+        main(
+            [
+                "select",
+                "--model",
+                str(path),
+                "--data",
+                str(pool),
+                "--target",
+                str(tmp_path / "t.safetensors"),
+                "--top",
+                "3",
+                "--out",
+                str(tmp_path / "sub.jsonl"),
+                "--quiet",
+                "--token-budget",
+                "128",
+                "--report",
+                str(rep),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     text, p = _check_page(rep / "index.html")
     top = [json.loads(x) for x in (tmp_path / "sub.jsonl").read_text().splitlines()]
@@ -129,8 +188,26 @@ def test_select_report_shows_top_documents_and_histogram(tmp_path, capsys):
         assert f"{r['score']:.3f}" in text
     assert "&lt;script&gt;" in text or all(r["index"] != 1 for r in top)
     # the report folder must not be one of the inputs or outputs
-    assert main(["select", "--model", str(path), "--data", str(pool), "--target", str(tmp_path / "t.safetensors"),
-                 "--top", "3", "--out", str(tmp_path / "s2.jsonl"), "--report", str(pool)]) == 2
+    assert (
+        main(
+            [
+                "select",
+                "--model",
+                str(path),
+                "--data",
+                str(pool),
+                "--target",
+                str(tmp_path / "t.safetensors"),
+                "--top",
+                "3",
+                "--out",
+                str(tmp_path / "s2.jsonl"),
+                "--report",
+                str(pool),
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "s2.jsonl").exists()
 
 
@@ -138,9 +215,24 @@ def test_write_report_escapes_every_field(tmp_path):
     """The writer itself: title, meta, document text and source names are all escaped."""
     from updatescope.report.html import DocumentView, write_report
 
-    view = DocumentView(HOSTILE, ({"rank": 1, "score": 0.5, "score_se": 0.1, "activation": 0.2, "error": 0.3,
-                                   "tokens": 12, "short": False, "source": f"/x/{HOSTILE}.txt", "index": 0,
-                                   "text": HOSTILE * 3},), (0.5, 0.1, float("nan"), -0.2))
+    view = DocumentView(
+        HOSTILE,
+        (
+            {
+                "rank": 1,
+                "score": 0.5,
+                "score_se": 0.1,
+                "activation": 0.2,
+                "error": 0.3,
+                "tokens": 12,
+                "short": False,
+                "source": f"/x/{HOSTILE}.txt",
+                "index": 0,
+                "text": HOSTILE * 3,
+            },
+        ),
+        (0.5, 0.1, float("nan"), -0.2),
+    )
     path = write_report(tmp_path / "r", title=HOSTILE, meta={HOSTILE: HOSTILE}, documents=view)
     text, _ = _check_page(path)
     assert text.count("&lt;script&gt;") >= 5 and "score" in text
@@ -161,7 +253,6 @@ def test_rank_report_renders_in_a_headless_browser(sigs, tmp_path, capsys):
     import subprocess
 
     import matplotlib.image as mpimg
-    import numpy as np
 
     rep = tmp_path / "rep"
     srcs = [str(sigs[k]) for k in ("c0b1", "c1b0", "c2b2", "c0b0")]
@@ -173,10 +264,21 @@ def test_rank_report_renders_in_a_headless_browser(sigs, tmp_path, capsys):
 
     def coloured_share(page):
         shot = tmp_path / f"{page.stem}.png"
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / ('profile_' + page.stem)}", "--hide-scrollbars",
-                 "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()]
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / ('profile_' + page.stem)}",
+            "--hide-scrollbars",
+            "--window-size=1280,2400",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ]
         subprocess.run([_chromium(), *flags], capture_output=True, timeout=120, check=False)
         img = mpimg.imread(shot)[..., :3]  # floats in [0, 1]
         saturation = img.max(-1) - img.min(-1)

@@ -1,4 +1,5 @@
 """The generated tables of docs/results.md match the committed JSON records."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ def _tool():
 def test_committed_docs_match_committed_records(doc):
     tool = _tool()
     text = (ROOT / doc).read_text()
-    assert tool.regenerate(text, ROOT / "docs" / "results") == text, \
+    assert tool.regenerate(text, ROOT / "docs" / "results") == text, (
         f"{doc} is stale: run `python docs/results_table.py --write`"
+    )
 
 
 def test_within_collection_block_is_in_results_md():
@@ -30,24 +32,40 @@ def test_within_collection_block_is_in_results_md():
 
 def _record(top1: float) -> dict:
     block = lambda v: {"mean": v, "sd": 0.0, "max": v, "ci": [v, v], "n": 2, "per_target": {"a": v, "b": v}}  # noqa: E731
-    method = {"top1": block(top1), "oracle_normalised_transfer": block(0.5), "regret": block(0.01),
-              "spearman": block(0.3), "chance_top1": 0.5, "pooled_spearman": {"rho": 0.1, "p": 0.5, "n": 4},
-              "within_family": {"top1": block(1.0), "chance_top1": block(0.5), "spearman": block(0.0)}}
-    return {"name": "x", "seconds": 1.0, "env": {"git_commit": "abc", "git_dirty": False},
-            "metrics": {"methods": {"fisher": method, "family": method}, "cannot_run": {},
-                        "paired": {"fisher - family": {"spearman": {"mean": 0.0, "ci": [0.0, 0.0], "n": 2}}},
-                        "truth_noise": {"n_seeds": 1, "ceiling": None}}}
+    method = {
+        "top1": block(top1),
+        "oracle_normalised_transfer": block(0.5),
+        "regret": block(0.01),
+        "spearman": block(0.3),
+        "chance_top1": 0.5,
+        "pooled_spearman": {"rho": 0.1, "p": 0.5, "n": 4},
+        "within_family": {"top1": block(1.0), "chance_top1": block(0.5), "spearman": block(0.0)},
+    }
+    return {
+        "name": "x",
+        "seconds": 1.0,
+        "env": {"git_commit": "abc", "git_dirty": False},
+        "metrics": {
+            "methods": {"fisher": method, "family": method},
+            "cannot_run": {},
+            "paired": {"fisher - family": {"spearman": {"mean": 0.0, "ci": [0.0, 0.0], "n": 2}}},
+            "truth_noise": {"n_seeds": 1, "ceiling": None},
+        },
+    }
 
 
 def test_check_fails_on_a_changed_record(tmp_path):
     tool = _tool()
     (tmp_path / "rec.json").write_text(json.dumps(_record(0.25)))
-    doc = "intro\n<!-- generated: evidence rec -->\n<!-- end generated -->\nafter\n<!-- generated: paired rec -->\nold\n<!-- end generated -->"
+    doc = (
+        "intro\n<!-- generated: evidence rec -->\n<!-- end generated -->\nafter\n"
+        "<!-- generated: paired rec -->\nold\n<!-- end generated -->"
+    )
     fresh = tool.regenerate(doc, tmp_path)
     assert "| FisherSketch A_F | 0.250 [0.250, 0.250]" in fresh and fresh.endswith("<!-- end generated -->")
-    assert "old" not in fresh and tool.regenerate(fresh, tmp_path) == fresh   # idempotent
+    assert "old" not in fresh and tool.regenerate(fresh, tmp_path) == fresh  # idempotent
     (tmp_path / "rec.json").write_text(json.dumps(_record(0.75)))
-    assert tool.regenerate(fresh, tmp_path) != fresh                           # a stale block is caught
+    assert tool.regenerate(fresh, tmp_path) != fresh  # a stale block is caught
     with pytest.raises(SystemExit):
         tool.regenerate("<!-- generated: evidence rec -->\nno end", tmp_path)
 
@@ -61,7 +79,8 @@ def test_truth_and_pairs_blocks_render_from_the_record(tmp_path):
         ground_truth={"transfer": tab(lambda i, j: 0.1 * (i - j)), "transfer_se": tab(lambda i, j: 0.01 * (i + j))},
         sketch_alignment={k: tab(lambda i, j: 0.5 + 0.01 * (i + j)) for k in ("fisher", "error")},
         scores={f"exact_{k}": tab(lambda i, j: 0.5) for k in ("fisher", "error")},
-        sketch_vs_exact={"fisher": {"spearman": 0.9, "mean_abs_err": 0.02, "max_abs_err": 0.03, "pairs": 3}})
+        sketch_vs_exact={"fisher": {"spearman": 0.9, "mean_abs_err": 0.02, "max_abs_err": 0.03, "pairs": 3}},
+    )
     (tmp_path / "rec.json").write_text(json.dumps(rec))
     doc = "<!-- generated: truth rec -->\n<!-- end generated -->\n<!-- generated: pairs rec -->\n<!-- end generated -->"
     out = tool.regenerate(doc, tmp_path)
@@ -78,21 +97,39 @@ def _within_record() -> dict:
     m = rec["metrics"]
     names = ("fisher", "exact_fisher", "cka", "activation", "easiness", "family", "collection")
     m["methods"] = {n: json.loads(json.dumps(m["methods"]["fisher"])) for n in names}
-    m["methods"]["collection"]["spearman"] = {"mean": None, "ci": None, "n": 0, "per_target": {},
-                                              "excluded": {"a": "constant scores", "b": "constant scores"}}
+    m["methods"]["collection"]["spearman"] = {
+        "mean": None,
+        "ci": None,
+        "n": 0,
+        "per_target": {},
+        "excluded": {"a": "constant scores", "b": "constant scores"},
+    }
     pooled = lambda rho: {"pooled": {"rho": rho, "p": 0.01, "p_perm": 0.04, "n_perm": 5000, "n": 2}}  # noqa: E731
     m["correlation"] = {n: pooled(0.4) for n in names}
     m["correlation"]["collection"] = pooled(float("nan"))
     d = lambda mean, lo, hi: {"spearman": {"mean": mean, "ci": [lo, hi], "n": 2}}  # noqa: E731
-    m["paired"] = {"fisher - cka": d(0.2, 0.1, 0.3), "fisher - activation": d(-0.2, -0.3, -0.1),
-                   "fisher - family": d(0.1, -0.1, 0.3), "fisher - easiness": d(0.5, 0.2, 0.8),
-                   "fisher - exact_fisher": d(0.0, -0.05, 0.05), "fisher - collection": d(0.3, 0.3, 0.3)}
-    m.update(property_families={"smiles_nci_tpsa_q1": "tpsa", "smiles_nci_logp_q1": "logp"},
-             collection_indicator={"collections": ["nci"], "constant": True}, constant_methods=["collection", "size"],
-             ground_truth={"transfer": {"a": {"a": 0.2, "b": 0.05}, "b": {"a": 0.04, "b": 0.2}}},
-             truth_noise={"n_seeds": 3, "median_best_gap": 0.001, "median_se": 0.001, "best_same_in_every_seed": 1,
-                          "n_targets": 2, "ceiling": {"top1": m["methods"]["fisher"]["top1"],
-                                                      "spearman": {"mean": 0.8, "ci": [0.7, 0.9]}}})
+    m["paired"] = {
+        "fisher - cka": d(0.2, 0.1, 0.3),
+        "fisher - activation": d(-0.2, -0.3, -0.1),
+        "fisher - family": d(0.1, -0.1, 0.3),
+        "fisher - easiness": d(0.5, 0.2, 0.8),
+        "fisher - exact_fisher": d(0.0, -0.05, 0.05),
+        "fisher - collection": d(0.3, 0.3, 0.3),
+    }
+    m.update(
+        property_families={"smiles_nci_tpsa_q1": "tpsa", "smiles_nci_logp_q1": "logp"},
+        collection_indicator={"collections": ["nci"], "constant": True},
+        constant_methods=["collection", "size"],
+        ground_truth={"transfer": {"a": {"a": 0.2, "b": 0.05}, "b": {"a": 0.04, "b": 0.2}}},
+        truth_noise={
+            "n_seeds": 3,
+            "median_best_gap": 0.001,
+            "median_se": 0.001,
+            "best_same_in_every_seed": 1,
+            "n_targets": 2,
+            "ceiling": {"top1": m["methods"]["fisher"]["top1"], "spearman": {"mean": 0.8, "ci": [0.7, 0.9]}},
+        },
+    )
     return rec
 
 
@@ -102,18 +139,23 @@ def test_within_collection_block_renders_from_the_record(tmp_path):
     (tmp_path / "rec.json").write_text(json.dumps(rec))
     doc = "<!-- generated: smileswithin rec -->\n<!-- end generated -->"
     out = tool.regenerate(doc, tmp_path)
-    assert "| **noise ceiling** (1 of 3 seeds predicts the others' mean) | 0.80 [0.70, 0.90] | 0.500 [0.500, 0.500] | – |" in out
+    assert (
+        "| **noise ceiling** (1 of 3 seeds predicts the others' mean) | 0.80 [0.70, 0.90] | 0.500 [0.500, 0.500] | – |"
+        in out
+    )
     assert "| FisherSketch A_F | 0.30 [0.30, 0.30] | 0.500 [0.500, 0.500] | 0.40 (0.040) |" in out
-    assert "| *trivial:* same property (TPSA / logP) | 0.30" in out             # "family" is the property label here
+    assert "| *trivial:* same property (TPSA / logP) | 0.30" in out  # "family" is the property label here
     assert "| *trivial:* same collection (NCI) | constant: cannot rank | | |" in out
     assert "same collection (NCI) (constant: Spearman counted as 0) | +0.30 [+0.30, +0.30] (n 2)" in out
     verdict = next(line for line in out.split("\n") if line.startswith("Verdict"))
-    assert ("− linear CKA +0.20 [+0.10, +0.30], better; − activation-only Scov(M_a), sketch -0.20 [-0.30, -0.10], worse; "
-            "− easiness (−base loss on source) +0.50 [+0.20, +0.80], better; "
-            "− same property (TPSA / logP) +0.10 [-0.10, +0.30], no difference shown; "
-            "− exact A_F +0.00 [-0.05, +0.05], no difference shown.") in verdict
+    assert (
+        "− linear CKA +0.20 [+0.10, +0.30], better; − activation-only Scov(M_a), sketch -0.20 [-0.30, -0.10], worse; "
+        "− easiness (−base loss on source) +0.50 [+0.20, +0.80], better; "
+        "− same property (TPSA / logP) +0.10 [-0.10, +0.30], no difference shown; "
+        "− exact A_F +0.00 [-0.05, +0.05], no difference shown."
+    ) in verdict
     assert "noise ceiling of 0.80 [0.70, 0.90]; pooled ρ_s 0.40, Mantel p 0.040 (below 0.05)." in verdict
-    assert tool.regenerate(out, tmp_path) == out                                # idempotent
+    assert tool.regenerate(out, tmp_path) == out  # idempotent
     rec["metrics"]["paired"]["fisher - cka"]["spearman"]["ci"] = [-0.1, 0.5]  # the record changes ...
     (tmp_path / "rec.json").write_text(json.dumps(rec))
     fresh = tool.regenerate(out, tmp_path)
@@ -149,8 +191,9 @@ def _typed_decimals(text: str) -> list[str]:
 def test_typed_decimal_check_can_fail():
     typed = "Intro.\nFisherSketch reaches 0.55 here.\n<!-- generated: x y -->\n0.55\n<!-- end generated -->\n"
     assert _typed_decimals(typed) == ["FisherSketch reaches 0.55 here."]
-    assert _typed_decimals("| a | 0.0041 |\nThe paper's 0.97 stays.\n```\n12.35\n```\nv0.12 and 0.5 pass.") == \
-        ["| a | 0.0041 |"]
+    assert _typed_decimals("| a | 0.0041 |\nThe paper's 0.97 stays.\n```\n12.35\n```\nv0.12 and 0.5 pass.") == [
+        "| a | 0.0041 |"
+    ]
 
 
 def test_results_md_has_no_typed_decimals():
@@ -162,10 +205,16 @@ def test_results_md_has_no_typed_decimals():
 def test_centred_pooled_keeps_only_the_within_target_ranking():
     tool = _tool()
     # within each target the scores order the sources as the truth does; the targets' levels differ
-    truth = {"a": {"b": 1.0, "c": 2.0, "d": 3.0}, "b": {"a": 11.0, "c": 12.0, "d": 13.0},
-             "c": {"a": 21.0, "b": 22.0, "d": 23.0}}
-    scores = {"a": {"b": 0.3, "c": 0.4, "d": 0.5}, "b": {"a": 0.3, "c": 0.4, "d": 0.5},
-              "c": {"a": 0.3, "b": 0.4, "d": 0.5}}
+    truth = {
+        "a": {"b": 1.0, "c": 2.0, "d": 3.0},
+        "b": {"a": 11.0, "c": 12.0, "d": 13.0},
+        "c": {"a": 21.0, "b": 22.0, "d": 23.0},
+    }
+    scores = {
+        "a": {"b": 0.3, "c": 0.4, "d": 0.5},
+        "b": {"a": 0.3, "c": 0.4, "d": 0.5},
+        "c": {"a": 0.3, "b": 0.4, "d": 0.5},
+    }
     assert tool.centred_pooled(scores, truth) == pytest.approx(1.0)
     reversed_ = {t: {s: -v for s, v in row.items()} for t, row in scores.items()}
     assert tool.centred_pooled(reversed_, truth) == pytest.approx(-1.0)

@@ -1,5 +1,6 @@
 """Resumable sketching: a run stopped mid-way and resumed from its checkpoint writes the same
 bytes as an uninterrupted run; checkpoints are refused for a different run."""
+
 import json
 
 import pytest
@@ -30,8 +31,23 @@ def setup(tmp_path_factory):
 
 
 def _argv(model, data, out, *extra):
-    return ["sketch", "--model", str(model), "--data", str(data), "--out", str(out), "--sketch-dim", "64",
-            "--quiet", "--token-budget", "64", "--name", "c", *extra]
+    return [
+        "sketch",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--sketch-dim",
+        "64",
+        "--quiet",
+        "--token-budget",
+        "64",
+        "--name",
+        "c",
+        *extra,
+    ]
 
 
 def test_kill_and_resume_equals_uninterrupted(setup, tmp_path, monkeypatch, capsys):

@@ -1,4 +1,5 @@
 """``schedules``: config checks, the paired verdict rule, and an end-to-end run on a tiny lab."""
+
 import importlib.util
 import json
 import math
@@ -11,8 +12,17 @@ from updatescope.errors import InputError
 from updatescope.experiments import configure
 from updatescope.experiments.configs import SchedulesConfig
 
-TINY = {"model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3}, "mt_steps": 40, "forget_cap": 30,
-        "recover_steps": 30, "dense_steps": 10, "snapshot_every": 10, "eval_n": 32, "hessian_n": 8, "power_iters": 5}
+TINY = {
+    "model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3},
+    "mt_steps": 40,
+    "forget_cap": 30,
+    "recover_steps": 30,
+    "dense_steps": 10,
+    "snapshot_every": 10,
+    "eval_n": 32,
+    "hessian_n": 8,
+    "power_iters": 5,
+}
 
 
 def _table_script():
@@ -23,16 +33,21 @@ def _table_script():
     return mod
 
 
-@pytest.mark.parametrize("settings, field", [
-    ({"order": ["copy", "sort", "reverse"]}, "order"),
-    ({"order": ["copy", "copy", "sort", "reverse"]}, "order"),
-    ({"recover_tol": 0.0}, "recover_tol"),
-    ({"share_steps": [7]}, "share_steps"),  # not an evaluated step (every 5)
-    ({"share_steps": [1000]}, "share_steps"),
-    ({"capture_k": [31]}, "capture_k"),  # beyond dense_steps = 30
-    ({"seeds": 1}, "seeds"),
-    ({"replay": 1.0}, "replay"), ({"replay": -0.1}, "replay"), ({"eta_draws": 0}, "eta_draws"),
-])
+@pytest.mark.parametrize(
+    "settings, field",
+    [
+        ({"order": ["copy", "sort", "reverse"]}, "order"),
+        ({"order": ["copy", "copy", "sort", "reverse"]}, "order"),
+        ({"recover_tol": 0.0}, "recover_tol"),
+        ({"share_steps": [7]}, "share_steps"),  # not an evaluated step (every 5)
+        ({"share_steps": [1000]}, "share_steps"),
+        ({"capture_k": [31]}, "capture_k"),  # beyond dense_steps = 30
+        ({"seeds": 1}, "seeds"),
+        ({"replay": 1.0}, "replay"),
+        ({"replay": -0.1}, "replay"),
+        ({"eta_draws": 0}, "eta_draws"),
+    ],
+)
 def test_config_refuses_bad_settings(settings, field):
     with pytest.raises(InputError, match=field):
         configure("schedules", quick=True, settings=settings)
@@ -124,8 +139,11 @@ def test_regime_check_and_cannot_be_decided_verdict():
     bad_sim = regime_check(_start({**good, "sort": 0.5}, forgot), phases, order, "copy", 0.9)
     bad_last = regime_check(_start(good, {**forgot, "mod-add": 0.0}), phases, order, "copy", 0.9)
     bad_focus = regime_check(_start(good, forgot), [{"task": "copy", "accuracy": {"copy": 0.3}}], order, "copy", 0.9)
-    for res, name in ((bad_sim, "simultaneous_min_task = 0.500"), (bad_last, "sequential_last_task (mod-add)"),
-                      (bad_focus, "sequential_focus_end_of_phase (copy) = 0.300")):
+    for res, name in (
+        (bad_sim, "simultaneous_min_task = 0.500"),
+        (bad_last, "sequential_last_task (mod-add)"),
+        (bad_focus, "sequential_focus_end_of_phase (copy) = 0.300"),
+    ):
         assert not res["passed"] and len(res["reasons"]) == 1 and name in res["reasons"][0]
     d = paired([10.0, 12.0, 11.0], [20.0, 21.0, 23.0])
     assert verdict(d, ok["reasons"]) == "more robust"
@@ -189,8 +207,8 @@ def test_replay_keeps_earlier_tasks_in_the_loss(monkeypatch):
     tasks (on batches of their own); without it, the phase task alone."""
     import torch
 
-    from updatescope.locallinear.config import LabConfig, ModelConfig
     from updatescope.locallinear import lab as lab_mod
+    from updatescope.locallinear.config import LabConfig, ModelConfig
 
     seen = []
     real = lab_mod.train_phase
@@ -207,8 +225,10 @@ def test_replay_keeps_earlier_tasks_in_the_loss(monkeypatch):
     name, loss = seen[2]  # the sort phase: copy and reverse are replayed
     assert name == "sequential:sort"
     with torch.no_grad():
-        want = 0.5 * tasks.loss(model, "sort", 3, n=n // 2) + 0.5 * torch.stack(
-            [tasks.loss(model, t, 500_003, n=n // 4) for t in ("copy", "reverse")]).mean()
+        want = (
+            0.5 * tasks.loss(model, "sort", 3, n=n // 2)
+            + 0.5 * torch.stack([tasks.loss(model, t, 500_003, n=n // 4) for t in ("copy", "reverse")]).mean()
+        )
         assert torch.allclose(loss(model, 3), want)
         assert torch.allclose(seen[0][1](model, 3), tasks.loss(model, "copy", 3, n=n))  # nothing to replay yet
 
@@ -226,10 +246,13 @@ def test_lambda_max_finds_the_top_eigenvalue_when_the_dominant_one_is_negative(m
 
     q, _ = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
     # all-negative spectrum: no positive curvature, the spectral radius bounds the step
-    for spectrum, top in (([-5.0, 2.0, 1.0, 0.5, -1.0, 0.1], 2.0), ([5.0, 2.0, -1.0, 0.5, -3.0, 0.1], 5.0),
-                          ([-5.0, -2.0, -1.0, -0.5, -1.5, -0.1], 5.0)):
+    for spectrum, top in (
+        ([-5.0, 2.0, 1.0, 0.5, -1.0, 0.1], 2.0),
+        ([5.0, 2.0, -1.0, 0.5, -3.0, 0.1], 5.0),
+        ([-5.0, -2.0, -1.0, -0.5, -1.5, -0.1], 5.0),
+    ):
         h = q @ torch.diag(torch.tensor(spectrum, dtype=torch.float64)) @ q.T
-        monkeypatch.setattr(lab, "make_hvp", lambda loss, model, h=h: (lambda v: (h @ v.double()).float()))
+        monkeypatch.setattr(lab, "make_hvp", lambda loss, model, h=h: lambda v: (h @ v.double()).float())
         monkeypatch.setattr(lab, "mix_loss_fn", lambda *a, **k: None)
         monkeypatch.setattr(lab, "swapped_params", lambda *a: contextlib.nullcontext())
         assert lab.lambda_max(None, None, torch.zeros(6), n=1, iters=300) == pytest.approx(top, rel=2e-2)
@@ -247,7 +270,7 @@ def test_lambda_max_radius_never_returns_less_than_the_spectral_radius(monkeypat
 
     q, _ = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
     h = q @ torch.diag(torch.tensor([-50.0, 2.0, 1.0, 0.5, -1.0, 0.1], dtype=torch.float64)) @ q.T
-    monkeypatch.setattr(lab, "make_hvp", lambda loss, model: (lambda v: (h @ v.double()).float()))
+    monkeypatch.setattr(lab, "make_hvp", lambda loss, model: lambda v: (h @ v.double()).float())
     monkeypatch.setattr(lab, "mix_loss_fn", lambda *a, **k: None)
     monkeypatch.setattr(lab, "swapped_params", lambda *a: contextlib.nullcontext())
     assert lab.lambda_max(None, None, torch.zeros(6), n=1, iters=300, radius=True) == pytest.approx(50.0, rel=2e-2)

@@ -1,5 +1,6 @@
 """Document scores: exact identity with the pool's cross term, the Gram-identity oracle on
 tiny cases (float64), the model path against per-document streams, and the CLI export."""
+
 import json
 import math
 
@@ -15,9 +16,14 @@ D, K = 3, 4
 
 
 def _docs(g, lengths):
-    return [(torch.randn(n, D, generator=g, dtype=torch.float64),
-             torch.softmax(torch.randn(n, K, generator=g, dtype=torch.float64), 1)
-             - torch.eye(K, dtype=torch.float64)[torch.randint(0, K, (n,), generator=g)]) for n in lengths]
+    return [
+        (
+            torch.randn(n, D, generator=g, dtype=torch.float64),
+            torch.softmax(torch.randn(n, K, generator=g, dtype=torch.float64), 1)
+            - torch.eye(K, dtype=torch.float64)[torch.randint(0, K, (n,), generator=g)],
+        )
+        for n in lengths
+    ]
 
 
 def _oracle(doc, target):
@@ -37,7 +43,9 @@ def test_scores_sum_to_the_pool_alignment_exactly():
     docs, (target,) = _docs(g, [5, 1, 9, 17, 2]), _docs(g, [40])
     t_sig = us.FisherSketch(config=cfg).update(*target).signature()
     res = score_streams(cfg, docs, t_sig)
-    pool = us.FisherSketch(config=cfg).update(torch.cat([a for a, _ in docs]), torch.cat([e for _, e in docs])).signature()
+    pool = (
+        us.FisherSketch(config=cfg).update(torch.cat([a for a, _ in docs]), torch.cat([e for _, e in docs])).signature()
+    )
     n = pool.count
     via_docs = float((res.score * res.tokens).sum()) / n * math.sqrt(float(t_sig.sq_norm()[0] / pool.sq_norm()[0]))
     assert via_docs == pytest.approx(us.alignment(pool, t_sig).fisher, rel=1e-10)
@@ -45,7 +53,11 @@ def test_scores_sum_to_the_pool_alignment_exactly():
         col = res.activation if k == 1 else res.error
         via = float((col * res.tokens).sum()) / n * math.sqrt(float(t_sig.sq_norm()[k] / pool.sq_norm()[k]))
         assert via == pytest.approx(getattr(us.alignment(pool, t_sig), name), rel=1e-10)
-    assert res.short.tolist() == [True, True, True, False, True] and math.isnan(float(res.se[1])) and not math.isnan(float(res.se[0]))
+    assert (
+        res.short.tolist() == [True, True, True, False, True]
+        and math.isnan(float(res.se[1]))
+        and not math.isnan(float(res.se[0]))
+    )
 
 
 def test_scores_match_the_exact_per_document_oracle():
@@ -54,16 +66,25 @@ def test_scores_match_the_exact_per_document_oracle():
     g = torch.Generator().manual_seed(1)
     docs, (target,) = _docs(g, [6, 12, 20]), _docs(g, [30])
     exact = torch.tensor([_oracle(doc, target) for doc in docs], dtype=torch.float64)
+
     # identity check of the oracle itself against the library's exact reference:
     # exact fisher = <F_D, F_T> / (‖F_D‖ ‖F_T‖) = oracle · ‖F_T‖ / ‖F_D‖
     def u_norm(a, e):
         gram = (a @ a.T).square() * (e @ e.T).square()
         return math.sqrt(float(gram.sum() - gram.diagonal().sum()) / (a.shape[0] * (a.shape[0] - 1)))
+
     ex = us.exact_alignment(*docs[0], *target)
     assert ex.fisher == pytest.approx(_oracle(docs[0], target) * u_norm(*target) / u_norm(*docs[0]), rel=1e-10)
-    runs = torch.stack([score_streams(SketchConfig(D, K, sketch_dim=1024, seed=s), docs,
-                                      us.FisherSketch(D, K, sketch_dim=1024, seed=s).update(*target).signature()).score
-                        for s in range(12)])
+    runs = torch.stack(
+        [
+            score_streams(
+                SketchConfig(D, K, sketch_dim=1024, seed=s),
+                docs,
+                us.FisherSketch(D, K, sketch_dim=1024, seed=s).update(*target).signature(),
+            ).score
+            for s in range(12)
+        ]
+    )
     mean, se = runs.mean(0), runs.std(0) / math.sqrt(runs.shape[0])
     assert torch.all((mean - exact).abs() <= 4 * se + 1e-3 * exact.abs()), (mean, exact, se)
     # negative control: a different target gives different exact scores, beyond that noise
@@ -75,7 +96,6 @@ def test_scores_match_the_exact_per_document_oracle():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from test_cli import _save_tiny
-
     from updatescope.models.hf import load_causal_lm
 
     path = _save_tiny(tmp_path_factory.mktemp("tiny"), 0)
@@ -106,7 +126,7 @@ def test_model_scores_equal_per_document_streams(tiny):
     cfg = SketchConfig(16, 64, 256, 0, fingerprint=head_fingerprint(model, tok))
     streams = []
     for d in docs:  # one document at a time: no batching across documents
-        (a, z, y), = [tuple(b) for b in capture_causal_lm(model, [d], tok, progress=False)]
+        ((a, z, y),) = [tuple(b) for b in capture_causal_lm(model, [d], tok, progress=False)]
         streams.append((a, torch.softmax(z, 1) - torch.nn.functional.one_hot(y, 64).float()))
     ref = score_streams(cfg, streams, target)
     torch.testing.assert_close(res.score, ref.score, rtol=1e-4, atol=1e-6)
@@ -146,7 +166,7 @@ def test_model_scores_with_positions_equal_the_counted_rows(tiny):
         if not got:
             streams.append((torch.zeros(0, 16), torch.zeros(0, 64)))
             continue
-        (a, z, y), = got
+        ((a, z, y),) = got
         streams.append((a, torch.softmax(z, 1) - torch.nn.functional.one_hot(y, 64).float()))
     ref = score_streams(cfg, streams, target)
     torch.testing.assert_close(res.score, ref.score, rtol=1e-4, atol=1e-6, equal_nan=True)
@@ -163,10 +183,31 @@ def test_cli_select_writes_topk_and_scores(tiny, tmp_path, capsys):
     docs, _, _ = _pool()
     pool = tmp_path / "pool.jsonl"
     pool.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
-    us.save_signature(sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False), tmp_path / "t.safetensors")
+    us.save_signature(
+        sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False), tmp_path / "t.safetensors"
+    )
     out = tmp_path / "subset.jsonl"
-    assert main(["select", "--model", str(path), "--data", str(pool), "--target", str(tmp_path / "t.safetensors"),
-                 "--top", "4", "--out", str(out), "--quiet", "--token-budget", "128"]) == 0
+    assert (
+        main(
+            [
+                "select",
+                "--model",
+                str(path),
+                "--data",
+                str(pool),
+                "--target",
+                str(tmp_path / "t.safetensors"),
+                "--top",
+                "4",
+                "--out",
+                str(out),
+                "--quiet",
+                "--token-budget",
+                "128",
+            ]
+        )
+        == 0
+    )
     top = [json.loads(x) for x in out.read_text().splitlines()]
     scores = [json.loads(x) for x in (tmp_path / "subset.scores.jsonl").read_text().splitlines()]
     assert len(top) == 4 and len(scores) == len(docs)
@@ -178,11 +219,20 @@ def test_cli_select_writes_topk_and_scores(tiny, tmp_path, capsys):
     assert read_documents(out) == [r["text"] for r in top]
     assert scores[4]["short"] and sorted(r["score"] for r in scores)[-1] == top[0]["score"]
     capsys.readouterr()
-    bad = [["--top", "0"], ["--target", str(pool)], ["--data", str(tmp_path / "missing.txt")],
-           ["--out", str(tmp_path / "no" / "x.jsonl")]]
+    bad = [
+        ["--top", "0"],
+        ["--target", str(pool)],
+        ["--data", str(tmp_path / "missing.txt")],
+        ["--out", str(tmp_path / "no" / "x.jsonl")],
+    ]
     for change in bad:
-        argv = {"--model": str(path), "--data": str(pool), "--target": str(tmp_path / "t.safetensors"),
-                "--top": "4", "--out": str(tmp_path / "s2.jsonl")}
+        argv = {
+            "--model": str(path),
+            "--data": str(pool),
+            "--target": str(tmp_path / "t.safetensors"),
+            "--top": "4",
+            "--out": str(tmp_path / "s2.jsonl"),
+        }
         argv.update(dict(zip(change[::2], change[1::2])))
         rc = main(["select", *[x for kv in argv.items() for x in kv], "--quiet"])
         err = capsys.readouterr().err
@@ -200,15 +250,29 @@ def test_cli_select_tables_export_parquet_and_datasets(tiny, tmp_path, capsys):
 
     path, model, tok = tiny
     docs, _, _ = _pool()
-    rows = [{"id": i, "prompt": "the a of", "completion": " " + d, "origin": "code" if i % 2 else "prose"}
-            for i, d in enumerate(docs)]
+    rows = [
+        {"id": i, "prompt": "the a of", "completion": " " + d, "origin": "code" if i % 2 else "prose"}
+        for i, d in enumerate(docs)
+    ]
     rows[3]["completion"] = ""  # nothing to count: undefined score, never exported
     pool = tmp_path / "pool.parquet"
     datasets.Dataset.from_list(rows).to_parquet(str(pool))
     sig = tmp_path / "t.safetensors"
     us.save_signature(sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False), sig)
-    base = ["select", "--model", str(path), "--target", str(sig), "--top", "3", "--quiet",
-            "--prompt-column", "prompt", "--completion-column", "completion"]
+    base = [
+        "select",
+        "--model",
+        str(path),
+        "--target",
+        str(sig),
+        "--top",
+        "3",
+        "--quiet",
+        "--prompt-column",
+        "prompt",
+        "--completion-column",
+        "completion",
+    ]
     out = tmp_path / "top.parquet"
     assert main([*base, "--data", str(pool), "--out", str(out)]) == 0
     top = pq.read_table(out).to_pylist()
@@ -231,8 +295,24 @@ def test_cli_select_tables_export_parquet_and_datasets(tiny, tmp_path, capsys):
     # a pool column the export would overwrite is refused before the model loads
     clash = tmp_path / "clash.jsonl"
     clash.write_text("".join(json.dumps({"text": d, "score": 1}) + "\n" for d in docs))
-    rc = main(["select", "--model", str(tmp_path / "no-model"), "--target", str(sig), "--top", "3", "--quiet",
-               "--data", str(clash), "--text-column", "text", "--out", str(tmp_path / "c.jsonl")])
+    rc = main(
+        [
+            "select",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--target",
+            str(sig),
+            "--top",
+            "3",
+            "--quiet",
+            "--data",
+            str(clash),
+            "--text-column",
+            "text",
+            "--out",
+            str(tmp_path / "c.jsonl"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "'score'" in err and err.count("\n") == 1
     # a non-empty folder is not a datasets export target

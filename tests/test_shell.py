@@ -1,5 +1,6 @@
 """The shell's promises: a torch-free CLI import, one registry whose every entry runs,
 configs that refuse bad settings before anything loads, the record written before figures."""
+
 import dataclasses
 import json
 import subprocess
@@ -13,8 +14,10 @@ from updatescope.experiments.settings import apply_settings, parse_settings
 
 
 def test_cli_import_is_torch_free():
-    code = ("import sys, updatescope, updatescope.cli; "
-            "print(sorted(m for m in ('torch', 'scipy', 'numpy', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys, updatescope, updatescope.cli; "
+        "print(sorted(m for m in ('torch', 'scipy', 'numpy', 'transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -39,7 +42,7 @@ def test_every_entry_has_a_runner_and_valid_defaults(name):
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
-@pytest.mark.parametrize("bad", ["nope=1", "seed=-1", "seed=\"x\"", "quick=3"])
+@pytest.mark.parametrize("bad", ["nope=1", "seed=-1", 'seed="x"', "quick=3"])
 def test_every_entry_refuses_bad_settings(name, bad):
     with pytest.raises(InputError):
         configure(name, settings=parse_settings([bad]))
@@ -48,8 +51,10 @@ def test_every_entry_refuses_bad_settings(name, bad):
 def test_bad_set_fails_fast_without_loading_anything():
     """``reproduce NAME --set bad=value``: one line, exit 2, no torch imported."""
     for name in REGISTRY:
-        code = (f"import sys; from updatescope.cli import main; rc = main(['reproduce', {name!r}, '--set', 'bad=1']); "
-                "print(rc, 'torch' in sys.modules)")
+        code = (
+            f"import sys; from updatescope.cli import main; rc = main(['reproduce', {name!r}, '--set', 'bad=1']); "
+            "print(rc, 'torch' in sys.modules)"
+        )
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert res.stdout.split() == ["2", "False"], res
         assert res.stderr.count("\n") == 1 and "unknown setting 'bad'" in res.stderr
@@ -60,9 +65,14 @@ def test_apply_settings_types_and_groups():
     new = apply_settings(cfg, {"lora": {"lr": 1, "targets": ["q_proj"]}, "exact_n": None})
     assert new.lora.lr == 1.0 and isinstance(new.lora.lr, float) and new.lora.targets == ("q_proj",)
     assert new.exact_n is None and new.lora.r == cfg.lora.r and cfg.lora.lr != 1.0  # a copy
-    for bad, match in [({"lora": 3}, "is a group"), ({"sketch_dim": 100}, "multiple of 16"),
-                       ({"ground_truth": "lorra"}, "one of"), ({"lora": {"steps": 0}}, "positive"),
-                       ({"exact_n": 2.5}, "exact_n"), ({"lora": {"lr": float("nan")}}, "finite")]:
+    for bad, match in [
+        ({"lora": 3}, "is a group"),
+        ({"sketch_dim": 100}, "multiple of 16"),
+        ({"ground_truth": "lorra"}, "one of"),
+        ({"lora": {"steps": 0}}, "positive"),
+        ({"exact_n": 2.5}, "exact_n"),
+        ({"lora": {"lr": float("nan")}}, "finite"),
+    ]:
         with pytest.raises(InputError, match=match):
             apply_settings(cfg, bad)
 
@@ -77,8 +87,9 @@ def test_record_is_written_before_figures(tmp_path, monkeypatch):
 
     def run(config, out_dir):
         assert config is cfg
-        return Result("verbalizer", dataclasses.asdict(config), {"x": 1.5}, 0.1,
-                      figures={"a.png": failing, "b.png": drawn.append})
+        return Result(
+            "verbalizer", dataclasses.asdict(config), {"x": 1.5}, 0.1, figures={"a.png": failing, "b.png": drawn.append}
+        )
 
     import types
 
@@ -103,8 +114,15 @@ def test_library_sets_no_global_state(tmp_path, monkeypatch):
     torch.manual_seed(1234)
     expected = torch.rand(3)
     torch.manual_seed(1234)
-    lab = LabConfig(model=ModelConfig(n_layer=1, d_model=16, n_head=2, seq_len=3), mt_steps=3, forget_cap=2,
-                    recover_steps=2, dense_steps=2, snapshot_every=2, eval_n=4)
+    lab = LabConfig(
+        model=ModelConfig(n_layer=1, d_model=16, n_head=2, seq_len=3),
+        mt_steps=3,
+        forget_cap=2,
+        recover_steps=2,
+        dense_steps=2,
+        snapshot_every=2,
+        eval_n=4,
+    )
     synthetic_recovery(lab)
     assert torch.equal(torch.rand(3), expected) and torch.get_num_threads() == threads
 
@@ -118,8 +136,14 @@ def test_imports_run_one_way():
     import updatescope
 
     root = Path(updatescope.__file__).parent
-    shell = ("updatescope.experiments", "updatescope.report", "updatescope.demo", "updatescope.cli",
-             "updatescope.commands", "updatescope.__main__")
+    shell = (
+        "updatescope.experiments",
+        "updatescope.report",
+        "updatescope.demo",
+        "updatescope.cli",
+        "updatescope.commands",
+        "updatescope.__main__",
+    )
     base = {"constants", "paths", "errors", "_version", "records", "__init__"}
     problems = []
     for path in root.rglob("*.py"):

@@ -1,4 +1,5 @@
 """Signature files: round trip, and one-line refusals of corrupt, truncated, foreign or newer files."""
+
 import json
 
 import pytest
@@ -20,7 +21,9 @@ def test_round_trip(sig, tmp_path):
     p = us.save_signature(sig, tmp_path / "s.safetensors")
     back = us.load_signature(p)
     assert back.config == sig.config
-    assert torch.equal(back.sums, sig.sums) and torch.equal(back.diag, sig.diag) and torch.equal(back.counts, sig.counts)
+    assert (
+        torch.equal(back.sums, sig.sums) and torch.equal(back.diag, sig.diag) and torch.equal(back.counts, sig.counts)
+    )
     assert back.meta["data"] == "toy"
     assert list(tmp_path.iterdir()) == [p]  # no temporary left behind
 

@@ -1,7 +1,7 @@
 """FisherSketch: unbiasedness against the exact reference, invariances, contracts, bad input."""
+
 import math
 
-import numpy as np
 import pytest
 import torch
 
@@ -31,11 +31,14 @@ def exact_pieces(a_s, e_s, a_t, e_t):
     def k(a1, e1, a2, e2):
         ga, ge = (a1 @ a2.T) ** 2, (e1 @ e2.T) ** 2
         return torch.stack(((ga * ge), ga, ge))
+
     cross = k(a_s, e_s, a_t, e_t).mean((1, 2))
+
     def u(a, e):
         kk = k(a, e, a, e)
         n = len(a)
         return (kk.sum((1, 2)) - kk.diagonal(dim1=1, dim2=2).sum(-1)) / (n * (n - 1))
+
     return cross, u(a_s, e_s), u(a_t, e_t)
 
 
@@ -69,8 +72,14 @@ def test_sketch_close_to_exact_within_reported_se(kind):
     src = fam.sample(0, 0, 600, seed=1, mix_to=(1, 1), mix=0.4)
     tgt = fam.sample(0, 0, 600, seed=2)
     # foldspread at m = 256 so that it folds (W = 1,024 < K)
-    kw = dict(act_dim=32, out_dim=fam.out_dim, sketch_dim=256 if kind == "foldspread" else 2048, seed=3, error_map=kind,
-              act_map="stack" if kind == "stack" else "auto")
+    kw = dict(
+        act_dim=32,
+        out_dim=fam.out_dim,
+        sketch_dim=256 if kind == "foldspread" else 2048,
+        seed=3,
+        error_map=kind,
+        act_map="stack" if kind == "stack" else "auto",
+    )
     sig_s = us.FisherSketch(**kw).update_logits(*src).signature()
     sig_t = us.FisherSketch(**kw).update_logits(*tgt).signature()
     est = us.alignment(sig_s, sig_t)
@@ -221,8 +230,11 @@ def test_config_validation():
     assert us.SketchConfig(576, 1000, sketch_dim=256).act_map == "spread"
     assert us.SketchConfig(576, 49152, act_map="dense", error_map="srht").error_map == "srht"  # the earlier default
     assert us.SketchConfig(576, 5000, error_map="stack").error_map == "stack"  # any width when asked for
-    assert us.SketchConfig(576, 49152, act_map="spread", error_map="spread").error_map == "spread"  # opt-in, kept as given
+    assert (
+        us.SketchConfig(576, 49152, act_map="spread", error_map="spread").error_map == "spread"
+    )  # opt-in, kept as given
     assert us.SketchConfig(576, 49152, act_map="fold", error_map="fold").error_map == "fold"  # opt-in, kept as given
+
 
 def test_state_and_signature_sizes():
     sk = us.FisherSketch(8, 20, sketch_dim=4096).update_logits(*stream(4, d=8, k=20))

@@ -1,4 +1,5 @@
 """exact_alignment against a materialised Fisher built from autograd per-example gradients."""
+
 import pytest
 import torch
 
@@ -35,12 +36,14 @@ def errors_of(w, a):
 def oracle(gs, gt, self_pairs):
     fs, ft = gs.T @ gs / len(gs), gt.T @ gt / len(gt)  # materialised (dK, dK) Fishers
     cross = (fs * ft).sum()
+
     def sq(f, g):
         n = len(g)
         if self_pairs:
             return (f * f).sum()
         diag = ((g * g).sum(1) ** 2).sum() / n**2  # self-pair terms of ‖F‖²
         return ((f * f).sum() - diag) * n / (n - 1)
+
     return cross / (sq(fs, gs) * sq(ft, gt)).sqrt()
 
 
@@ -53,10 +56,12 @@ def test_exact_matches_materialised_fisher(head, self_pairs):
     e_t, _ = us.error_vectors(a_t @ head.T, y_t)
     ex = us.exact_alignment(a_s, e_s, a_t, e_t, self_pairs=self_pairs)
     assert ex.fisher == pytest.approx(float(oracle(gs, gt, self_pairs)), rel=1e-10, abs=1e-12)
+
     # the marginals are Frobenius cosines of M_a = E[a aᵀ] and Γ_e = E[e eᵀ]
     def cos(x, y):
         mx, my = x.T @ x / len(x), y.T @ y / len(y)
         return float((mx * my).sum() / (mx.norm() * my.norm()))
+
     if self_pairs:
         assert ex.activation == pytest.approx(cos(a_s, a_t), rel=1e-10)
         assert ex.error == pytest.approx(cos(e_s, e_t), rel=1e-10)
@@ -73,6 +78,7 @@ def test_gradient_identity_is_kron(head):
 
 def test_exact_blocked_equals_unblocked(monkeypatch):
     import updatescope.sketch.align as al
+
     a_s, y_s = task(50, 4, 6, 1)
     a_t, y_t = task(40, 4, 6, 2)
     w = torch.randn(6, 4, dtype=torch.float64)

@@ -1,13 +1,12 @@
 """`updatescope steer build|apply` through main([...]) on tiny saved Llama models."""
+
 import json
 
 import pytest
-import torch
-
-from updatescope.cli import main
-from updatescope.steering import load_vector
 
 from test_cli import _save_tiny
+from updatescope.cli import main
+from updatescope.steering import load_vector
 
 
 @pytest.fixture(scope="module")
@@ -38,20 +37,47 @@ def _bad(capsys, *argv):
 
 def test_build_then_apply(models, pairs, tmp_path, capsys):
     vec = tmp_path / "v.safetensors"
-    rc, out, err = _run(capsys, "steer", "build", "--model", models[0], "--pairs", pairs, "--layer", "0",
-                        "--out", vec)
+    rc, out, err = _run(capsys, "steer", "build", "--model", models[0], "--pairs", pairs, "--layer", "0", "--out", vec)
     assert rc == 0, err
     v = load_vector(vec)
     assert v.layers == (0,) and v.method == "caa" and v.dim == 16 and float(v.vectors.norm()) > 0
-    rc, out, err = _run(capsys, "steer", "apply", "--model", models[0], "--vector", vec, "--scale", "0",
-                        "--prompt", "the a of", "--max-new-tokens", "3", "--json")
+    rc, out, err = _run(
+        capsys,
+        "steer",
+        "apply",
+        "--model",
+        models[0],
+        "--vector",
+        vec,
+        "--scale",
+        "0",
+        "--prompt",
+        "the a of",
+        "--max-new-tokens",
+        "3",
+        "--json",
+    )
     assert rc == 0, err
     res = json.loads(out)["results"]
     assert len(res) == 1 and res[0]["base"] == res[0]["steered"]  # scale 0 changes nothing
     data = tmp_path / "prompts.txt"
     data.write_text("the a of\nx y z\n")
-    rc, out, err = _run(capsys, "steer", "apply", "--model", models[0], "--vector", vec, "--scale", "50",
-                        "--data", data, "--max-new-tokens", "4", "--json")
+    rc, out, err = _run(
+        capsys,
+        "steer",
+        "apply",
+        "--model",
+        models[0],
+        "--vector",
+        vec,
+        "--scale",
+        "50",
+        "--data",
+        data,
+        "--max-new-tokens",
+        "4",
+        "--json",
+    )
     assert rc == 0, err
     res = json.loads(out)["results"]
     assert [r["prompt"] for r in res] == ["the a of", "x y z"]
@@ -62,14 +88,58 @@ def test_build_then_apply(models, pairs, tmp_path, capsys):
 def test_bad_input_is_refused_before_loading(models, pairs, tmp_path, capsys):
     vec = tmp_path / "v.safetensors"
     assert _run(capsys, "steer", "build", "--model", models[0], "--pairs", pairs, "--layer", "0", "--out", vec)[0] == 0
-    _bad(capsys, "steer", "build", "--model", models[0], "--pairs", tmp_path / "none.jsonl", "--layer", "0",
-         "--out", tmp_path / "w.safetensors")
-    _bad(capsys, "steer", "build", "--model", models[0], "--pairs", pairs, "--layer", "5",
-         "--out", tmp_path / "w.safetensors")  # 1-layer model
-    _bad(capsys, "steer", "build", "--model", models[0], "--pairs", pairs, "--layer", "0",
-         "--out", tmp_path / "nodir" / "w.safetensors")
-    _bad(capsys, "steer", "build", "--model", tmp_path / "nomodel", "--pairs", pairs, "--layer", "0",
-         "--out", tmp_path / "w.safetensors")
+    _bad(
+        capsys,
+        "steer",
+        "build",
+        "--model",
+        models[0],
+        "--pairs",
+        tmp_path / "none.jsonl",
+        "--layer",
+        "0",
+        "--out",
+        tmp_path / "w.safetensors",
+    )
+    _bad(
+        capsys,
+        "steer",
+        "build",
+        "--model",
+        models[0],
+        "--pairs",
+        pairs,
+        "--layer",
+        "5",
+        "--out",
+        tmp_path / "w.safetensors",
+    )  # 1-layer model
+    _bad(
+        capsys,
+        "steer",
+        "build",
+        "--model",
+        models[0],
+        "--pairs",
+        pairs,
+        "--layer",
+        "0",
+        "--out",
+        tmp_path / "nodir" / "w.safetensors",
+    )
+    _bad(
+        capsys,
+        "steer",
+        "build",
+        "--model",
+        tmp_path / "nomodel",
+        "--pairs",
+        pairs,
+        "--layer",
+        "0",
+        "--out",
+        tmp_path / "w.safetensors",
+    )
     base = ["steer", "apply", "--model", models[0], "--vector", vec, "--prompt", "the a"]
     _bad(capsys, *base, "--scale", "nan")
     _bad(capsys, *base, "--scale", "1", "--max-new-tokens", "0")
@@ -84,6 +154,20 @@ def test_bad_input_is_refused_before_loading(models, pairs, tmp_path, capsys):
     err = _bad(capsys, "steer", "apply", "--model", models[1], "--vector", vec, "--scale", "1", "--prompt", "the")
     assert "made for model" in err
     with pytest.raises(SystemExit) as exc:  # --prompt and --data together: argparse says no
-        main(["steer", "apply", "--model", str(models[0]), "--vector", str(vec), "--scale", "1",
-              "--prompt", "a", "--data", str(empty)])
+        main(
+            [
+                "steer",
+                "apply",
+                "--model",
+                str(models[0]),
+                "--vector",
+                str(vec),
+                "--scale",
+                "1",
+                "--prompt",
+                "a",
+                "--data",
+                str(empty),
+            ]
+        )
     assert exc.value.code == 2

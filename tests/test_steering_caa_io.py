@@ -1,4 +1,5 @@
 """Contrast pairs, residual capture, CAA, vector files and sweeps."""
+
 from __future__ import annotations
 
 import json
@@ -9,17 +10,34 @@ import torch
 pytest.importorskip("transformers")
 
 from updatescope.errors import InputError  # noqa: E402
-from updatescope.steering import (ContrastPairs, SteeringVector, caa_vector, capture_residuals,  # noqa: E402
-                                  load_pairs, load_vector, model_fingerprint, pad_sequences, plot_sweep,
-                                  save_vector, sweep)
+from updatescope.steering import (
+    ContrastPairs,
+    SteeringVector,
+    caa_vector,
+    capture_residuals,  # noqa: E402
+    load_pairs,
+    load_vector,
+    model_fingerprint,
+    pad_sequences,
+    plot_sweep,
+    save_vector,
+    sweep,
+)
 
 
 def tiny(layers=3, hidden=32, vocab=97, seed=0, dtype=torch.float64):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval().to(dtype)
 
 
@@ -35,11 +53,13 @@ class Words:
         return {"input_ids": [1] + [self.ids.setdefault(w, 2 + len(self.ids)) for w in text.split()]}
 
 
-PAIRS = ContrastPairs.from_pairs([
-    ("the cat is happy today", "the cat is sad"),
-    ("a good day", "a bad day indeed"),
-    ("I love it", "I hate it so much"),
-])
+PAIRS = ContrastPairs.from_pairs(
+    [
+        ("the cat is happy today", "the cat is sad"),
+        ("a good day", "a bad day indeed"),
+        ("I love it", "I hate it so much"),
+    ]
+)
 
 
 def hidden_at(model, ids, layer, index):
@@ -151,8 +171,9 @@ def test_steering_vector_validation():
 
 
 def test_sweep_table_and_plot(tmp_path):
-    table = sweep(lambda layer, scale: -abs(layer - 2) - (scale - 1.0) ** 2, layers=[0, 1, 2, 3],
-                  scales=[0.0, 1.0, 2.0])
+    table = sweep(
+        lambda layer, scale: -abs(layer - 2) - (scale - 1.0) ** 2, layers=[0, 1, 2, 3], scales=[0.0, 1.0, 2.0]
+    )
     assert table["best"] == {"layer": 2, "scale": 1.0, "score": 0.0}
     assert len(table["scores"]) == 4 and len(table["scores"][0]) == 3
     json.dumps(table)

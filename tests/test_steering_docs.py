@@ -1,5 +1,6 @@
 """docs/steering.md's generated blocks equal what docs/steering_table.py makes of the records,
 and its verdicts follow the recorded numbers."""
+
 import copy
 import json
 import re
@@ -73,12 +74,26 @@ def test_search_block_from_a_record_with_search():
     assert "predates" in "\n".join(mod.search_block(old, name))
     r2["config"].update(search_n=4, search_seeds=3, search_norms=[0.1])
     n_layers = m["n_layers"]
-    m["search"] = [{"best": k, "n": 4, "norm": 0.1, "gain_select": 0.1 * (k + 1), "gain_heldout": 0.05 - 0.04 * k,
-                    "cosine": [0.01 * k] * n_layers} for k in range(3)]
+    m["search"] = [
+        {
+            "best": k,
+            "n": 4,
+            "norm": 0.1,
+            "gain_select": 0.1 * (k + 1),
+            "gain_heldout": 0.05 - 0.04 * k,
+            "cosine": [0.01 * k] * n_layers,
+        }
+        for k in range(3)
+    ]
     m["cosine"]["search_mean"] = {"mean": [0.01] * n_layers, "se": [0.005] * n_layers}
     for k in range(3):
-        m["steering_test"][f"search_{k}"] = {**copy.deepcopy(m["steering_test"]["caa"]), "layer": 24,
-                                             "scale": -0.25, "gain": 0.0, "gain_se": 0.0}
+        m["steering_test"][f"search_{k}"] = {
+            **copy.deepcopy(m["steering_test"]["caa"]),
+            "layer": 24,
+            "scale": -0.25,
+            "gain": 0.0,
+            "gain_se": 0.0,
+        }
     m["steering_test"]["search_mean"] = {"gain": 0.0, "gain_se": 0.0}
     text = "\n".join(mod.search_block(r2, name))
     assert "| 2 | 2 / 4, 0.1 | +0.300 | -0.030 | 0.020 | 24, -0.25 | +0.000 ± 0.000 |" in text

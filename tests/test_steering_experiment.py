@@ -1,12 +1,12 @@
 """The steering runner on a tiny random Llama, and the offline statement data it uses."""
+
 import math
 
 import pytest
 
+from _tiny_lm import loader, reproduce
 from updatescope.errors import InputError
 from updatescope.experiments import configure, heads
-
-from _tiny_lm import loader, reproduce
 
 
 @pytest.fixture
@@ -40,8 +40,17 @@ def test_steering_tiny_run(tiny):
 
 
 def test_steering_random_search_vectors(tiny):
-    cfg = {"n_train": 4, "n_select": 3, "n_test": 4, "steer_layers": [0], "scales": [-0.5, 0.5], "seeds": 2,
-           "search_n": 3, "search_seeds": 3, "search_norms": [0.1, 0.5]}
+    cfg = {
+        "n_train": 4,
+        "n_select": 3,
+        "n_test": 4,
+        "steer_layers": [0],
+        "scales": [-0.5, 0.5],
+        "seeds": 2,
+        "search_n": 3,
+        "search_seeds": 3,
+        "search_norms": [0.1, 0.5],
+    }
     m = reproduce("steering", tiny / "out", cfg)["metrics"]
     search, st = m["search"], m["steering_test"]
     assert len(search) == 3 and {"search_0", "search_1", "search_2", "search_mean"} <= set(st)

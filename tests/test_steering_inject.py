@@ -1,4 +1,5 @@
 """``steer``: hook hygiene, exact no-op at scale 0, direction, padding, positions, generate."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,9 +15,18 @@ def tiny(layers=2, hidden=32, vocab=97, seed=0, dtype=torch.float64):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      pad_token_id=0, bos_token_id=1, eos_token_id=None)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=None,
+    )
     return LlamaForCausalLM(cfg).eval().to(dtype)
 
 
@@ -84,13 +94,14 @@ def test_vector_steers_logits_toward_target_token():
 def test_batched_padded_equals_unbatched(side, positions):
     model = tiny()
     seqs = rows()
-    v = SteeringVector(torch.randn(2, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64),
-                       layers=(0, 1))
+    v = SteeringVector(
+        torch.randn(2, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64), layers=(0, 1)
+    )
     ids, mask = pad_sequences(seqs, pad_id=0, side=side)
     with torch.no_grad(), steer(model, v, scale=3.0, positions=positions):
         batched = model(input_ids=ids, attention_mask=mask).logits
         singles = [model(input_ids=torch.tensor([s])).logits[0] for s in seqs]
-    for i, (s, single) in enumerate(zip(seqs, singles)):
+    for i, (_s, single) in enumerate(zip(seqs, singles)):
         real = mask[i].bool()
         got = batched[i][real]
         # RoPE scores depend on relative positions only, so left-padding shifts are exact up
@@ -108,8 +119,9 @@ def test_inner_model_called_directly_sees_the_mask(positions):
     last *padded* position of every shorter row (and leave it unsteered)."""
     model = tiny()
     seqs = rows()
-    v = SteeringVector(torch.randn(2, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64),
-                       layers=(0, 1))
+    v = SteeringVector(
+        torch.randn(2, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64), layers=(0, 1)
+    )
     ids, mask = pad_sequences(seqs, pad_id=0, side="right")
     body = model.base_model
     with torch.no_grad(), steer(model, v, scale=3.0, positions=positions):
@@ -129,8 +141,14 @@ def test_generate_under_steering_and_generated_positions_leave_prompt_alone():
     seqs = rows(lengths=(4, 6))
     ids, mask = pad_sequences(seqs, pad_id=0, side="left")
     v = torch.randn(32, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 5
-    kw = dict(attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0,
-              output_logits=True, return_dict_in_generate=True)
+    kw = dict(
+        attention_mask=mask,
+        max_new_tokens=4,
+        do_sample=False,
+        pad_token_id=0,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
     before = n_hooks(model)
     with torch.no_grad():
         plain = model.generate(ids, **kw)
@@ -190,12 +208,11 @@ def test_batched_generate_equals_per_row():
     seqs = rows(lengths=(3, 6, 4))
     ids, mask = pad_sequences(seqs, pad_id=0, side="left")
     v = torch.randn(32, generator=torch.Generator().manual_seed(4), dtype=torch.float64) * 3
-    kw = dict(max_new_tokens=3, do_sample=False, pad_token_id=0, output_logits=True,
-              return_dict_in_generate=True)
+    kw = dict(max_new_tokens=3, do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
     with torch.no_grad(), steer(model, v, layers=[0, 1], scale=4.0, positions="generated"):
         batched = model.generate(ids, attention_mask=mask, **kw)
         singles = [model.generate(torch.tensor([s]), **kw) for s in seqs]
-    for i, (s, single) in enumerate(zip(seqs, singles)):
+    for i, (_s, single) in enumerate(zip(seqs, singles)):
         assert batched.sequences[i, -3:].tolist() == single.sequences[0, -3:].tolist()
         for step in range(3):
             torch.testing.assert_close(batched.logits[step][i], single.logits[step][0], rtol=1e-5, atol=1e-5)

@@ -1,4 +1,5 @@
 """The pushforward J_θ h · δθ against a central difference and a dense Jacobian (float64)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,13 @@ pytest.importorskip("transformers")
 
 from updatescope.constants import IGNORE_INDEX  # noqa: E402
 from updatescope.errors import InputError  # noqa: E402
-from updatescope.steering import (direction_norm, gradient_step, layer_outputs, pushforward,  # noqa: E402
-                                  random_direction)
+from updatescope.steering import (
+    direction_norm,
+    gradient_step,
+    layer_outputs,
+    pushforward,  # noqa: E402
+    random_direction,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -28,8 +34,15 @@ def tiny(hidden=32, layers=2, vocab=97, seed=0, inter=64, heads=4):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=heads // 2, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval().double()
 
 
@@ -37,7 +50,7 @@ def batch(vocab=97, n=3, L=7, seed=1):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(2, vocab, (n, L), generator=g)
     mask = torch.ones_like(ids)
-    mask[0, :2] = 0   # a left-padded row
+    mask[0, :2] = 0  # a left-padded row
     mask[-1, -3:] = 0  # a right-padded row
     return ids, mask
 

@@ -9,17 +9,17 @@ nothing is silently changed.  One test per class of input:
   * output paths (an input, a file as parent, a read-only folder, a device/FIFO, demo --out FILE);
   * flags that would change results (--token-budget only batches; runs that cannot fit).
 """
+
 import os
 
 import pytest
 import torch
 
 import updatescope.data.textfiles as textfiles
+from test_cli import corpora, models  # noqa: F401  (fixtures)
 from updatescope.cli import main
 from updatescope.signatures.io import load_signature, save_signature
 from updatescope.sketch.fishersketch import FisherSketch
-
-from test_cli import corpora, models  # noqa: F401  (fixtures)
 
 
 def _refused(capsys, *argv, code=2):
@@ -49,21 +49,34 @@ def _sig_file(path, seed=0):
 def deny_read(monkeypatch):
     """Make ``path`` unreadable: mode 000, and (as root, who reads through any mode) an
     ``os.access`` that says so, as the kernel would for anyone else."""
+
     def deny(path):
         path.chmod(0)
         if os.geteuid() == 0:
             real = os.access
-            monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if os.fspath(p) == os.fspath(path)
-                                else real(p, mode, *a, **k))
+            monkeypatch.setattr(
+                os,
+                "access",
+                lambda p, mode, *a, **k: False if os.fspath(p) == os.fspath(path) else real(p, mode, *a, **k),
+            )
         return path
+
     yield deny
 
 
 # ---------------------------------------------------------------- inputs that are not regular finite files
-@pytest.mark.parametrize("kind", ["fifo", "device", "too-big", "unreadable", "fifo-table", "fifo-select",
-                                  "fifo-prompts"])
-def test_non_regular_or_unbounded_inputs_are_refused(kind, models, corpora, tmp_path, capsys, monkeypatch,  # noqa: F811
-                                                     deny_read):
+@pytest.mark.parametrize(
+    "kind", ["fifo", "device", "too-big", "unreadable", "fifo-table", "fifo-select", "fifo-prompts"]
+)
+def test_non_regular_or_unbounded_inputs_are_refused(
+    kind,
+    models,
+    corpora,
+    tmp_path,
+    capsys,
+    monkeypatch,  # noqa: F811
+    deny_read,
+):
     out = tmp_path / "o.safetensors"
     extra: list = []
     if kind.startswith("fifo"):
@@ -83,15 +96,51 @@ def test_non_regular_or_unbounded_inputs_are_refused(kind, models, corpora, tmp_
         data, want = deny_read(data), "permission denied"
     if kind == "fifo-select":
         target = _sig_file(tmp_path / "t.safetensors")
-        err = _refused(capsys, "select", "--model", tmp_path / "no-model", "--data", data, "--target", target,
-                       "--top", 1, "--out", tmp_path / "s.jsonl", "--quiet")
+        err = _refused(
+            capsys,
+            "select",
+            "--model",
+            tmp_path / "no-model",
+            "--data",
+            data,
+            "--target",
+            target,
+            "--top",
+            1,
+            "--out",
+            tmp_path / "s.jsonl",
+            "--quiet",
+        )
     elif kind == "fifo-prompts":
-        err = _refused(capsys, "steer", "apply", "--model", tmp_path / "no-model", "--vector",
-                       tmp_path / "v.safetensors", "--scale", 1, "--data", data)
+        err = _refused(
+            capsys,
+            "steer",
+            "apply",
+            "--model",
+            tmp_path / "no-model",
+            "--vector",
+            tmp_path / "v.safetensors",
+            "--scale",
+            1,
+            "--data",
+            data,
+        )
     else:
         # the model path does not exist: the data must be refused before the model is looked at
-        err = _refused(capsys, "sketch", "--model", tmp_path / "no-model", "--data", data, "--out", out,
-                       "--quiet", "--sketch-dim", 64, *extra)
+        err = _refused(
+            capsys,
+            "sketch",
+            "--model",
+            tmp_path / "no-model",
+            "--data",
+            data,
+            "--out",
+            out,
+            "--quiet",
+            "--sketch-dim",
+            64,
+            *extra,
+        )
     assert want in err and "no-model" not in err
     _no_output(tmp_path, "o.safetensors", "s.jsonl")
 
@@ -104,8 +153,17 @@ def unreadable_data(tmp_path, deny_read):
 
 
 def test_unreadable_inputs_say_permission_denied(unreadable_data, tmp_path, capsys, deny_read):
-    err = _refused(capsys, "sketch", "--model", tmp_path / "no-model", "--data", unreadable_data, "--out",
-                   tmp_path / "o.safetensors", "--quiet")
+    err = _refused(
+        capsys,
+        "sketch",
+        "--model",
+        tmp_path / "no-model",
+        "--data",
+        unreadable_data,
+        "--out",
+        tmp_path / "o.safetensors",
+        "--quiet",
+    )
     assert "permission denied" in err
     sig = deny_read(_sig_file(tmp_path / "s.safetensors"))
     for argv in (("inspect", sig), ("rank", "--target", _sig_file(tmp_path / "t.safetensors"), sig)):
@@ -116,24 +174,39 @@ def test_unreadable_inputs_say_permission_denied(unreadable_data, tmp_path, caps
 @pytest.mark.parametrize("how", ["same-path", "symlink", "hardlink", "dot-path"])
 def test_duplicated_inputs_are_refused_naming_both(how, corpora, tmp_path, capsys):  # noqa: F811
     first = corpora["code"]
-    second = {"same-path": first, "symlink": tmp_path / "alias.txt", "hardlink": tmp_path / "hard.txt",
-              "dot-path": tmp_path / "." / first.name}[how]
+    second = {
+        "same-path": first,
+        "symlink": tmp_path / "alias.txt",
+        "hardlink": tmp_path / "hard.txt",
+        "dot-path": tmp_path / "." / first.name,
+    }[how]
     if how == "symlink":
         second.symlink_to(first)
     elif how == "hardlink":
         os.link(first, second)
     for extra in ([], ["--text-column", "text"]):  # text reader and table reader share the check
         data = [first, second] if not extra else [corpora["code2"], corpora["code2"]]
-        err = _refused(capsys, "sketch", "--model", tmp_path / "no-model", "--data", *data,
-                       "--out", tmp_path / "o.safetensors", "--quiet", *extra)
+        err = _refused(
+            capsys,
+            "sketch",
+            "--model",
+            tmp_path / "no-model",
+            "--data",
+            *data,
+            "--out",
+            tmp_path / "o.safetensors",
+            "--quiet",
+            *extra,
+        )
         assert "same file" in err and "counted twice" in err
         assert str(data[0]) in err and str(data[1]) in err or how == "same-path"
     _no_output(tmp_path, "o.safetensors")
 
 
 # ---------------------------------------------------------------- text the JSON reader or the tokenizer cannot take
-@pytest.mark.parametrize("case", ["surrogate", "surrogate-table", "surrogate-messages", "deep", "deep-table",
-                                  "huge-int", "huge-int-table"])
+@pytest.mark.parametrize(
+    "case", ["surrogate", "surrogate-table", "surrogate-messages", "deep", "deep-table", "huge-int", "huge-int-table"]
+)
 def test_hostile_json_is_refused_before_the_model_loads(case, tmp_path, capsys):
     path = tmp_path / ("data.json" if case.endswith("table") else "data.jsonl")
     extra = ["--text-column", "text"] if case.endswith("table") else []
@@ -149,15 +222,39 @@ def test_hostile_json_is_refused_before_the_model_loads(case, tmp_path, capsys):
         line, want = '{"text": "x", "n": ' + "9" * 5000 + "}", "cannot be read"
     path.write_text(("[" + line + "]") if path.suffix == ".json" and not case.startswith("deep") else line + "\n")
     # a missing model: the refusal must come from reading the data, before any model is loaded
-    err = _refused(capsys, "sketch", "--model", tmp_path / "no-model", "--data", path, "--out",
-                   tmp_path / "o.safetensors", "--quiet", *extra)
+    err = _refused(
+        capsys,
+        "sketch",
+        "--model",
+        tmp_path / "no-model",
+        "--data",
+        path,
+        "--out",
+        tmp_path / "o.safetensors",
+        "--quiet",
+        *extra,
+    )
     assert want in err and str(path) in err
     _no_output(tmp_path, "o.safetensors")
 
 
 # ---------------------------------------------------------------- output paths
-@pytest.mark.parametrize("case", ["sketch", "select", "merge", "steer", "index", "domains-parent-file",
-                                  "parent-is-file", "read-only", "fifo-out", "demo-file", "demo-under-file"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "sketch",
+        "select",
+        "merge",
+        "steer",
+        "index",
+        "domains-parent-file",
+        "parent-is-file",
+        "read-only",
+        "fifo-out",
+        "demo-file",
+        "demo-under-file",
+    ],
+)
 def test_bad_output_paths_are_refused_before_work(case, corpora, tmp_path, capsys, monkeypatch):  # noqa: F811
     data = corpora["code"]
     before = data.read_bytes()
@@ -167,15 +264,19 @@ def test_bad_output_paths_are_refused_before_work(case, corpora, tmp_path, capsy
     if case == "sketch":
         argv, want = [*sk, tmp_path / "." / data.name], "is also an input"
     elif case == "select":
-        argv, want = ["select", "--model", no_model, "--data", data, "--target", sig_a, "--top", 1,
-                      "--out", data], "is also an input"
+        argv, want = (
+            ["select", "--model", no_model, "--data", data, "--target", sig_a, "--top", 1, "--out", data],
+            "is also an input",
+        )
     elif case == "merge":
         argv, want = ["merge", sig_a, sig_b, "--out", sig_b], "is also an input"
     elif case == "steer":
         pairs = tmp_path / "pairs.jsonl"
         pairs.write_text('{"positive": "the a", "negative": "of to"}\n')
-        argv, want = ["steer", "build", "--model", no_model, "--pairs", pairs, "--layer", 0, "--out", pairs], \
-            "is also an input"
+        argv, want = (
+            ["steer", "build", "--model", no_model, "--pairs", pairs, "--layer", 0, "--out", pairs],
+            "is also an input",
+        )
     elif case == "index":
         argv, want = ["index", "build", tmp_path, "--append", "--out", tmp_path], "is also an input"
     elif case == "domains-parent-file":
@@ -188,8 +289,9 @@ def test_bad_output_paths_are_refused_before_work(case, corpora, tmp_path, capsy
         ro.chmod(0o555)
         if os.geteuid() == 0:  # root writes through any mode: report the folder as the kernel would to others
             real = os.access
-            monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if os.fspath(p) == os.fspath(ro)
-                                else real(p, m, *a, **k))
+            monkeypatch.setattr(
+                os, "access", lambda p, m, *a, **k: False if os.fspath(p) == os.fspath(ro) else real(p, m, *a, **k)
+            )
         argv, want = [*sk, ro / "o.safetensors"], "not writable"
     elif case == "fifo-out":
         os.mkfifo(tmp_path / "out.pipe")
@@ -212,8 +314,27 @@ def test_token_budget_only_batches(models, corpora, tmp_path, capsys):  # noqa: 
     sigs = {}
     for budget in (8, 1024):
         out = tmp_path / f"b{budget}.safetensors"
-        rc = main([str(a) for a in ("sketch", "--model", models[0], "--data", corpora["code"], "--out", out,
-                                    "--sketch-dim", 64, "--quiet", "--token-budget", budget, "--name", "c")])
+        rc = main(
+            [
+                str(a)
+                for a in (
+                    "sketch",
+                    "--model",
+                    models[0],
+                    "--data",
+                    corpora["code"],
+                    "--out",
+                    out,
+                    "--sketch-dim",
+                    64,
+                    "--quiet",
+                    "--token-budget",
+                    budget,
+                    "--name",
+                    "c",
+                )
+            ]
+        )
         assert rc == 0, capsys.readouterr().err
         sigs[budget] = load_signature(out)
     assert sigs[8].count == sigs[1024].count == 30 * 39
@@ -225,8 +346,19 @@ def test_token_budget_only_batches(models, corpora, tmp_path, capsys):  # noqa: 
 
     with pytest.raises(InputError, match="token_budget must be a positive integer"):
         next(capture_causal_lm(torch.nn.Linear(2, 2), [[1, 2, 3]], token_budget=0, progress=False))
-    err = _refused(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out",
-                   tmp_path / "z.safetensors", "--quiet", "--token-budget", -5)
+    err = _refused(
+        capsys,
+        "sketch",
+        "--model",
+        models[0],
+        "--data",
+        corpora["code"],
+        "--out",
+        tmp_path / "z.safetensors",
+        "--quiet",
+        "--token-budget",
+        -5,
+    )
     assert "--token-budget" in err and "-5" in err
 
 
@@ -234,11 +366,42 @@ def test_run_that_cannot_fit_is_refused_with_the_number(models, corpora, tmp_pat
     import updatescope.cli as cli
 
     monkeypatch.setattr(cli, "_available_memory", lambda device: 1 << 20)  # 1 MiB free
-    err = _refused(capsys, "sketch", "--model", models[0], "--data", corpora["code"], "--out",
-                   tmp_path / "o.safetensors", "--quiet", "--sketch-dim", 65536, "--act-map", "dense")
+    err = _refused(
+        capsys,
+        "sketch",
+        "--model",
+        models[0],
+        "--data",
+        corpora["code"],
+        "--out",
+        tmp_path / "o.safetensors",
+        "--quiet",
+        "--sketch-dim",
+        65536,
+        "--act-map",
+        "dense",
+    )
     assert "needs at least" in err and "GiB" in err and "sketch_dim 65536" in err
     _no_output(tmp_path, "o.safetensors")
     # the estimate is a bound the real run respects: with the true free memory a small run proceeds
     monkeypatch.undo()
-    assert main([str(a) for a in ("sketch", "--model", models[0], "--data", corpora["code"], "--out",
-                                  tmp_path / "o.safetensors", "--quiet", "--sketch-dim", 64)]) == 0
+    assert (
+        main(
+            [
+                str(a)
+                for a in (
+                    "sketch",
+                    "--model",
+                    models[0],
+                    "--data",
+                    corpora["code"],
+                    "--out",
+                    tmp_path / "o.safetensors",
+                    "--quiet",
+                    "--sketch-dim",
+                    64,
+                )
+            ]
+        )
+        == 0
+    )

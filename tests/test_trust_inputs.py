@@ -1,4 +1,5 @@
 """One-line refusals for classes of bad API and model input (issue: trust)."""
+
 import json
 import shutil
 
@@ -24,10 +25,15 @@ def test_non_integer_sizes_are_refused(value):
         us.FisherSketch(value, 10, 64, 0)
 
 
-@pytest.mark.parametrize("make", [lambda: torch.randn(4, 8, dtype=torch.complex64),
-                                  lambda: np.ones((4, 8), dtype=np.complex128),
-                                  lambda: np.array([[object()] * 8] * 4),
-                                  lambda: [["a"] * 8] * 4])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(4, 8, dtype=torch.complex64),
+        lambda: np.ones((4, 8), dtype=np.complex128),
+        lambda: np.array([[object()] * 8] * 4),
+        lambda: [["a"] * 8] * 4,
+    ],
+)
 def test_non_real_inputs_are_refused_and_change_nothing(make):
     sk = us.FisherSketch(8, 10, 64, 0)
     with pytest.raises(InputError):
@@ -58,8 +64,15 @@ def test_a_model_whose_weights_do_not_fit_its_config_is_refused(tmp_path, capsys
     from updatescope.models.hf import load_causal_lm
 
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
     good = tmp_path / "good"
     transformers.LlamaForCausalLM(cfg).save_pretrained(good)
     bad = tmp_path / "bad"

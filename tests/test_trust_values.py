@@ -1,5 +1,6 @@
 """What a value says: trust flags, regimes, standard-error coverage, self-comparison,
 deterministic checksummed files, overflow, and random corruptions of a signature file."""
+
 import hashlib
 import json
 import math
@@ -32,8 +33,13 @@ def _sig(a, e, m=128, seed=0):
 
 
 def _with(sig, sums=None, diag=None, counts=None):
-    return Signature(sig.config, sig.sums if sums is None else sums, sig.diag if diag is None else diag,
-                     sig.counts if counts is None else counts, dict(sig.meta))
+    return Signature(
+        sig.config,
+        sig.sums if sums is None else sums,
+        sig.diag if diag is None else diag,
+        sig.counts if counts is None else counts,
+        dict(sig.meta),
+    )
 
 
 def _values_ok(al):
@@ -66,8 +72,15 @@ def test_trusted_implies_possible_values_over_random_small_cases():
     for i in range(40):
         n = int(torch.randint(2, 120, (1,), generator=g))
         k = int(torch.randint(2, 400, (1,), generator=g))
-        sigs = [_sig(torch.randn(n, 4, generator=g, dtype=torch.float64),
-                     torch.randn(n, k, generator=g, dtype=torch.float64), m=64, seed=i) for _ in range(2)]
+        sigs = [
+            _sig(
+                torch.randn(n, 4, generator=g, dtype=torch.float64),
+                torch.randn(n, k, generator=g, dtype=torch.float64),
+                m=64,
+                seed=i,
+            )
+            for _ in range(2)
+        ]
         al = us.alignment(*sigs)
         n_trusted += al.trusted
         assert not al.trusted or _values_ok(al), al
@@ -93,16 +106,19 @@ def _al(f, a, e, se=0.01):
     return Alignment(f, a, e, f / (a * e) if a * e else float("nan"), se, se, se, se, 500, 500)
 
 
-@pytest.mark.parametrize("case,regime", [
-    ({"x": (0.996, 1.0, 0.99), "y": (0.07, 0.995, 1.0)}, "coupled"),  # pure coupling
-    ({"x": (0.30, 0.9, 0.9), "y": (0.60, 0.5, 0.5)}, "coupled"),  # product picks the other best
-    ({"x": (0.80, 0.9, 0.9), "y": (0.81, 0.9, 0.895)}, "flat"),
-    ({"x": (0.80, 0.9, 0.9), "y": (0.27, 0.9, 0.3)}, "activation-dark"),
-    ({"x": (0.80, 0.9, 0.9), "y": (0.27, 0.3, 0.9)}, "error-dark"),
-    ({"x": (0.81, 0.9, 0.9), "y": (0.25, 0.5, 0.5)}, "separable"),
-    ({"x": (0.80, 0.5, 0.5), "y": (0.79, 0.9, 0.9)}, "separable"),  # different best, gap within noise
-    ({"x": (float("nan"),) * 3, "y": (float("nan"),) * 3}, "undefined"),
-])
+@pytest.mark.parametrize(
+    "case,regime",
+    [
+        ({"x": (0.996, 1.0, 0.99), "y": (0.07, 0.995, 1.0)}, "coupled"),  # pure coupling
+        ({"x": (0.30, 0.9, 0.9), "y": (0.60, 0.5, 0.5)}, "coupled"),  # product picks the other best
+        ({"x": (0.80, 0.9, 0.9), "y": (0.81, 0.9, 0.895)}, "flat"),
+        ({"x": (0.80, 0.9, 0.9), "y": (0.27, 0.9, 0.3)}, "activation-dark"),
+        ({"x": (0.80, 0.9, 0.9), "y": (0.27, 0.3, 0.9)}, "error-dark"),
+        ({"x": (0.81, 0.9, 0.9), "y": (0.25, 0.5, 0.5)}, "separable"),
+        ({"x": (0.80, 0.5, 0.5), "y": (0.79, 0.9, 0.9)}, "separable"),  # different best, gap within noise
+        ({"x": (float("nan"),) * 3, "y": (float("nan"),) * 3}, "undefined"),
+    ],
+)
 def test_diagnose_one_case_per_regime(case, regime):
     assert diagnose({k: _al(*v) for k, v in case.items()})[0] == regime
 
@@ -112,11 +128,13 @@ def test_pure_coupling_from_data():
     g = torch.Generator().manual_seed(2)
     n = 600
     base_a, base_e = torch.eye(4, dtype=torch.float64)[:2], torch.eye(4, dtype=torch.float64)[:2]
+
     def stream(swap):
         i = torch.randint(0, 2, (n,), generator=g)
         a = base_a[i] + 0.05 * torch.randn(n, 4, generator=g, dtype=torch.float64)
         e = base_e[(1 - i) if swap else i] + 0.05 * torch.randn(n, 4, generator=g, dtype=torch.float64)
         return a, e
+
     sig = lambda s: _sig(*s, m=256, seed=3)
     ranking = us.rank_sources(sig(stream(False)), {"same": sig(stream(False)), "swapped": sig(stream(True))})
     rows = {r.source: r for r in ranking.rows}
@@ -129,6 +147,7 @@ def _population_truth(p, q):
     def mats(a, e):
         g = (a[:, :, None] * e[:, None, :]).reshape(a.shape[0], -1)  # per-sample gradient a ⊗ e
         return [x.T @ x / a.shape[0] for x in (g, a, e)]  # materialised F, M_a, Γ_e
+
     return [float((x * y).sum() / (x.norm() * y.norm())) for x, y in zip(mats(*p), mats(*q))]
 
 
@@ -143,9 +162,12 @@ def test_two_standard_errors_cover_95_percent_over_resampled_data():
     hits = torch.zeros(3)
     for r in range(reps):
         i, j = torch.randint(0, 4000, (n,), generator=g), torch.randint(0, 4000, (n,), generator=g)
-        al = us.alignment(_sig(pool_s[0][i], pool_s[1][i], m=256, seed=r), _sig(pool_t[0][j], pool_t[1][j], m=256, seed=r))
-        for k, (v, se) in enumerate(((al.fisher, al.fisher_se), (al.activation, al.activation_se),
-                                     (al.error, al.error_se))):
+        al = us.alignment(
+            _sig(pool_s[0][i], pool_s[1][i], m=256, seed=r), _sig(pool_t[0][j], pool_t[1][j], m=256, seed=r)
+        )
+        for k, (v, se) in enumerate(
+            ((al.fisher, al.fisher_se), (al.activation, al.activation_se), (al.error, al.error_se))
+        ):
             hits[k] += abs(v - truth[k]) <= 2 * se
     coverage = hits / reps
     margin = 2 * math.sqrt(0.95 * 0.05 / reps)
@@ -205,16 +227,28 @@ def test_bit_flip_in_tensor_data_is_refused(tmp_path):
 
 def test_file_without_checksum_still_loads(tmp_path):
     t = _sig(*_task(0, 100))
-    meta = {"format": "updatescope-signature", "format_version": "1", "library_version": "0",
-            "config": json.dumps(t.config.to_dict())}
+    meta = {
+        "format": "updatescope-signature",
+        "format_version": "1",
+        "library_version": "0",
+        "config": json.dumps(t.config.to_dict()),
+    }
     save_file(t.state_dict(), str(tmp_path / "old.sig"), metadata=meta)
     back = us.load_signature(tmp_path / "old.sig")
     assert torch.equal(back.sums, t.sums)
 
 
-@pytest.mark.parametrize("key,value", [("format_version", "0"), ("format_version", "-1"),
-                                       ("config", "[1, 2]"), ("config", '"text"'), ("config", "[" * 5000),
-                                       ("config", '{"act_dim": "6", "out_dim": 6, "sketch_dim": 128}')])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("format_version", "0"),
+        ("format_version", "-1"),
+        ("config", "[1, 2]"),
+        ("config", '"text"'),
+        ("config", "[" * 5000),
+        ("config", '{"act_dim": "6", "out_dim": 6, "sketch_dim": 128}'),
+    ],
+)
 def test_bad_metadata_is_one_line_refusal(tmp_path, key, value):
     t = _sig(*_task(0, 100))
     meta = {"format": "updatescope-signature", "format_version": "1", "config": json.dumps(t.config.to_dict())}
@@ -247,8 +281,9 @@ def test_huge_counts_do_not_crash_or_wrap(tmp_path):
 
 def test_sums_near_1e300_keep_their_value():
     t, s = _sig(*_task(0, 400)), _sig(*_task(3, 400, shift=1.0))
-    blow = lambda x: _with(x, sums=x.sums * (1e150 / float(x.sums.abs().max())),
-                           diag=x.diag * (1e150 / float(x.sums.abs().max()))**2)
+    blow = lambda x: _with(
+        x, sums=x.sums * (1e150 / float(x.sums.abs().max())), diag=x.diag * (1e150 / float(x.sums.abs().max())) ** 2
+    )
     huge, huge_s = blow(t), blow(s)
     assert float(huge.diag.max()) > 1e290 and torch.isfinite(huge.diag).all()
     al, ref = us.alignment(huge_s, huge), us.alignment(s, t)  # the product of the norms is ~1e600
@@ -268,10 +303,25 @@ def test_random_corruptions_load_correctly_or_refuse_in_one_line(tmp_path):
     n_hdr, hdr = _header(raw)
     g = torch.Generator().manual_seed(11)
     rnd = lambda hi: int(torch.randint(0, hi, (1,), generator=g))
-    edits = [("format_version", ["2", "0", "x", "1 "]), ("config", ["{}", "null", "[]", '{"act_dim": 6}', "{",
-             json.dumps({**good.config.to_dict(), "seed": 1}), json.dumps({**good.config.to_dict(), "sketch_dim": 32})]),
-             ("sha256", ["0" * 64, ""]), ("format", ["other"]),
-             ("library_version", ["9.9", ""]), ("data", ["free text [/bold]"])]  # the last two load
+    edits = [
+        ("format_version", ["2", "0", "x", "1 "]),
+        (
+            "config",
+            [
+                "{}",
+                "null",
+                "[]",
+                '{"act_dim": 6}',
+                "{",
+                json.dumps({**good.config.to_dict(), "seed": 1}),
+                json.dumps({**good.config.to_dict(), "sketch_dim": 32}),
+            ],
+        ),
+        ("sha256", ["0" * 64, ""]),
+        ("format", ["other"]),
+        ("library_version", ["9.9", ""]),
+        ("data", ["free text [/bold]"]),
+    ]  # the last two load
     outcomes = {"loaded": 0, "refused": 0}
     for trial in range(300):
         data = bytearray(raw)

@@ -1,6 +1,7 @@
 """The scratch workspace: maps and the sketch give the same numbers with and without it,
 whatever the buffers held before (every element a call reads is written first), across
 chunk boundaries and shrinking batches, in and out of inference mode."""
+
 import pytest
 import torch
 
@@ -15,21 +16,24 @@ def _poison() -> None:
         buf.fill_(float("nan"))
 
 
-@pytest.mark.parametrize("cls,dim,m", [
-    (DenseMap, 30, 64),
-    (SRHTMap, 1000, 64),      # dim not a multiple of A: padded block
-    (SRHTMap, 1024, 64),      # fused layout
-    (FoldMap, 50, 64),        # no collisions, padded to the (P, Q) view
-    (FoldMap, 1000, 64),      # folded blocks plus a partial one
-    (SpreadMap, 1000, 64),    # two layouts, partial block and partial run
-    (SpreadMap, 50, 64),      # scattered into the transform
-    (StackMap, 50, 64),       # one 64-point block, padded rows
-    (StackMap, 20, 64),       # several blocks
-    (StackMap, 700, 48),      # m < N: kept rows selected for u
-    (FoldMap, 700, 48),       # m < F: kept rows selected for u
-    (CountSketchMap, 300, 64),
-    (FoldSpreadMap, 1000, 64),  # folded blocks plus a partial one, then the spread's wide rows
-])
+@pytest.mark.parametrize(
+    "cls,dim,m",
+    [
+        (DenseMap, 30, 64),
+        (SRHTMap, 1000, 64),  # dim not a multiple of A: padded block
+        (SRHTMap, 1024, 64),  # fused layout
+        (FoldMap, 50, 64),  # no collisions, padded to the (P, Q) view
+        (FoldMap, 1000, 64),  # folded blocks plus a partial one
+        (SpreadMap, 1000, 64),  # two layouts, partial block and partial run
+        (SpreadMap, 50, 64),  # scattered into the transform
+        (StackMap, 50, 64),  # one 64-point block, padded rows
+        (StackMap, 20, 64),  # several blocks
+        (StackMap, 700, 48),  # m < N: kept rows selected for u
+        (FoldMap, 700, 48),  # m < F: kept rows selected for u
+        (CountSketchMap, 300, 64),
+        (FoldSpreadMap, 1000, 64),  # folded blocks plus a partial one, then the spread's wide rows
+    ],
+)
 def test_tagged_call_equals_fresh_call(monkeypatch, cls, dim, m):
     monkeypatch.setattr(maps, "_CHUNK_ELEMS", 3 * 2 * max(dim, m))  # several chunks per call
     workspace.release()
@@ -46,8 +50,10 @@ def test_tagged_call_equals_fresh_call(monkeypatch, cls, dim, m):
     assert workspace.held_bytes() == 0
 
 
-@pytest.mark.parametrize("act_map,error_map", [("dense", "dense"), ("fold", "fold"), ("dense", "srht"),
-                                                   ("spread", "spread"), ("stack", "spread")])
+@pytest.mark.parametrize(
+    "act_map,error_map",
+    [("dense", "dense"), ("fold", "fold"), ("dense", "srht"), ("spread", "spread"), ("stack", "spread")],
+)
 def test_sketch_unchanged_by_stale_buffers(act_map, error_map):
     """Same-kind act and error maps use distinct tags; poisoned buffers change nothing."""
     g = torch.Generator().manual_seed(5)
@@ -88,7 +94,9 @@ def test_buffers_made_in_inference_mode_work_outside_it():
     with torch.inference_mode():
         sk.update(a, e)
     sk.update(a.requires_grad_(), e)  # normal tensors, even ones that require grad
-    ref = us.FisherSketch(act_dim=8, out_dim=20, sketch_dim=32, seed=0).update(torch.cat([a, a]).detach(), torch.cat([e, e]))
+    ref = us.FisherSketch(act_dim=8, out_dim=20, sketch_dim=32, seed=0).update(
+        torch.cat([a, a]).detach(), torch.cat([e, e])
+    )
     assert torch.allclose(sk.signature().sums, ref.signature().sums, rtol=1e-12, atol=1e-12)
 
 
@@ -98,7 +106,9 @@ def test_float32_chunk_sums_stay_at_projection_precision():
     one (eps·√K ≈ 4e-6 relative at K = 4,096), for chunks that start on either half."""
     g = torch.Generator().manual_seed(7)
     a = torch.randn(601, 16, generator=g, dtype=torch.float64)
-    e, _ = us.error_vectors(3 * torch.randn(601, 4096, generator=g, dtype=torch.float64), torch.randint(0, 4096, (601,), generator=g))
+    e, _ = us.error_vectors(
+        3 * torch.randn(601, 4096, generator=g, dtype=torch.float64), torch.randint(0, 4096, (601,), generator=g)
+    )
     s64 = us.FisherSketch(act_dim=16, out_dim=4096, sketch_dim=256, seed=0).update(a, e).signature()
     sk = us.FisherSketch(act_dim=16, out_dim=4096, sketch_dim=256, seed=0)
     sk.update(a[:301].float(), e[:301].float()).update(a[301:].float(), e[301:].float())
@@ -110,16 +120,28 @@ def test_float32_chunk_sums_stay_at_projection_precision():
         assert float(((s32.diag[:, k] - s64.diag[:, k]).abs() / s64.diag[:, k]).max()) < 4e-6
 
 
-@pytest.mark.parametrize("error_map,k", [("dense", 300), ("srht", 3000), ("srht", 4096), ("fold", 1000), ("fold", 70),
-                                               ("spread", 1000), ("spread", 70)])
+@pytest.mark.parametrize(
+    "error_map,k",
+    [("dense", 300), ("srht", 3000), ("srht", 4096), ("fold", 1000), ("fold", 70), ("spread", 1000), ("spread", 70)],
+)
 def test_strided_inputs_equal_contiguous(error_map, k):
     """Column-strided or transposed-back inputs (views a user may pass) give the same sketch."""
     g = torch.Generator().manual_seed(9)
     wide = torch.randn(30, 2 * k, dtype=torch.float64, generator=g)
     e = wide[:, ::2]  # stride 2 along the errors
     a = torch.randn(12, 30, dtype=torch.float64, generator=g).T  # (30, 12), transposed view
-    make = lambda a_, e_: us.FisherSketch(act_dim=12, out_dim=k, sketch_dim=64, seed=3, act_map="srht",  # noqa: E731
-                                          error_map=error_map).update(a_, e_).signature()
+    make = lambda a_, e_: (
+        us.FisherSketch(
+            act_dim=12,
+            out_dim=k,
+            sketch_dim=64,
+            seed=3,
+            act_map="srht",  # noqa: E731
+            error_map=error_map,
+        )
+        .update(a_, e_)
+        .signature()
+    )
     e_t = torch.randn(k, 30, dtype=torch.float64, generator=g).T  # (30, k), column-major
     for err in (e, e_t):
         s1, s2 = make(a, err), make(a.contiguous(), err.contiguous())

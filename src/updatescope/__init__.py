@@ -7,6 +7,7 @@ The package namespace is lazy (PEP 562): ``import updatescope`` and ``import
 updatescope.cli`` import neither torch nor scipy; the first use of a public name imports
 the module that defines it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,18 +18,25 @@ from updatescope.errors import IncompatibleSignatureError, InputError, Signature
 
 #: public name -> module that defines it
 _LAZY = {
-    "Ranking": "updatescope.select.rank", "RankRow": "updatescope.select.rank",
+    "Ranking": "updatescope.select.rank",
+    "RankRow": "updatescope.select.rank",
     "rank_sources": "updatescope.select.rank",
-    "load_signature": "updatescope.signatures.io", "save_signature": "updatescope.signatures.io",
-    "Alignment": "updatescope.sketch.align", "alignment": "updatescope.sketch.align",
-    "alignment_matrix": "updatescope.sketch.align", "exact_alignment": "updatescope.sketch.align",
+    "load_signature": "updatescope.signatures.io",
+    "save_signature": "updatescope.signatures.io",
+    "Alignment": "updatescope.sketch.align",
+    "alignment": "updatescope.sketch.align",
+    "alignment_matrix": "updatescope.sketch.align",
+    "exact_alignment": "updatescope.sketch.align",
     "exact_alignment_matrix": "updatescope.sketch.align",
-    "FisherSketch": "updatescope.sketch.fishersketch", "Signature": "updatescope.sketch.signature",
-    "SketchConfig": "updatescope.sketch.config", "error_vectors": "updatescope.sketch.inputs",
+    "FisherSketch": "updatescope.sketch.fishersketch",
+    "Signature": "updatescope.sketch.signature",
+    "SketchConfig": "updatescope.sketch.config",
+    "error_vectors": "updatescope.sketch.inputs",
 }
 
-__all__ = sorted(["IncompatibleSignatureError", "InputError", "SignatureFileError", "UpdatescopeError",
-                  "__version__", *_LAZY])
+__all__ = sorted(
+    ["IncompatibleSignatureError", "InputError", "SignatureFileError", "UpdatescopeError", "__version__", *_LAZY]
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -47,5 +55,14 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from updatescope.select.rank import Ranking, RankRow, rank_sources
     from updatescope.signatures.io import load_signature, save_signature
-    from updatescope.sketch import (Alignment, FisherSketch, Signature, SketchConfig, alignment, alignment_matrix,
-                                    error_vectors, exact_alignment, exact_alignment_matrix)
+    from updatescope.sketch import (
+        Alignment,
+        FisherSketch,
+        Signature,
+        SketchConfig,
+        alignment,
+        alignment_matrix,
+        error_vectors,
+        exact_alignment,
+        exact_alignment_matrix,
+    )

@@ -1,4 +1,5 @@
 """Command-line interface: parse, load, call the library, print.  ``main(argv) -> exit code``."""
+
 from __future__ import annotations
 
 import argparse
@@ -6,14 +7,23 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from updatescope._version import __version__
-from updatescope.constants import DTYPE_CHOICES, MAP_CHOICES
 from updatescope.commands import _network
-from updatescope.commands._checks import (add_column_arguments, check_out_file, check_out_folder, check_report,
-                                           positive, print_json, sig_name, unique_names)
+from updatescope.commands._checks import (
+    add_column_arguments,
+    check_out_file,
+    check_out_folder,
+    check_report,
+    positive,
+    print_json,
+    sig_name,
+    unique_names,
+)
+from updatescope.constants import DTYPE_CHOICES, MAP_CHOICES
 from updatescope.errors import UpdatescopeError
 
 EXIT_USER_ERROR = 2
@@ -53,10 +63,12 @@ def _check_sketch_memory(d: int, k: int, m: int, act_map: str, error_map: str, b
     need += budget * (2 * (2 * m) + k) * 4
     free = _available_memory(device)
     if free is not None and need > free:
-        raise UpdatescopeError(f"this sketch needs at least {need / 2**30:.1f} GiB on {device} (random bases for "
-                               f"act_dim {d}, out_dim {k}, sketch_dim {m}, maps {act_map}/{error_map}, token budget "
-                               f"{budget}) and {free / 2**30:.1f} GiB is free; lower --sketch-dim or "
-                               "--token-budget, or choose --act-map/--error-map srht")
+        raise UpdatescopeError(
+            f"this sketch needs at least {need / 2**30:.1f} GiB on {device} (random bases for "
+            f"act_dim {d}, out_dim {k}, sketch_dim {m}, maps {act_map}/{error_map}, token budget "
+            f"{budget}) and {free / 2**30:.1f} GiB is free; lower --sketch-dim or "
+            "--token-budget, or choose --act-map/--error-map srht"
+        )
 
 
 # ------------------------------------------------------------------ commands
@@ -96,17 +108,23 @@ def cmd_sketch(args: argparse.Namespace) -> int:
         if world > 1:
             raise UpdatescopeError("--layers sketches run in a single process, not under torchrun")
         if "countsketch" in (args.act_map, args.error_map):
-            raise UpdatescopeError("--layers needs two-factor maps (dense, srht, fold, spread, stack, foldspread), not countsketch")
+            raise UpdatescopeError(
+                "--layers needs two-factor maps (dense, srht, fold, spread, stack, foldspread), not countsketch"
+            )
     if world > 1 and ckpt is not None:
-        raise UpdatescopeError("--checkpoint-every/--resume run in a single process; under torchrun, sketch "
-                               "shards separately with checkpoints and join them with 'updatescope merge'")
+        raise UpdatescopeError(
+            "--checkpoint-every/--resume run in a single process; under torchrun, sketch "
+            "shards separately with checkpoints and join them with 'updatescope merge'"
+        )
     if args.resume and not ckpt.exists():
         raise UpdatescopeError(f"--resume: no checkpoint at {ckpt} (run with --checkpoint-every N first)")
     if args.error_map == "countsketch" and rank == 0:
         from updatescope.sketch.align import COUNTSKETCH_WARNING
 
-        print(f"updatescope: warning: {COUNTSKETCH_WARNING}; comparisons of this signature are never "
-              "marked trusted", file=sys.stderr)
+        print(
+            f"updatescope: warning: {COUNTSKETCH_WARNING}; comparisons of this signature are never marked trusted",
+            file=sys.stderr,
+        )
     device = resolve_device(args.device)
     rows, columns, desc = _sketch_inputs(args)  # validates every file before the model loads
     if args.layers:
@@ -130,18 +148,33 @@ def cmd_sketch(args: argparse.Namespace) -> int:
         if columns is not None:
             meta["columns"] = columns.describe()
         t0 = time.perf_counter()
-        sig = sketch_corpus(model, tok, texts, positions=positions, sketch_dim=args.sketch_dim, seed=args.seed,
-                            max_tokens=args.max_tokens, token_budget=args.token_budget, act_map=args.act_map,
-                            error_map=args.error_map, checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-                            resume=args.resume, progress=not args.quiet, meta=meta)
+        sig = sketch_corpus(
+            model,
+            tok,
+            texts,
+            positions=positions,
+            sketch_dim=args.sketch_dim,
+            seed=args.seed,
+            max_tokens=args.max_tokens,
+            token_budget=args.token_budget,
+            act_map=args.act_map,
+            error_map=args.error_map,
+            checkpoint=ckpt,
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
+            progress=not args.quiet,
+            meta=meta,
+        )
         dt = time.perf_counter() - t0
         if rank == 0:
             save_signature(sig, out)
             if ckpt is not None:
                 ckpt.unlink(missing_ok=True)  # the run is complete: its checkpoint is spent
             ranks = f" on {world} ranks" if world > 1 else ""
-            print(f"wrote {out}: {sig.count} tokens, sketch_dim {sig.config.sketch_dim}, "
-                  f"{sig.count / max(dt, 1e-9):.0f} tokens/s{ranks}")
+            print(
+                f"wrote {out}: {sig.count} tokens, sketch_dim {sig.config.sketch_dim}, "
+                f"{sig.count / max(dt, 1e-9):.0f} tokens/s{ranks}"
+            )
         if created:
             from updatescope.distributed import shutdown
 
@@ -176,8 +209,10 @@ def _one_kind(paths: Sequence[str]) -> str:
     if len(set(kinds.values())) > 1:
         head = next(p for p in paths if kinds[p] == "head")
         net = next(p for p in paths if kinds[p] == "network")
-        raise UpdatescopeError(f"cannot compare a head signature ({head}) with a network signature ({net}): "
-                               "sketch both with --layers, or both without")
+        raise UpdatescopeError(
+            f"cannot compare a head signature ({head}) with a network signature ({net}): "
+            "sketch both with --layers, or both without"
+        )
     return kinds[paths[0]]
 
 
@@ -207,10 +242,20 @@ def cmd_rank(args: argparse.Namespace) -> int:
             names = [tname, *sources]
             mats = {k: v.numpy() for k, v in alignment_matrix([target, *sources.values()]).items()}
         cfg = target.config
-        path = write_report(report, title=f"updatescope — sources for {tname}",
-                            meta={"target": tname, "sources": len(sources), "sketch_dim": cfg.sketch_dim,
-                                  "seed": cfg.seed, "target tokens": target.count},
-                            rankings=[ranking], names=names, matrices=mats)
+        path = write_report(
+            report,
+            title=f"updatescope — sources for {tname}",
+            meta={
+                "target": tname,
+                "sources": len(sources),
+                "sketch_dim": cfg.sketch_dim,
+                "seed": cfg.seed,
+                "target tokens": target.count,
+            },
+            rankings=[ranking],
+            names=names,
+            matrices=mats,
+        )
         print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
@@ -225,8 +270,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             continue
         sig = load_signature(p)
         sq = sig.sq_norm().tolist()
-        rows.append({"file": p, "kind": "head", **sig.describe(), "state_bytes": sig.sums.numel() * 8,
-                     "sq_norm": dict(zip(("fisher", "activation", "error"), sq))})
+        rows.append(
+            {
+                "file": p,
+                "kind": "head",
+                **sig.describe(),
+                "state_bytes": sig.sums.numel() * 8,
+                "sq_norm": dict(zip(("fisher", "activation", "error"), sq)),
+            }
+        )
     if args.json:
         print_json(rows + nets if nets else rows)
         return 0
@@ -234,20 +286,39 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     for r in nets:
         c = r["config"]
-        print_rows(f"network signature {r['file']} — {r['name']}: {r['count']} {c['mode']} samples, sketch_dim "
-                   f"{c['sketch_dim']}, seed {c['seed']}, maps {c['act_map']}/{c['error_map']}, data {r['data']}",
-                   ("layer", "act_dim", "out_dim", "‖F_bb‖²", "share of ‖F‖²"),
-                   [(x["name"], x["act_dim"], x["out_dim"], f"{x['sq_norm']:.4g}", fmt(x["energy_share"]))
-                    for x in r["layers"]], right=("act_dim", "out_dim", "‖F_bb‖²", "share of ‖F‖²"))
+        print_rows(
+            f"network signature {r['file']} — {r['name']}: {r['count']} {c['mode']} samples, sketch_dim "
+            f"{c['sketch_dim']}, seed {c['seed']}, maps {c['act_map']}/{c['error_map']}, data {r['data']}",
+            ("layer", "act_dim", "out_dim", "‖F_bb‖²", "share of ‖F‖²"),
+            [
+                (x["name"], x["act_dim"], x["out_dim"], f"{x['sq_norm']:.4g}", fmt(x["energy_share"]))
+                for x in r["layers"]
+            ],
+            right=("act_dim", "out_dim", "‖F_bb‖²", "share of ‖F‖²"),
+        )
         print(f"  off-diagonal (cross-layer) share of ‖F‖²: {fmt(r['offdiag_share'])}")
     if not rows:
         return 0
-    print_rows("signatures", ("file", "name", "samples", "act_dim", "out_dim", "sketch_dim", "seed", "maps",
-                              "fingerprint", "data"),
-               [(r["file"], r.get("name", ""), r["count"], r["config"]["act_dim"], r["config"]["out_dim"],
-                 r["config"]["sketch_dim"], r["config"]["seed"], f"{r['config']['act_map']}/{r['config']['error_map']}"
-                 + ("+bias" if r["config"].get("head_bias") else ""),
-                 r["config"]["fingerprint"] or "-", r.get("data", "")) for r in rows])
+    print_rows(
+        "signatures",
+        ("file", "name", "samples", "act_dim", "out_dim", "sketch_dim", "seed", "maps", "fingerprint", "data"),
+        [
+            (
+                r["file"],
+                r.get("name", ""),
+                r["count"],
+                r["config"]["act_dim"],
+                r["config"]["out_dim"],
+                r["config"]["sketch_dim"],
+                r["config"]["seed"],
+                f"{r['config']['act_map']}/{r['config']['error_map']}"
+                + ("+bias" if r["config"].get("head_bias") else ""),
+                r["config"]["fingerprint"] or "-",
+                r.get("data", ""),
+            )
+            for r in rows
+        ],
+    )
     return 0
 
 
@@ -279,8 +350,11 @@ def cmd_domains(args: argparse.Namespace) -> int:
         return 0
     from updatescope.report.console import print_rows
 
-    print_rows("built-in domains (offline, from installed packages)", ("name", "family", "source"),
-               [(d.name, d.family, d.source) for d in infos])
+    print_rows(
+        "built-in domains (offline, from installed packages)",
+        ("name", "family", "source"),
+        [(d.name, d.family, d.source) for d in infos],
+    )
     return 0
 
 
@@ -301,45 +375,80 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="updatescope", description="Geometry of parameter updates: FisherSketch "
-                                "signatures for fine-tuning source selection, and a local-linear lab.")
+    p = argparse.ArgumentParser(
+        prog="updatescope",
+        description="Geometry of parameter updates: FisherSketch "
+        "signatures for fine-tuning source selection, and a local-linear lab.",
+    )
     p.add_argument("--version", action="version", version=f"updatescope {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("sketch", help="sketch a corpus into a signature file (forward passes only)")
     s.add_argument("--model", required=True, help="'smollm2' (packaged) or a local HF model folder")
-    s.add_argument("--data", required=True, nargs="+", help="text files (one document per line, blank-line "
-                   "paragraphs), JSONL with a 'text' field, or tables (JSON, CSV, parquet, arrow, a datasets "
-                   "folder) with the column options below")
+    s.add_argument(
+        "--data",
+        required=True,
+        nargs="+",
+        help="text files (one document per line, blank-line "
+        "paragraphs), JSONL with a 'text' field, or tables (JSON, CSV, parquet, arrow, a datasets "
+        "folder) with the column options below",
+    )
     s.add_argument("--out", required=True, help="output signature (.safetensors)")
     s.add_argument("--max-tokens", type=int, default=None, help="stop after this many tokens")
     s.add_argument("--sketch-dim", type=int, default=4096)
     s.add_argument("--seed", type=int, default=0, help="random basis; must match across compared signatures")
     s.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
     s.add_argument("--dtype", default="float32", choices=list(DTYPE_CHOICES), help="model weights' precision")
-    s.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (under torchrun, cuda means "
-                   "cuda:LOCAL_RANK)")
+    s.add_argument(
+        "--device", default="cpu", help="cpu, cuda, cuda:N or auto (under torchrun, cuda means cuda:LOCAL_RANK)"
+    )
     add_column_arguments(s)
-    s.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="write the state and position to OUT.ckpt after every N documents (atomic)")
-    s.add_argument("--resume", action="store_true", help="continue from OUT.ckpt; gives the same file as an "
-                   "uninterrupted run with the same flags")
-    s.add_argument("--act-map", default="auto", choices=[k for k in MAP_CHOICES if k != "countsketch"],
-                   help="activation-side projection (auto: stacked SRHTs up to width next_pow2(sketch_dim), the "
-                        "wide-block SRHT of spread beyond; dense and srht were the earlier default, fold is faster "
-                        "at a larger error, see benchmarks/README.md)")
-    s.add_argument("--error-map", default="auto", choices=list(MAP_CHOICES),
-                   help="error-side projection (auto: stacked SRHTs up to next_pow2(sketch_dim) outputs, the "
-                        "wide-block SRHT of spread beyond; dense and srht were the earlier default, fold is faster "
-                        "at a larger error, foldspread folds into 4·sketch_dim buckets before spread's rows, see "
-                        "benchmarks/README.md; countsketch's "
-                        "standard errors are not calibrated and its values are never trusted); compared "
-                        "signatures must use the same maps")
-    s.add_argument("--layers", nargs="+", default=None, metavar="PATTERN", help="write a network signature of "
-                   "these nn.Linear layers (names or fnmatch patterns, e.g. 'model.layers.2[89].*_proj'; the head "
-                   "is always included); one forward + one backward pass per batch")
-    s.add_argument("--layer-mode", default="token", choices=["token", "sequence"], help="with --layers: a "
-                   "sample is a labelled token (default, as the head sketch) or a whole sequence")
+    s.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write the state and position to OUT.ckpt after every N documents (atomic)",
+    )
+    s.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT.ckpt; gives the same file as an uninterrupted run with the same flags",
+    )
+    s.add_argument(
+        "--act-map",
+        default="auto",
+        choices=[k for k in MAP_CHOICES if k != "countsketch"],
+        help="activation-side projection (auto: stacked SRHTs up to width next_pow2(sketch_dim), the "
+        "wide-block SRHT of spread beyond; dense and srht were the earlier default, fold is faster "
+        "at a larger error, see benchmarks/README.md)",
+    )
+    s.add_argument(
+        "--error-map",
+        default="auto",
+        choices=list(MAP_CHOICES),
+        help="error-side projection (auto: stacked SRHTs up to next_pow2(sketch_dim) outputs, the "
+        "wide-block SRHT of spread beyond; dense and srht were the earlier default, fold is faster "
+        "at a larger error, foldspread folds into 4·sketch_dim buckets before spread's rows, see "
+        "benchmarks/README.md; countsketch's "
+        "standard errors are not calibrated and its values are never trusted); compared "
+        "signatures must use the same maps",
+    )
+    s.add_argument(
+        "--layers",
+        nargs="+",
+        default=None,
+        metavar="PATTERN",
+        help="write a network signature of "
+        "these nn.Linear layers (names or fnmatch patterns, e.g. 'model.layers.2[89].*_proj'; the head "
+        "is always included); one forward + one backward pass per batch",
+    )
+    s.add_argument(
+        "--layer-mode",
+        default="token",
+        choices=["token", "sequence"],
+        help="with --layers: a sample is a labelled token (default, as the head sketch) or a whole sequence",
+    )
     s.add_argument("--name", default=None, help="name shown in rankings (default: file stem)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_sketch)
@@ -348,8 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--target", required=True)
     r.add_argument("sources", nargs="+", metavar="SOURCE_SIG")
     r.add_argument("--json", action="store_true")
-    r.add_argument("--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) "
-                   "to this folder")
+    r.add_argument(
+        "--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) to this folder"
+    )
     r.set_defaults(func=cmd_rank)
 
     i = sub.add_parser("inspect", help="show what signature files hold")
@@ -379,9 +489,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--quick", action="store_true", help="the reduced configuration (< 10 min on 2 CPU cores)")
     e.add_argument("--out", default=None, help="result JSON (figures go beside it)")
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a setting of the run, e.g. ground_truth=head or lora.lr=3e-4 (repeatable; "
-                        "values read as JSON where they parse); the result JSON records the full config")
+    e.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a setting of the run, e.g. ground_truth=head or lora.lr=3e-4 (repeatable; "
+        "values read as JSON where they parse); the result JSON records the full config",
+    )
     e.add_argument("--json", action="store_true", help="also print the metrics")
     e.set_defaults(func=cmd_reproduce)
 
@@ -405,8 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, MemoryError, FloatingPointError) as exc:  # FloatingPointError: a training run diverged
         if os.environ.get("UPDATESCOPE_DEBUG"):
             raise
-        print(f"updatescope: error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-              file=sys.stderr)
+        print(
+            f"updatescope: error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr
+        )
         return 1
 
 

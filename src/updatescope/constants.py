@@ -2,10 +2,20 @@
 
 Each value here is defined once; every other module imports it from here.
 """
+
 from __future__ import annotations
 
-__all__ = ["IGNORE_INDEX", "MAP_KINDS", "MAP_CHOICES", "DTYPE_NAMES", "DTYPE_CHOICES", "SKETCH_DIM_MULTIPLE",
-           "MAX_SKETCH_DIM", "check_sketch_dim", "torch_dtype"]
+__all__ = [
+    "IGNORE_INDEX",
+    "MAP_KINDS",
+    "MAP_CHOICES",
+    "DTYPE_NAMES",
+    "DTYPE_CHOICES",
+    "SKETCH_DIM_MULTIPLE",
+    "MAX_SKETCH_DIM",
+    "check_sketch_dim",
+    "torch_dtype",
+]
 
 #: Label that marks a position without a target (padding, prompt tokens): the sketch skips it.
 #: -100 is the value Hugging Face models and ``torch.nn.functional.cross_entropy`` use.
@@ -27,17 +37,26 @@ def check_sketch_dim(value: object) -> None:
     """InputError unless ``value`` is a valid sketch dimension m."""
     from updatescope.errors import InputError
 
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SKETCH_DIM \
-            or value % SKETCH_DIM_MULTIPLE:
-        raise InputError(f"sketch_dim must be a multiple of {SKETCH_DIM_MULTIPLE} in [{SKETCH_DIM_MULTIPLE}, "
-                         f"{MAX_SKETCH_DIM}], got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 < value <= MAX_SKETCH_DIM
+        or value % SKETCH_DIM_MULTIPLE
+    ):
+        raise InputError(
+            f"sketch_dim must be a multiple of {SKETCH_DIM_MULTIPLE} in [{SKETCH_DIM_MULTIPLE}, "
+            f"{MAX_SKETCH_DIM}], got {value!r}"
+        )
 
 
 #: Model dtype names accepted by ``--dtype`` and ``load_causal_lm(dtype=...)`` -> torch attribute.
 DTYPE_NAMES = {
-    "float32": "float32", "fp32": "float32",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float16": "float16", "fp16": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
 }
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")
 

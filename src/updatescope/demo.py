@@ -4,6 +4,7 @@ domain's sources, print the tables and write an HTML report.
 ``synthetic=True`` runs the same pipeline on the synthetic head-task family instead (no
 model; seconds) — used by tests and when the model extra is not installed.
 """
+
 from __future__ import annotations
 
 import time
@@ -35,8 +36,11 @@ def _synthetic_signatures(quiet: bool) -> tuple[dict[str, Signature], dict[str, 
             sk = FisherSketch(fam.act_dim, fam.out_dim, 1024, 0)
             sigs[name] = sk.update_logits(*fam.sample(c, b, 600, seed=10 * c + b)).signature(name=name)
             families[name] = f"labels{b}"
-    return sigs, families, {"model": "synthetic head-task family (d=32, K=512)", "samples per task": "600",
-                            "sketch_dim": "1024"}
+    return (
+        sigs,
+        families,
+        {"model": "synthetic head-task family (d=32, K=512)", "samples per task": "600", "sketch_dim": "1024"},
+    )
 
 
 def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature], dict[str, str], dict[str, str]]:
@@ -52,16 +56,35 @@ def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature
     family_of = {d.name: d.family for d in list_domains()}
     sigs, families = {}, {}
     for name, texts in demo_domains(split="sketch").items():
-        sigs[name] = sketch_causal_lm(model, tok, texts, sketch_dim=4096, seed=0, max_tokens=max_tokens,
-                                      token_budget=1024, progress=not quiet, desc=name, fingerprint=fp,
-                                      meta={"name": name, "family": family_of.get(name, "")})
+        sigs[name] = sketch_causal_lm(
+            model,
+            tok,
+            texts,
+            sketch_dim=4096,
+            seed=0,
+            max_tokens=max_tokens,
+            token_budget=1024,
+            progress=not quiet,
+            desc=name,
+            fingerprint=fp,
+            meta={"name": name, "family": family_of.get(name, "")},
+        )
         families[name] = family_of.get(name, "")
-    return sigs, families, {"model": "SmolLM2-135M-Instruct (packaged, offline)", "tokens per domain":
-                            str(max_tokens), "sketch_dim": "4096", "seed": "0"}
+    return (
+        sigs,
+        families,
+        {
+            "model": "SmolLM2-135M-Instruct (packaged, offline)",
+            "tokens per domain": str(max_tokens),
+            "sketch_dim": "4096",
+            "seed": "0",
+        },
+    )
 
 
-def run_demo(out: Path, *, synthetic: bool = False, max_tokens: int | None = None, quiet: bool = False
-             ) -> dict[str, Any]:
+def run_demo(
+    out: Path, *, synthetic: bool = False, max_tokens: int | None = None, quiet: bool = False
+) -> dict[str, Any]:
     """Sketch, rank every domain's sources, print the tables, write ``out/index.html``."""
     from updatescope.records import write_json_atomic
     from updatescope.report.console import make_console, print_best_sources, print_ranking
@@ -82,11 +105,22 @@ def run_demo(out: Path, *, synthetic: bool = False, max_tokens: int | None = Non
         print_ranking(rankings[0], console)
         print_best_sources(rankings, console)
     meta = {**meta, "seconds": f"{time.perf_counter() - t0:.0f}"}
-    html_path = write_report(out, title="updatescope — source ranking report", meta=meta, rankings=rankings,
-                             names=names, matrices=mats, families=families)
-    summary = {"names": names, "families": families, "meta": meta,
-               "rankings": [r.as_dict() for r in rankings],
-               "matrices": {k: v.tolist() for k, v in mats.items()}}
+    html_path = write_report(
+        out,
+        title="updatescope — source ranking report",
+        meta=meta,
+        rankings=rankings,
+        names=names,
+        matrices=mats,
+        families=families,
+    )
+    summary = {
+        "names": names,
+        "families": families,
+        "meta": meta,
+        "rankings": [r.as_dict() for r in rankings],
+        "matrices": {k: v.tolist() for k, v in mats.items()},
+    }
     write_json_atomic(summary, out / "ranking.json")
     if not quiet:
         console.print(f"\nreport: {html_path}")

@@ -5,6 +5,7 @@ is ``cuda:LOCAL_RANK`` under torchrun, one GPU per rank, else ``cuda:0``.  Askin
 this machine does not have is a one-line ``InputError``, never a bare assertion from deep
 inside torch.
 """
+
 from __future__ import annotations
 
 import os

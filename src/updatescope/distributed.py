@@ -13,10 +13,12 @@ is slots × (6m + 6G) float64 per all-reduce: 197 KB per slot at m = 4096.
 
 Backends: gloo for CPU tensors, NCCL for CUDA ones (the state lives on the sketch's device).
 """
+
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -25,8 +27,16 @@ from updatescope.errors import InputError
 from updatescope.sketch.fishersketch import FisherSketch
 from updatescope.sketch.signature import N_BLOCKS
 
-__all__ = ["shutdown", "rank_and_world", "shard_range", "resolve_device", "init_from_env", "gather_slots", "fold",
-           "all_reduce_sketch"]
+__all__ = [
+    "shutdown",
+    "rank_and_world",
+    "shard_range",
+    "resolve_device",
+    "init_from_env",
+    "gather_slots",
+    "fold",
+    "all_reduce_sketch",
+]
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -39,8 +49,9 @@ def rank_and_world() -> tuple[int, int]:
     try:
         rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
-        raise InputError(f"RANK/WORLD_SIZE must be integers, got {os.environ.get('RANK')!r}/"
-                         f"{os.environ.get('WORLD_SIZE')!r}") from None
+        raise InputError(
+            f"RANK/WORLD_SIZE must be integers, got {os.environ.get('RANK')!r}/{os.environ.get('WORLD_SIZE')!r}"
+        ) from None
     if world < 1 or not 0 <= rank < world:
         raise InputError(f"invalid RANK={rank} for WORLD_SIZE={world}")
     return rank, world
@@ -84,8 +95,9 @@ def _flat(sk: FisherSketch) -> torch.Tensor:
     return torch.cat((sk._sums.reshape(-1), sk._diag.reshape(-1)))
 
 
-def gather_slots(slots: Mapping[int, FisherSketch], n_slots: int, like: FisherSketch,
-                 group: Any = None) -> list[FisherSketch]:
+def gather_slots(
+    slots: Mapping[int, FisherSketch], n_slots: int, like: FisherSketch, group: Any = None
+) -> list[FisherSketch]:
     """Every slot's sketch on every rank, bit for bit.  ``slots``: this rank's slots
     (index -> sketch); each index must be owned by exactly one rank.  ``like`` gives the
     config, device and metadata of the result.  Slots nobody filled come back empty."""

@@ -3,6 +3,7 @@
 Every error a user can cause (bad files, wrong shapes, mismatched signatures) is raised as
 one of these; the CLI prints ``str(err)`` on one line and exits non-zero, never a traceback.
 """
+
 from __future__ import annotations
 
 
@@ -33,6 +34,4 @@ class MissingExtraError(UpdatescopeError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"this feature needs '{package}': install it with pip install 'updatescope[{extra}]'"
-        )
+        super().__init__(f"this feature needs '{package}': install it with pip install 'updatescope[{extra}]'")

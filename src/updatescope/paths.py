@@ -1,4 +1,5 @@
 """Where updatescope keeps files of its own.  Torch-free."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ Every experiment, benchmark and CLI command that writes a JSON result goes throu
 module, so a record always carries the same environment fields and is never half-written.
 Torch-free at import time (``env_info`` imports torch when called).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["env_info", "make_record", "write_json_atomic", "to_json", "json_default", "portable_command",
-           "portable_config", "write_text_atomic", "write_bytes_atomic"]
+__all__ = [
+    "env_info",
+    "make_record",
+    "write_json_atomic",
+    "to_json",
+    "json_default",
+    "portable_command",
+    "portable_config",
+    "write_text_atomic",
+    "write_bytes_atomic",
+]
 
 
 def env_info() -> dict[str, Any]:
@@ -49,8 +59,11 @@ def env_info() -> dict[str, Any]:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=pkg)
         info["git_commit"] = commit.stdout.strip() or None
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", str(pkg)], capture_output=True,
-            text=True, timeout=5, cwd=pkg,
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", str(pkg)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=pkg,
         )
         # package source edited since that commit: the result may not be reproducible from it
         info["git_dirty"] = bool(status.stdout.strip()) if status.returncode == 0 else None

@@ -29,6 +29,7 @@ change what is counted or the activations (a chunk longer than the budget is pas
 exceeding the budget for that pass).  Earlier versions shortened the chunks to the budget,
 which made a small budget cut every document into short windows and changed the sums.
 """
+
 from __future__ import annotations
 
 import operator
@@ -39,8 +40,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from updatescope.capture.hook import LinearCapture, find_output_linear
 from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch, tokenize
+from updatescope.capture.hook import LinearCapture, find_output_linear
 from updatescope.constants import IGNORE_INDEX, torch_dtype
 from updatescope.errors import InputError
 
@@ -139,8 +140,9 @@ def capture_causal_lm(
     model.eval()
     try:
         with LinearCapture(head) as cap:
-            chunks = document_chunks(tokenizer, texts, chunk_len=chunk_len, positions=positions,
-                                     add_special_tokens=add_special_tokens)
+            chunks = document_chunks(
+                tokenizer, texts, chunk_len=chunk_len, positions=positions, add_special_tokens=add_special_tokens
+            )
             for batch in pack_batches(chunks, token_budget):
                 ids, attn, labels = pad_batch(batch, pad_id)
                 count = labels != IGNORE_INDEX
@@ -166,8 +168,11 @@ def capture_causal_lm(
                     )
                     counted = out.labels.shape[0]
                 else:
-                    out = CaptureBatch(acts.reshape(-1, acts.shape[-1]), logits.reshape(-1, logits.shape[-1]),
-                                       labels.masked_fill(~keep, IGNORE_INDEX).reshape(-1))
+                    out = CaptureBatch(
+                        acts.reshape(-1, acts.shape[-1]),
+                        logits.reshape(-1, logits.shape[-1]),
+                        labels.masked_fill(~keep, IGNORE_INDEX).reshape(-1),
+                    )
                     counted = int(keep.sum())
                 del acts, logits
                 done += counted

@@ -4,6 +4,7 @@ overlapping windows and pack them into padded batches under a token budget.
 Shared by :mod:`updatescope.capture.causal_lm` (head streams) and the LoRA ground truth
 (block inputs), so both count exactly the same targets.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -89,8 +90,14 @@ def pack_batches(chunks: Iterable[Chunk], token_budget: int) -> Iterator[list[Ch
         yield batch
 
 
-def document_chunks(tokenizer: Any, texts: Iterable[Any], *, chunk_len: int, positions: Iterable[Any] | None = None,
-                    add_special_tokens: bool = True) -> Iterator[Chunk]:
+def document_chunks(
+    tokenizer: Any,
+    texts: Iterable[Any],
+    *,
+    chunk_len: int,
+    positions: Iterable[Any] | None = None,
+    add_special_tokens: bool = True,
+) -> Iterator[Chunk]:
     """Chunks of every text in order; ``positions[i]`` selects text i's counted targets
     (None: every next-token target).  Texts shorter than two tokens are skipped."""
     pos_iter = iter(positions) if positions is not None else None

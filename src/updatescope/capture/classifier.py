@@ -4,6 +4,7 @@ The user supplies the labels (the class observed for each example), so the error
 empirical-Fisher error ``softmax(z) - onehot(y)`` exactly as for a language model. Labels
 equal to -100 are passed through (the sketch ignores them).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
@@ -51,8 +52,11 @@ def capture_classifier(
     head = head if head is not None else find_output_linear(model)
     device = next(model.parameters()).device
     param_dtype = next(model.parameters()).dtype
-    autocast = (torch.autocast(device_type=device.type, dtype=dtype)
-                if dtype is not None and dtype != param_dtype else nullcontext())
+    autocast = (
+        torch.autocast(device_type=device.type, dtype=dtype)
+        if dtype is not None and dtype != param_dtype
+        else nullcontext()
+    )
     bar = None
     if progress:
         from tqdm.auto import tqdm

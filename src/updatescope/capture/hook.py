@@ -4,6 +4,7 @@ The head-gradient geometry only needs, per example, the head input ``a`` (n, d) 
 output ``z = W a + b`` (n, K). Both are read from a forward hook, so any model whose last
 layer is an ``nn.Linear`` works unchanged and no backward pass is ever run.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,8 +34,7 @@ def find_output_linear(model: nn.Module) -> nn.Linear:
     if not isinstance(head, nn.Linear):
         kind = type(head).__name__ if head is not None else "no layer"
         raise InputError(
-            f"{type(model).__name__} has no linear output head (found {kind}); "
-            "FisherSketch needs a final nn.Linear"
+            f"{type(model).__name__} has no linear output head (found {kind}); FisherSketch needs a final nn.Linear"
         )
     return head
 
@@ -66,7 +66,7 @@ class LinearCapture:
         self._input = args[0].detach()
         self._output = output.detach() if self.keep_output else None
 
-    def __enter__(self) -> "LinearCapture":
+    def __enter__(self) -> LinearCapture:
         if self._handle is not None:
             raise RuntimeError("LinearCapture is already active")
         self._handle = self.linear.register_forward_hook(self._hook)

@@ -5,6 +5,7 @@ subcommand with ``set_defaults(func=...)``; ``func(args) -> int`` runs it.  Modu
 by listing this package (sorted by name), so adding a command is adding one file.  Command
 modules must import nothing heavy at module level: ``updatescope --help`` stays torch-free.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,11 +1,12 @@
 """Checks and output shared by the CLI's commands: output paths tested before any work, strict
 JSON on stdout.  A one-line ``UpdatescopeError`` for everything a user can get wrong."""
+
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from updatescope.errors import UpdatescopeError
 
@@ -33,8 +34,9 @@ def check_writable_folder(folder: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UpdatescopeError(f"output folder is not writable ({exc.strerror or type(exc).__name__}): "
-                               f"{folder}") from None
+        raise UpdatescopeError(
+            f"output folder is not writable ({exc.strerror or type(exc).__name__}): {folder}"
+        ) from None
 
 
 def same_path(a: Path, b: Path) -> bool:
@@ -110,8 +112,10 @@ def unique_names(paths: Sequence[str], loader: Any) -> dict[str, Any]:
 def add_column_arguments(parser: Any) -> None:
     """The table column options shared by ``sketch`` and ``select`` (``data.formats.Columns``)."""
     parser.add_argument("--text-column", default=None, help="column of documents in a table (default 'text')")
-    parser.add_argument("--prompt-column", default=None,
-                        help="with --completion-column: count completion tokens only")
+    parser.add_argument("--prompt-column", default=None, help="with --completion-column: count completion tokens only")
     parser.add_argument("--completion-column", default=None)
-    parser.add_argument("--messages-column", default=None, help="chat column rendered with the tokenizer's chat "
-                        "template; counts assistant turns only")
+    parser.add_argument(
+        "--messages-column",
+        default=None,
+        help="chat column rendered with the tokenizer's chat template; counts assistant turns only",
+    )

@@ -1,20 +1,27 @@
 """The CLI's network-signature paths (``sketch --layers``, and ``rank``/``inspect`` of network
 signatures): per-layer sketches in one forward and backward pass per batch."""
+
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from updatescope.commands._checks import print_json, sig_name, unique_names
 from updatescope.errors import UpdatescopeError
 
 
-def _layer_batches(model: Any, tok: Any, texts: Sequence[Any], positions: Sequence[Any] | None, token_budget: int,
-                   max_tokens: int | None) -> Any:
+def _layer_batches(
+    model: Any,
+    tok: Any,
+    texts: Sequence[Any],
+    positions: Sequence[Any] | None,
+    token_budget: int,
+    max_tokens: int | None,
+) -> Any:
     """Padded causal-LM batches {input_ids, attention_mask, labels} of ``texts`` (the head
     sketch's chunking and counted targets), stopping after ``max_tokens`` counted tokens."""
     from updatescope.capture.causal_lm import DEFAULT_CHUNK_LEN, _context_length
@@ -60,10 +67,19 @@ def sketch_network(args: argparse.Namespace, out: Path, device: Any, rows: Any, 
     for pat in args.layers:
         if not any(fnmatch.fnmatchcase(n, pat) for n in linears):
             near = difflib.get_close_matches(pat, linears, n=3, cutoff=0.3) or linears[:3]
-            raise UpdatescopeError(f"--layers pattern {pat!r} matches no nn.Linear layer of the model ({len(linears)} "
-                                   f"linear layers, e.g. {', '.join(near) or 'none'})")
-    cfg = network_config(model, [*args.layers, head_name], sketch_dim=args.sketch_dim, seed=args.seed,
-                         mode=args.layer_mode, act_map=args.act_map, error_map=args.error_map)
+            raise UpdatescopeError(
+                f"--layers pattern {pat!r} matches no nn.Linear layer of the model ({len(linears)} "
+                f"linear layers, e.g. {', '.join(near) or 'none'})"
+            )
+    cfg = network_config(
+        model,
+        [*args.layers, head_name],
+        sketch_dim=args.sketch_dim,
+        seed=args.seed,
+        mode=args.layer_mode,
+        act_map=args.act_map,
+        error_map=args.error_map,
+    )
     texts, positions = (rows, None) if columns is None else to_examples(rows, columns, tok)
     t0 = time.perf_counter()
     batches = _layer_batches(model, tok, texts, positions, args.token_budget, args.max_tokens)
@@ -74,14 +90,21 @@ def sketch_network(args: argparse.Namespace, out: Path, device: Any, rows: Any, 
     sk = sketch_layers(model, cfg, batches)
     if sk.count == 0:
         raise UpdatescopeError(f"no tokens to sketch in {desc} (documents shorter than two tokens?)")
-    meta = {"data": desc, "name": args.name or out.name.split(".")[0], "dtype": args.dtype,
-            "model": str(args.model), "fingerprint": head_fingerprint(model, tok, head)}
+    meta = {
+        "data": desc,
+        "name": args.name or out.name.split(".")[0],
+        "dtype": args.dtype,
+        "model": str(args.model),
+        "fingerprint": head_fingerprint(model, tok, head),
+    }
     if columns is not None:
         meta["columns"] = columns.describe()
     save_network_signature(sk, out, **meta)
     dt = time.perf_counter() - t0
-    print(f"wrote {out}: network signature of {len(cfg.layers)} layers ({sk.count} {cfg.mode}s), sketch_dim "
-          f"{cfg.sketch_dim}, {sk.count / max(dt, 1e-9):.0f} samples/s")
+    print(
+        f"wrote {out}: network signature of {len(cfg.layers)} layers ({sk.count} {cfg.mode}s), sketch_dim "
+        f"{cfg.sketch_dim}, {sk.count / max(dt, 1e-9):.0f} samples/s"
+    )
     return 0
 
 
@@ -97,8 +120,14 @@ def rank_network(args: argparse.Namespace, report: Path | None) -> int:
     order = sorted(aligns, key=lambda n: -aligns[n].full if math.isfinite(aligns[n].full) else math.inf)
     layers = target.config.names
     if args.json:
-        print_json({"target": tname, "kind": "network", "layers": list(layers),
-                     "rows": [{"source": n, **aligns[n].as_dict()} for n in order]})
+        print_json(
+            {
+                "target": tname,
+                "kind": "network",
+                "layers": list(layers),
+                "rows": [{"source": n, **aligns[n].as_dict()} for n in order],
+            }
+        )
     else:
         from updatescope.report.console import WIDE, fmt, make_console, print_rows
 
@@ -108,31 +137,57 @@ def rank_network(args: argparse.Namespace, report: Path | None) -> int:
         def v(x: float, se: float | None = None) -> str:
             return fmt(x, se if wide else None)
 
-        print_rows(f"network sources for target '{tname}' ({len(layers)} layers, {target.config.mode} samples)",
-                   ("rank", "source", "full", "block-diag", "profile", "off-diag S/T", "full−bd"),
-                   [(i, n, v(a.full, a.se.get("full")), v(a.block_diagonal, a.se.get("block_diagonal")),
-                     v(a.profile_cosine, a.se.get("profile_cosine")),
-                     f"{fmt(a.offdiag_share_source, digits=2)}/{fmt(a.offdiag_share_target, digits=2)}",
-                     v(a.discrepancy, a.se.get("discrepancy")))
-                    for i, (n, a) in enumerate(((n, aligns[n]) for n in order), 1)], console, right=("rank",))
-        console.print("  full: A_F over all sketched layers; block-diag: A_BD (cross-layer terms dropped); profile: "
-                      "profile cosine π; off-diag: cross-layer share of ‖F‖² (source/target); full−bd: A_F − A_BD")
+        print_rows(
+            f"network sources for target '{tname}' ({len(layers)} layers, {target.config.mode} samples)",
+            ("rank", "source", "full", "block-diag", "profile", "off-diag S/T", "full−bd"),
+            [
+                (
+                    i,
+                    n,
+                    v(a.full, a.se.get("full")),
+                    v(a.block_diagonal, a.se.get("block_diagonal")),
+                    v(a.profile_cosine, a.se.get("profile_cosine")),
+                    f"{fmt(a.offdiag_share_source, digits=2)}/{fmt(a.offdiag_share_target, digits=2)}",
+                    v(a.discrepancy, a.se.get("discrepancy")),
+                )
+                for i, (n, a) in enumerate(((n, aligns[n]) for n in order), 1)
+            ],
+            console,
+            right=("rank",),
+        )
+        console.print(
+            "  full: A_F over all sketched layers; block-diag: A_BD (cross-layer terms dropped); profile: "
+            "profile cosine π; off-diag: cross-layer share of ‖F‖² (source/target); full−bd: A_F − A_BD"
+        )
         shown = order[:4]
-        print_rows("per-block alignment a_b (alignment vs layer)", ("layer", *shown),
-                   [(b, *(v(aligns[n].profile[j], aligns[n].se.get(f"profile[{b}]")) for n in shown))
-                    for j, b in enumerate(layers)], console)
+        print_rows(
+            "per-block alignment a_b (alignment vs layer)",
+            ("layer", *shown),
+            [
+                (b, *(v(aligns[n].profile[j], aligns[n].se.get(f"profile[{b}]")) for n in shown))
+                for j, b in enumerate(layers)
+            ],
+            console,
+        )
     if report is not None:
         from updatescope.report.html import NetworkView, write_report
 
         cfg = target.config
-        path = write_report(report, title=f"updatescope — network sources for {tname}",
-                            meta={"target": tname, "sources": len(sources), "layers": len(layers),
-                                  "sketch_dim": cfg.sketch_dim, "seed": cfg.seed, "mode": cfg.mode},
-                            network=NetworkView(tname, tuple(layers), tuple((n, aligns[n]) for n in order)))
+        path = write_report(
+            report,
+            title=f"updatescope — network sources for {tname}",
+            meta={
+                "target": tname,
+                "sources": len(sources),
+                "layers": len(layers),
+                "sketch_dim": cfg.sketch_dim,
+                "seed": cfg.seed,
+                "mode": cfg.mode,
+            },
+            network=NetworkView(tname, tuple(layers), tuple((n, aligns[n]) for n in order)),
+        )
         print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
-
-
 
 
 def inspect_network(path: str) -> dict[str, Any]:
@@ -144,11 +199,20 @@ def inspect_network(path: str) -> dict[str, Any]:
     _, sq = sk.terms()
     sq = sq.tolist()
     full = sq[-1]
-    share = (lambda v: v / full if full > 0 else float("nan"))
+    share = lambda v: v / full if full > 0 else float("nan")
     cfg = sk.config
-    return {"file": path, "kind": "network", "name": sk.meta.get("name", ""), "count": sk.count,
-            "config": {**cfg.to_dict(), "layers": [list(x) for x in cfg.layers]}, "data": sk.meta.get("data", ""),
-            "fingerprint": sk.meta.get("fingerprint", ""), "full_sq_norm": full,
-            "offdiag_share": share(full - sum(sq[:-1])),
-            "layers": [{"name": n, "act_dim": d, "out_dim": k, "sq_norm": v, "energy_share": share(v)}
-                       for (n, d, k), v in zip(cfg.layers, sq[:-1])]}
+    return {
+        "file": path,
+        "kind": "network",
+        "name": sk.meta.get("name", ""),
+        "count": sk.count,
+        "config": {**cfg.to_dict(), "layers": [list(x) for x in cfg.layers]},
+        "data": sk.meta.get("data", ""),
+        "fingerprint": sk.meta.get("fingerprint", ""),
+        "full_sq_norm": full,
+        "offdiag_share": share(full - sum(sq[:-1])),
+        "layers": [
+            {"name": n, "act_dim": d, "out_dim": k, "sq_norm": v, "energy_share": share(v)}
+            for (n, d, k), v in zip(cfg.layers, sq[:-1])
+        ],
+    }

@@ -1,4 +1,5 @@
 """``updatescope index build|query|dedup``: banks of signatures (see ``signatures.bank``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +30,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from updatescope.commands._checks import check_report
     from updatescope.signatures.bank import open_bank, query
     from updatescope.signatures.io import load_signature
-
-    from updatescope.commands._checks import check_report
 
     if args.top < 1:
         raise InputError(f"--top must be a positive integer, got {args.top}")
@@ -54,10 +54,19 @@ def cmd_query(args: argparse.Namespace) -> int:
         from updatescope.report.html import write_report
 
         cfg = bank.config
-        path = write_report(report, title=f"updatescope — bank entries for {name}",
-                            meta={"target": name, "bank": str(args.bank), "entries": len(bank),
-                                  "shown": len(ranking.rows), "sketch_dim": cfg.sketch_dim, "seed": cfg.seed},
-                            rankings=[ranking])
+        path = write_report(
+            report,
+            title=f"updatescope — bank entries for {name}",
+            meta={
+                "target": name,
+                "bank": str(args.bank),
+                "entries": len(bank),
+                "shown": len(ranking.rows),
+                "sketch_dim": cfg.sketch_dim,
+                "seed": cfg.seed,
+            },
+            rankings=[ranking],
+        )
         print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
@@ -75,8 +84,11 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         return 0
     from updatescope.report.console import fmt, print_rows
 
-    print_rows(f"near-duplicate corpora in {args.bank} ({len(bank)} entries)", ("first", "second", "fisher", "activation"),
-               [(p.first, p.second, fmt(p.fisher, p.fisher_se), fmt(p.activation, p.activation_se)) for p in pairs])
+    print_rows(
+        f"near-duplicate corpora in {args.bank} ({len(bank)} entries)",
+        ("first", "second", "fisher", "activation"),
+        [(p.first, p.second, fmt(p.fisher, p.fisher_se), fmt(p.activation, p.activation_se)) for p in pairs],
+    )
     return 0
 
 
@@ -95,8 +107,9 @@ def register(subparsers: Any) -> None:
     q.add_argument("--target", required=True, metavar="SIG")
     q.add_argument("--top", type=int, default=10, help="entries shown with full alignment (default 10)")
     q.add_argument("--json", action="store_true")
-    q.add_argument("--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) "
-                   "to this folder")
+    q.add_argument(
+        "--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) to this folder"
+    )
     q.set_defaults(func=cmd_query)
 
     d = sub.add_parser("dedup", help="near-duplicate corpora (fisher and activation within 2·se of 1)")

@@ -6,6 +6,7 @@ shard weighs by its own token count, and nothing else can be weighed in without 
 that equality.  Every input must share the compatibility key (seed, sketch_dim, act_dim,
 out_dim, maps, model/head fingerprint); a mismatch names the field and both values.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,13 @@ def merged_meta(paths: list[str], sigs: list[Any], name: str) -> dict[str, str]:
         common.pop(k, None)
     datas = [str(s.meta.get("data") or Path(p).name) for p, s in zip(paths, sigs)]
     count = sum(s.count for s in sigs)
-    return {**common, "name": name, "tokens": str(count), "data": ",".join(datas),
-            "merged_from": ",".join(Path(p).name for p in paths)}
+    return {
+        **common,
+        "name": name,
+        "tokens": str(count),
+        "data": ",".join(datas),
+        "merged_from": ",".join(Path(p).name for p in paths),
+    }
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -54,8 +60,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         except IncompatibleSignatureError as exc:  # it names the field; add the files
             raise InputError(f"{p} cannot be merged with {args.signatures[0]}: {exc}") from None
         if sig.same_state(sigs[0]):
-            print(f"updatescope: warning: {p} holds the same state as {args.signatures[0]}; "
-                  "its tokens are counted twice", file=sys.stderr)
+            print(
+                f"updatescope: warning: {p} holds the same state as {args.signatures[0]}; its tokens are counted twice",
+                file=sys.stderr,
+            )
     name = args.name or out.name.split(".")[0]
     acc.meta = {}
     merged = acc.signature(**merged_meta(args.signatures, sigs, name))
@@ -65,15 +73,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
         print_json({"out": str(out), "inputs": list(args.signatures), **merged.describe()})
     else:
-        print(f"wrote {out}: {merged.count} tokens from {len(sigs)} signatures, "
-              f"sketch_dim {merged.config.sketch_dim}")
+        print(f"wrote {out}: {merged.count} tokens from {len(sigs)} signatures, sketch_dim {merged.config.sketch_dim}")
     return 0
 
 
 def register(subparsers: Any) -> None:
-    m = subparsers.add_parser("merge", help="merge shard signatures exactly (token-count weighted)",
-                              description="Merge signatures of shards of one corpus into the signature of the "
-                              "whole, exactly as if the shards had been sketched in the order given.")
+    m = subparsers.add_parser(
+        "merge",
+        help="merge shard signatures exactly (token-count weighted)",
+        description="Merge signatures of shards of one corpus into the signature of the "
+        "whole, exactly as if the shards had been sketched in the order given.",
+    )
     m.add_argument("signatures", nargs="+", metavar="SIG")
     m.add_argument("--out", required=True, help="output signature (.safetensors); must not be an input")
     m.add_argument("--name", default=None, help="name shown in rankings (default: file stem)")

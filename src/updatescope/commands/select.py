@@ -7,6 +7,7 @@ Writes ``--out``, the top-k best first with the pool's own fields plus the score
 (JSONL, parquet, or a ``datasets`` folder), and a score file for every document or row
 (``--scores``, default ``<out>.scores.jsonl``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from updatescope.errors import InputError
-
 
 SCORE_FIELDS = ("rank", "score", "score_se", "activation", "error", "tokens", "short", "source", "index")
 OUT_FORMATS = ("jsonl", "parquet", "dataset")
@@ -56,8 +56,9 @@ def _read_pool(args: argparse.Namespace) -> tuple[list[Any], list[tuple[str, int
     if table:
         clash = sorted({k for row in items for k in row} & set(SCORE_FIELDS))
         if clash:
-            raise InputError(f"the pool has column(s) {', '.join(map(repr, clash))}, which the export adds; "
-                             "rename them")
+            raise InputError(
+                f"the pool has column(s) {', '.join(map(repr, clash))}, which the export adds; rename them"
+            )
     return items, origin, columns if table else None
 
 
@@ -154,16 +155,31 @@ def cmd_select(args: argparse.Namespace) -> int:
 
     model, tok = load_causal_lm(args.model, dtype=args.dtype)
     texts, positions = (items, None) if columns is None else to_examples(items, columns, tok, keep_empty=True)
-    res = score_documents(model, tok, texts, target, token_budget=args.token_budget, min_tokens=args.min_tokens,
-                          progress=not args.quiet, positions=positions)
+    res = score_documents(
+        model,
+        tok,
+        texts,
+        target,
+        token_budget=args.token_budget,
+        min_tokens=args.min_tokens,
+        progress=not args.quiet,
+        positions=positions,
+    )
     order = res.order().tolist()
     rank_of = {d: r for r, d in enumerate(order, 1)}
 
     def record(i: int) -> dict[str, Any]:
-        return {"rank": rank_of[i], "score": _num(float(res.score[i])), "score_se": _num(float(res.se[i])),
-                "activation": _num(float(res.activation[i])), "error": _num(float(res.error[i])),
-                "tokens": int(res.tokens[i]), "short": bool(res.short[i]),
-                "source": origin[i][0], "index": origin[i][1]}
+        return {
+            "rank": rank_of[i],
+            "score": _num(float(res.score[i])),
+            "score_se": _num(float(res.se[i])),
+            "activation": _num(float(res.activation[i])),
+            "error": _num(float(res.error[i])),
+            "tokens": int(res.tokens[i]),
+            "short": bool(res.short[i]),
+            "source": origin[i][0],
+            "index": origin[i][1],
+        }
 
     def exported(i: int) -> dict[str, Any]:  # the pool's own fields first, then the scores
         return {"text": items[i], **record(i)} if columns is None else {**items[i], **record(i)}
@@ -172,51 +188,94 @@ def cmd_select(args: argparse.Namespace) -> int:
     _write_subset(fmt, [exported(i) for i in top], out)
     write_text_atomic("".join(json.dumps(record(i)) + "\n" for i in range(len(items))), scores_path)
     n_short = int(res.short.sum())
-    print(f"wrote {out} ({fmt}): top {len(top)} of {len(items)} documents ({n_short} with fewer than "
-          f"{args.min_tokens} counted tokens flagged); scores of all in {scores_path}")
+    print(
+        f"wrote {out} ({fmt}): top {len(top)} of {len(items)} documents ({n_short} with fewer than "
+        f"{args.min_tokens} counted tokens flagged); scores of all in {scores_path}"
+    )
     if args.json:
         from updatescope.records import to_json
 
         print(to_json([record(i) for i in top], strict=True))
     else:
-        from updatescope.report.console import fmt as fmt_value, print_rows
+        from updatescope.report.console import fmt as fmt_value
+        from updatescope.report.console import print_rows
 
-        print_rows(f"top {len(top)} documents for target {Path(args.target).name}",
-                   ("rank", "score", "tokens", "short", "source", "index"),
-                   [(rank_of[i], fmt_value(float(res.score[i]), float(res.se[i]), digits=4), int(res.tokens[i]),
-                     "yes" if bool(res.short[i]) else "", Path(origin[i][0]).name, origin[i][1]) for i in top[:20]],
-                   right=("rank", "tokens", "index"))
+        print_rows(
+            f"top {len(top)} documents for target {Path(args.target).name}",
+            ("rank", "score", "tokens", "short", "source", "index"),
+            [
+                (
+                    rank_of[i],
+                    fmt_value(float(res.score[i]), float(res.se[i]), digits=4),
+                    int(res.tokens[i]),
+                    "yes" if bool(res.short[i]) else "",
+                    Path(origin[i][0]).name,
+                    origin[i][1],
+                )
+                for i in top[:20]
+            ],
+            right=("rank", "tokens", "index"),
+        )
     if report is not None:
         import sys
 
         from updatescope.report.html import DocumentView, write_report
 
         tname = target.meta.get("name") or Path(args.target).name.split(".")[0]
-        view = DocumentView(tname, tuple({"text": _display_text(items[i], columns), **record(i)} for i in top),
-                            tuple(float(v) for v in res.score.tolist()))
-        path = write_report(report, title=f"updatescope — documents selected for {tname}",
-                            meta={"target": tname, "pool": ", ".join(Path(p).name for p in args.data),
-                                  "documents": len(items), "kept": len(top), "short": n_short,
-                                  "model": str(args.model)}, documents=view)
+        view = DocumentView(
+            tname,
+            tuple({"text": _display_text(items[i], columns), **record(i)} for i in top),
+            tuple(float(v) for v in res.score.tolist()),
+        )
+        path = write_report(
+            report,
+            title=f"updatescope — documents selected for {tname}",
+            meta={
+                "target": tname,
+                "pool": ", ".join(Path(p).name for p in args.data),
+                "documents": len(items),
+                "kept": len(top),
+                "short": n_short,
+                "model": str(args.model),
+            },
+            documents=view,
+        )
         print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("select", help="score every document of a pool against a target signature; "
-                              "write the top-k (forward passes only)")
-    p.add_argument("--model", required=True, help="'smollm2' (packaged) or a local HF model folder; the target "
-                   "must have been sketched with the same model")
-    p.add_argument("--data", required=True, nargs="+", metavar="POOL", help="text files, JSONL with a 'text' "
-                   "field, or tables (JSON, CSV, parquet, arrow, a datasets folder) with the column options below: "
-                   "one score per row")
+    p = subparsers.add_parser(
+        "select",
+        help="score every document of a pool against a target signature; write the top-k (forward passes only)",
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        help="'smollm2' (packaged) or a local HF model folder; the target must have been sketched with the same model",
+    )
+    p.add_argument(
+        "--data",
+        required=True,
+        nargs="+",
+        metavar="POOL",
+        help="text files, JSONL with a 'text' "
+        "field, or tables (JSON, CSV, parquet, arrow, a datasets folder) with the column options below: "
+        "one score per row",
+    )
     p.add_argument("--target", required=True, metavar="SIG", help="target signature")
     p.add_argument("--top", type=int, required=True, metavar="K", help="documents to keep")
-    p.add_argument("--out", required=True, metavar="SUBSET", help="top-k documents (rows), best first, with score "
-                   "columns: JSONL, or parquet (.parquet), or a datasets folder (a name without suffix when the "
-                   "pool is a datasets folder); see --out-format")
-    p.add_argument("--out-format", default=None, choices=list(OUT_FORMATS), help="override the format chosen "
-                   "from --out")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="SUBSET",
+        help="top-k documents (rows), best first, with score "
+        "columns: JSONL, or parquet (.parquet), or a datasets folder (a name without suffix when the "
+        "pool is a datasets folder); see --out-format",
+    )
+    p.add_argument(
+        "--out-format", default=None, choices=list(OUT_FORMATS), help="override the format chosen from --out"
+    )
     from updatescope.commands._checks import add_column_arguments
 
     add_column_arguments(p)
@@ -225,7 +284,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="forward precision")
     p.add_argument("--json", action="store_true", help="print the top-k records as JSON")
-    p.add_argument("--report", default=None, metavar="DIR", help="also write an HTML report (top documents, "
-                   "score histogram; figures inlined) to this folder")
+    p.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="also write an HTML report (top documents, score histogram; figures inlined) to this folder",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_select)

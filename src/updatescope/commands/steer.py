@@ -7,6 +7,7 @@
 Every flag and file is checked before the model loads; ``apply`` refuses a vector made for
 another model (fingerprint) and prints the unsteered and the steered greedy continuation.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     vec = caa_vector(model, tok, pairs, layers=layers, position=args.position)
     save_vector(vec, out)
     norms = vec.vectors.double().norm(dim=1).tolist()
-    print(f"wrote {out}: CAA from {len(pairs.positives)} positive / {len(pairs.negatives)} negative prompts, "
-          + ", ".join(f"layer {x} norm {n:.4g}" for x, n in zip(vec.layers, norms)))
+    print(
+        f"wrote {out}: CAA from {len(pairs.positives)} positive / {len(pairs.negatives)} negative prompts, "
+        + ", ".join(f"layer {x} norm {n:.4g}" for x, n in zip(vec.layers, norms))
+    )
     return 0
 
 
@@ -93,8 +96,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     model, tok = load_causal_lm(args.model)
     if vec.model_fingerprint is not None and vec.model_fingerprint != model_fingerprint(model):
-        raise InputError(f"{args.vector}: vector was made for model {vec.model_fingerprint}, not {args.model} "
-                         f"({model_fingerprint(model)})")
+        raise InputError(
+            f"{args.vector}: vector was made for model {vec.model_fingerprint}, not {args.model} "
+            f"({model_fingerprint(model)})"
+        )
     if vec.dim != getattr(model.config, "hidden_size", vec.dim):
         raise InputError(f"{args.vector}: vector width {vec.dim} != model hidden size {model.config.hidden_size}")
     pad = getattr(tok, "pad_token_id", None)
@@ -103,9 +108,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
     def generate(text: str) -> str:
         enc = tok(text, return_tensors="pt")
         with torch.no_grad():
-            out = model.generate(input_ids=enc["input_ids"], attention_mask=enc.get("attention_mask"),
-                                 max_new_tokens=args.max_new_tokens, do_sample=False, pad_token_id=pad)
-        return tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = model.generate(
+                input_ids=enc["input_ids"],
+                attention_mask=enc.get("attention_mask"),
+                max_new_tokens=args.max_new_tokens,
+                do_sample=False,
+                pad_token_id=pad,
+            )
+        return tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
 
     rows: list[dict[str, Any]] = []
     for text in prompts:
@@ -116,13 +126,26 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.json:
         from updatescope.records import to_json
 
-        print(to_json({"vector": str(args.vector), "layers": list(vec.layers), "scale": args.scale,
-                       "positions": args.positions, "results": rows}, strict=True))
+        print(
+            to_json(
+                {
+                    "vector": str(args.vector),
+                    "layers": list(vec.layers),
+                    "scale": args.scale,
+                    "positions": args.positions,
+                    "results": rows,
+                },
+                strict=True,
+            )
+        )
     else:
         from updatescope.report.console import print_rows
 
-        print_rows(f"steering with {Path(args.vector).name}, layers {list(vec.layers)}, scale {args.scale:g}",
-                   ["prompt", "base", "steered"], [[r["prompt"], r["base"], r["steered"]] for r in rows])
+        print_rows(
+            f"steering with {Path(args.vector).name}, layers {list(vec.layers)}, scale {args.scale:g}",
+            ["prompt", "base", "steered"],
+            [[r["prompt"], r["base"], r["steered"]] for r in rows],
+        )
     return 0
 
 
@@ -131,8 +154,11 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="steer_cmd", required=True)
     b = sub.add_parser("build", help="CAA vector from contrast pairs (JSONL) at chosen decoder layers")
     b.add_argument("--model", required=True, help="smollm2 or a local model folder")
-    b.add_argument("--pairs", required=True,
-                   help='JSONL: {"positive": ..., "negative": ...} or {"prompt": ..., "label": 0|1} per line')
+    b.add_argument(
+        "--pairs",
+        required=True,
+        help='JSONL: {"positive": ..., "negative": ...} or {"prompt": ..., "label": 0|1} per line',
+    )
     b.add_argument("--layer", required=True, type=int, nargs="+", help="decoder layer index (negative from the end)")
     b.add_argument("--position", default="last", help="token whose residual is read: last (default) or all")
     b.add_argument("--out", required=True, help="output .safetensors file")

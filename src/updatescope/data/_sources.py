@@ -4,6 +4,7 @@ Each reader returns *units*: contiguous pieces of real text of at most a few tho
 characters (a group of paragraphs, functions, lines), in source order. Nothing here
 downloads; every source is a file installed with Python or with a package.
 """
+
 from __future__ import annotations
 
 import bz2
@@ -80,8 +81,7 @@ def stdlib_code_units(modules: tuple[str, ...]) -> list[str]:
         pkg = root / mod
         if pkg.is_dir():
             files.extend(
-                p for p in sorted(pkg.rglob("*.py"))
-                if not _SKIP_DIRS.intersection(p.relative_to(root).parts[:-1])
+                p for p in sorted(pkg.rglob("*.py")) if not _SKIP_DIRS.intersection(p.relative_to(root).parts[:-1])
             )
         elif (root / f"{mod}.py").is_file():
             files.append(root / f"{mod}.py")
@@ -230,11 +230,41 @@ def python_docs_units() -> list[str]:
     return units
 
 
-_LICENSE_PACKAGES = ("torch", "numpy", "scipy", "transformers", "safetensors", "tqdm", "rich",
-                     "matplotlib", "rdkit", "gensim", "tokenizers", "accelerate", "peft",
-                     "huggingface_hub", "pillow", "sympy", "networkx", "jinja2", "pygments",
-                     "requests", "urllib3", "certifi", "idna", "packaging", "pyyaml", "regex",
-                     "fsspec", "filelock", "smart_open", "gguf", "psutil", "pydantic", "typer")
+_LICENSE_PACKAGES = (
+    "torch",
+    "numpy",
+    "scipy",
+    "transformers",
+    "safetensors",
+    "tqdm",
+    "rich",
+    "matplotlib",
+    "rdkit",
+    "gensim",
+    "tokenizers",
+    "accelerate",
+    "peft",
+    "huggingface_hub",
+    "pillow",
+    "sympy",
+    "networkx",
+    "jinja2",
+    "pygments",
+    "requests",
+    "urllib3",
+    "certifi",
+    "idna",
+    "packaging",
+    "pyyaml",
+    "regex",
+    "fsspec",
+    "filelock",
+    "smart_open",
+    "gguf",
+    "psutil",
+    "pydantic",
+    "typer",
+)
 
 
 def license_units() -> list[str]:
@@ -247,8 +277,13 @@ def license_units() -> list[str]:
         name = dist.name.split("-")[0].lower()
         if name not in _LICENSE_PACKAGES:
             continue
-        candidates.extend(sorted(p for p in dist.rglob("*") if p.is_file()
-                                 and re.match(r"(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", p.name, re.I)))
+        candidates.extend(
+            sorted(
+                p
+                for p in dist.rglob("*")
+                if p.is_file() and re.match(r"(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", p.name, re.I)
+            )
+        )
     for path in candidates:
         try:
             text = path.read_text(encoding="utf-8")
@@ -304,8 +339,17 @@ def nci_properties() -> list[tuple[str, dict[str, float]]]:
         mol = Chem.MolFromSmiles(smi)
         if mol is None:
             continue
-        out.append((smi, {"tpsa": tpsa, "logp": float(Crippen.MolLogP(mol)), "mw": float(Descriptors.MolWt(mol)),
-                          "fsp3": float(rdMolDescriptors.CalcFractionCSP3(mol))}))
+        out.append(
+            (
+                smi,
+                {
+                    "tpsa": tpsa,
+                    "logp": float(Crippen.MolLogP(mol)),
+                    "mw": float(Descriptors.MolWt(mol)),
+                    "fsp3": float(rdMolDescriptors.CalcFractionCSP3(mol)),
+                },
+            )
+        )
     return out
 
 

@@ -24,6 +24,7 @@ returned in hash order, so any ``max_chars`` prefix is a spread-out sample of th
 rather than its first file. Contents depend only on the installed versions of Python and
 of the packages (gensim, rdkit, matplotlib, numpy): see ``domain_digest``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,29 +63,105 @@ _CODE = {
 }
 
 _WIKI = {
-    "countries": ("Algeria", "Andorra", "Angola", "Demographics of Angola", "Politics of Angola",
-                  "Economy of Angola", "Angolan Armed Forces", "Foreign relations of Angola",
-                  "Afghanistan", "Albania", "Azerbaijan", "Aruba", "Asia"),
+    "countries": (
+        "Algeria",
+        "Andorra",
+        "Angola",
+        "Demographics of Angola",
+        "Politics of Angola",
+        "Economy of Angola",
+        "Angolan Armed Forces",
+        "Foreign relations of Angola",
+        "Afghanistan",
+        "Albania",
+        "Azerbaijan",
+        "Aruba",
+        "Asia",
+    ),
     "regions": ("Alabama", "Alaska", "Alberta", "Atlantic Ocean"),
-    "people": ("Abraham Lincoln", "Aristotle", "Ayn Rand", "Albert Einstein", "Aldous Huxley",
-               "Andre Agassi", "Arthur Schopenhauer", "Andrei Tarkovsky", "Albert Sidney Johnston",
-               "Alain Connes", "Allan Dwan", "List of anthropologists"),
-    "life_science": ("Amphibian", "Algae", "Aardvark", "Aardwolf", "Actinopterygii", "Anatomy",
-                     "Autism", "Agnostida", "Agriculture", "Agricultural science"),
-    "physical_science": ("Alkali metal", "Alkane", "Acid", "Atomic number", "Albedo", "Ampere",
-                         "International Atomic Time", "Asphalt", "Alchemy"),
+    "people": (
+        "Abraham Lincoln",
+        "Aristotle",
+        "Ayn Rand",
+        "Albert Einstein",
+        "Aldous Huxley",
+        "Andre Agassi",
+        "Arthur Schopenhauer",
+        "Andrei Tarkovsky",
+        "Albert Sidney Johnston",
+        "Alain Connes",
+        "Allan Dwan",
+        "List of anthropologists",
+    ),
+    "life_science": (
+        "Amphibian",
+        "Algae",
+        "Aardvark",
+        "Aardwolf",
+        "Actinopterygii",
+        "Anatomy",
+        "Autism",
+        "Agnostida",
+        "Agriculture",
+        "Agricultural science",
+    ),
+    "physical_science": (
+        "Alkali metal",
+        "Alkane",
+        "Acid",
+        "Atomic number",
+        "Albedo",
+        "Ampere",
+        "International Atomic Time",
+        "Asphalt",
+        "Alchemy",
+    ),
     "space": ("Apollo 11", "Apollo 8", "Astronaut", "Amateur astronomy", "Astronomer"),
-    "society": ("Anarchism", "Altruism", "Allah", "Anthropology", "Abortion", "Ambiguity",
-                "Apollo", "Achilles", "Aikido"),
-    "us_history_law": ("American Revolutionary War", "Articles of Confederation",
-                       "Appellate procedure in the United States", "Appellate court",
-                       "Arraignment", "America the Beautiful", "American Football Conference"),
-    "arts": ("Academy Awards", "Academy Award for Best Production Design", "Animation",
-             "An American in Paris", "Animal Farm", "A Modest Proposal", "Art", "Actrius",
-             "Animalia (book)", "List of Atlas Shrugged characters", "Adventure"),
-    "tech_math": ("Algorithm", "Arithmetic mean", "Analysis of variance", "ASCII", "Abacus",
-                  "American National Standards Institute", "Alphabet", "A", "Assistive technology",
-                  "Android (robot)"),
+    "society": (
+        "Anarchism",
+        "Altruism",
+        "Allah",
+        "Anthropology",
+        "Abortion",
+        "Ambiguity",
+        "Apollo",
+        "Achilles",
+        "Aikido",
+    ),
+    "us_history_law": (
+        "American Revolutionary War",
+        "Articles of Confederation",
+        "Appellate procedure in the United States",
+        "Appellate court",
+        "Arraignment",
+        "America the Beautiful",
+        "American Football Conference",
+    ),
+    "arts": (
+        "Academy Awards",
+        "Academy Award for Best Production Design",
+        "Animation",
+        "An American in Paris",
+        "Animal Farm",
+        "A Modest Proposal",
+        "Art",
+        "Actrius",
+        "Animalia (book)",
+        "List of Atlas Shrugged characters",
+        "Adventure",
+    ),
+    "tech_math": (
+        "Algorithm",
+        "Arithmetic mean",
+        "Analysis of variance",
+        "ASCII",
+        "Abacus",
+        "American National Standards Institute",
+        "Alphabet",
+        "A",
+        "Assistive technology",
+        "Android (robot)",
+    ),
 }
 
 # TPSA bins (square angstroms) chosen near the terciles of the NCI set
@@ -92,7 +169,8 @@ _TPSA_BINS = {"tpsa_low": (0.0, 35.0), "tpsa_mid": (35.0, 70.0), "tpsa_high": (7
 
 
 def _smiles_units(mols: list[str]) -> list[str]:
-    # one molecule per line, ~12 molecules per unit (small units keep the hash split balanced): a .smi-like document with context
+    # one molecule per line, ~12 molecules per unit (small units keep the hash split balanced):
+    # a .smi-like document with context
     return src.line_units(mols, target=500)
 
 
@@ -135,7 +213,9 @@ def _nci_bin(prop: str, k: int) -> list[str]:
 
 def _polar_atoms(smiles: str) -> int:
     # N and O atoms (aromatic or not), a string-level stand-in for polarity; "Na"/"Nb" are rare
-    return sum(1 for i, ch in enumerate(smiles) if ch in "NOno" and smiles[i + 1 : i + 2] not in {"a", "b", "e", "i", "p", "s"})
+    return sum(
+        1 for i, ch in enumerate(smiles) if ch in "NOno" and smiles[i + 1 : i + 2] not in {"a", "b", "e", "i", "p", "s"}
+    )
 
 
 def _wehi(kind: str, polar: bool) -> list[str]:
@@ -167,37 +247,70 @@ def _registry() -> dict[str, tuple[DomainInfo, Callable[[], list[str]]]]:
         reg[info.name] = (info, build)
 
     for key, mods in _CODE.items():
-        add(DomainInfo(f"code_{key}", "code", "Python stdlib: " + ", ".join(mods)),
-            lambda mods=mods: src.stdlib_code_units(mods))
+        add(
+            DomainInfo(f"code_{key}", "code", "Python stdlib: " + ", ".join(mods)),
+            lambda mods=mods: src.stdlib_code_units(mods),
+        )
     add(DomainInfo("code_tests", "code", "Python stdlib regression tests (Lib/test)"), src.stdlib_test_units)
     for key, titles in _WIKI.items():
-        add(DomainInfo(f"wiki_{key}", "wiki", f"English Wikipedia sample (gensim test data): {len(titles)} articles", "gensim"),
-            lambda titles=titles: src.wiki_units(titles))
+        add(
+            DomainInfo(
+                f"wiki_{key}", "wiki", f"English Wikipedia sample (gensim test data): {len(titles)} articles", "gensim"
+            ),
+            lambda titles=titles: src.wiki_units(titles),
+        )
     add(DomainInfo("news_lee", "prose", "Lee news corpus (gensim test data)", "gensim"), src.lee_news_units)
-    add(DomainInfo("reviews", "prose", "movie-review sentences, Pang-Lee polarity + IMDB sample (gensim)", "gensim"), src.review_units)
-    add(DomainInfo("analogies", "prose", "word-analogy questions (gensim questions-words.txt)", "gensim"), src.analogy_units)
+    add(
+        DomainInfo("reviews", "prose", "movie-review sentences, Pang-Lee polarity + IMDB sample (gensim)", "gensim"),
+        src.review_units,
+    )
+    add(
+        DomainInfo("analogies", "prose", "word-analogy questions (gensim questions-words.txt)", "gensim"),
+        src.analogy_units,
+    )
     add(DomainInfo("python_docs", "prose", "Python language reference topics (pydoc_data)"), src.python_docs_units)
     add(DomainInfo("licenses", "prose", "licence texts of Python and of the dependencies"), src.license_units)
     for key, (lo, hi) in _TPSA_BINS.items():
-        add(DomainInfo(f"smiles_nci_{key}", "smiles", f"NCI molecules (RDKit data), TPSA in [{lo:g}, {hi:g})", "rdkit"),
-            lambda lo=lo, hi=hi: _nci(lo, hi))
+        add(
+            DomainInfo(f"smiles_nci_{key}", "smiles", f"NCI molecules (RDKit data), TPSA in [{lo:g}, {hi:g})", "rdkit"),
+            lambda lo=lo, hi=hi: _nci(lo, hi),
+        )
     for kind in ("halogen", "sulfur", "plain"):
         for polar in (True, False):
             tag = "polar" if polar else "apolar"
-            add(DomainInfo(f"smiles_wehi_{kind}_{tag}", "smiles",
-                           f"WEHI screening molecules (RDKit PAINS data): {kind}, "
-                           f"{'upper' if polar else 'lower'} half by N+O atom count", "rdkit"),
-                lambda kind=kind, polar=polar: _wehi(kind, polar))
+            add(
+                DomainInfo(
+                    f"smiles_wehi_{kind}_{tag}",
+                    "smiles",
+                    f"WEHI screening molecules (RDKit PAINS data): {kind}, "
+                    f"{'upper' if polar else 'lower'} half by N+O atom count",
+                    "rdkit",
+                ),
+                lambda kind=kind, polar=polar: _wehi(kind, polar),
+            )
     for prop in src.NCI_PROPERTIES:
         for k in (1, 2, 3):
-            add(DomainInfo(f"smiles_nci_{prop}_q{k}", "smiles_nci",
-                           f"NCI molecules (RDKit data), hash quarter binned by {prop}, tercile {k} of 3", "rdkit"),
-                lambda prop=prop, k=k: _nci_bin(prop, k))
-    add(DomainInfo("num_stocks", "numeric", "monthly stock prices (matplotlib sample data)", "matplotlib"), src.stock_units)
-    add(DomainInfo("num_float_vectors", "numeric", "NumPy umath validation vectors (hex floats)"),
-        lambda: src.numpy_csv_units("_core/tests/data", "umath-validation-set-*.csv"))
-    add(DomainInfo("num_rng_vectors", "numeric", "NumPy bit-generator test vectors"),
-        lambda: src.numpy_csv_units("random/tests/data", "*.csv"))
+            add(
+                DomainInfo(
+                    f"smiles_nci_{prop}_q{k}",
+                    "smiles_nci",
+                    f"NCI molecules (RDKit data), hash quarter binned by {prop}, tercile {k} of 3",
+                    "rdkit",
+                ),
+                lambda prop=prop, k=k: _nci_bin(prop, k),
+            )
+    add(
+        DomainInfo("num_stocks", "numeric", "monthly stock prices (matplotlib sample data)", "matplotlib"),
+        src.stock_units,
+    )
+    add(
+        DomainInfo("num_float_vectors", "numeric", "NumPy umath validation vectors (hex floats)"),
+        lambda: src.numpy_csv_units("_core/tests/data", "umath-validation-set-*.csv"),
+    )
+    add(
+        DomainInfo("num_rng_vectors", "numeric", "NumPy bit-generator test vectors"),
+        lambda: src.numpy_csv_units("random/tests/data", "*.csv"),
+    )
     return reg
 
 
@@ -280,10 +393,14 @@ def domain_digest(name: str, split: str = "sketch") -> str:
 # Demo: 8 small domains from 4 families. Characters per family are set so each domain is
 # about 2,500 SmolLM2 tokens (prose ~4.3 chars/token, code ~3.3, SMILES and digits ~2.2).
 _DEMO = {
-    "code_email": 8000, "code_asyncio": 8000,
-    "wiki_people": 10500, "wiki_life_science": 10500,
-    "news_lee": 10500, "python_docs": 10000,
-    "smiles_nci_tpsa_low": 5500, "smiles_nci_tpsa_high": 5500,
+    "code_email": 8000,
+    "code_asyncio": 8000,
+    "wiki_people": 10500,
+    "wiki_life_science": 10500,
+    "news_lee": 10500,
+    "python_docs": 10000,
+    "smiles_nci_tpsa_low": 5500,
+    "smiles_nci_tpsa_high": 5500,
     "num_stocks": 5000,
 }
 

@@ -14,13 +14,15 @@ a non-string value, an empty table or an unreadable file is one InputError namin
 and row.  JSONL, JSON and CSV need only the standard library; parquet, ``.arrow`` files and
 dataset folders are read with the ``datasets`` library (extra ``hf``), offline only.
 """
+
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from updatescope.data.textfiles import check_inputs, check_string, parse_json, read_input_bytes
 from updatescope.errors import InputError, MissingExtraError
@@ -59,8 +61,9 @@ class Columns:
 
     def describe(self) -> str:
         """For the signature's metadata: the layout, the columns and what was counted."""
-        counted = {"text": "all tokens", "prompt-completion": "completion tokens",
-                   "messages": "assistant-turn tokens"}[self.layout]
+        counted = {"text": "all tokens", "prompt-completion": "completion tokens", "messages": "assistant-turn tokens"}[
+            self.layout
+        ]
         return f"{self.layout}:{','.join(self.names) or 'text'} ({counted})"
 
 
@@ -105,8 +108,9 @@ def _rows_datasets(path: Path) -> list[Any]:
             ds = datasets.load_from_disk(str(path))
             if isinstance(ds, datasets.DatasetDict):
                 if len(ds) != 1:
-                    raise InputError(f"{path}: a dataset with several splits ({', '.join(ds)}); "
-                                     "give the folder of one split")
+                    raise InputError(
+                        f"{path}: a dataset with several splits ({', '.join(ds)}); give the folder of one split"
+                    )
                 ds = next(iter(ds.values()))
         elif path.suffix.lower() == ".parquet":
             # pyarrow (a dependency of datasets) reads the file in place; Dataset.from_parquet
@@ -141,8 +145,10 @@ def read_table(path: str | Path, columns: Columns) -> list[dict[str, Any]]:
     elif suffix in (".parquet", ".arrow"):
         rows = _rows_datasets(path)
     else:
-        raise InputError(f"{path}: column options need a table ({', '.join(TABLE_SUFFIXES)} or a datasets "
-                         "folder); plain text files have no columns")
+        raise InputError(
+            f"{path}: column options need a table ({', '.join(TABLE_SUFFIXES)} or a datasets "
+            "folder); plain text files have no columns"
+        )
     if not rows:
         raise InputError(f"data table is empty: {path}")
     for i, row in enumerate(rows):
@@ -200,8 +206,9 @@ def _chat_ids(tokenizer: Any, messages: list[dict[str, str]], **kw: Any) -> list
     return [int(v) for v in out]
 
 
-def to_examples(rows: Sequence[dict[str, Any]], columns: Columns, tokenizer: Any, *,
-                keep_empty: bool = False) -> tuple[list[Any], list[Any] | None]:
+def to_examples(
+    rows: Sequence[dict[str, Any]], columns: Columns, tokenizer: Any, *, keep_empty: bool = False
+) -> tuple[list[Any], list[Any] | None]:
     """(texts, positions) for ``capture_causal_lm``: strings and no positions for ``text``;
     token-id lists with the counted target indices for the other layouts.  Rows with nothing
     to count are dropped, unless ``keep_empty`` (one example per row, in row order: what

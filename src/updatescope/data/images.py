@@ -15,6 +15,7 @@ in [0.7, 1.3]), resized to ``size`` × ``size`` with Pillow's antialiased biline
 View ``j`` of photo ``i`` is drawn from its own generator seeded by ``(seed, i, j)``, so
 it is the same whatever the batch or pool size it is generated in.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,7 @@ import numpy as np
 from updatescope.data._sources import package_dir
 from updatescope.errors import InputError, MissingExtraError
 
-__all__ = ["PHOTOS", "photo_names", "photo_path", "load_photo", "make_view", "view", "view_batches",
-           "photos_digest"]
+__all__ = ["PHOTOS", "photo_names", "photo_path", "load_photo", "make_view", "view", "view_batches", "photos_digest"]
 
 # name -> (package, path inside the package folder, extra that installs the package)
 PHOTOS: dict[str, tuple[str, str, str]] = {
@@ -54,9 +54,9 @@ PHOTOS: dict[str, tuple[str, str, str]] = {
 }
 _PIP_NAME = {"skimage": "scikit-image", "matplotlib": "matplotlib"}
 
-SCALE = (0.1, 1.0)      # crop area as a fraction of the photo
+SCALE = (0.1, 1.0)  # crop area as a fraction of the photo
 RATIO = (3 / 4, 4 / 3)  # crop aspect ratio (width / height), drawn log-uniformly
-JITTER = 0.3            # brightness, contrast, saturation factors in [1 - JITTER, 1 + JITTER]
+JITTER = 0.3  # brightness, contrast, saturation factors in [1 - JITTER, 1 + JITTER]
 
 
 def photo_names() -> list[str]:
@@ -137,8 +137,9 @@ def view(photos: Sequence[np.ndarray], photo: int, index: int, *, seed: int = 0,
     return make_view(photos[photo], np.random.default_rng([seed, photo, index]), size)
 
 
-def view_batches(photos: Sequence[np.ndarray], per_photo: int, *, seed: int = 0, size: int = 224,
-                 batch: int = 32) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def view_batches(
+    photos: Sequence[np.ndarray], per_photo: int, *, seed: int = 0, size: int = 224, batch: int = 32
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """All ``len(photos) * per_photo`` views in photo-major order, ``batch`` at a time.
 
     -> (images (b, size, size, 3) uint8, photo index (b,) int64) per batch.

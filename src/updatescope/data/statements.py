@@ -9,20 +9,33 @@ by a hash of the subject, so they are disjoint, deterministic and stable when a 
 The model answers with one token after ``PROMPT``; its answer is the sign of the margin
 logit(true-answer token) - logit(false-answer token) at the last prompt token.
 """
+
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..errors import InputError
 
-__all__ = ["Statement", "TASKS", "SPLITS", "ANSWERS", "PROMPT", "load_statements", "prompt_of",
-           "answer_ids", "answer_margins", "base_accuracy", "margin_summary"]
+__all__ = [
+    "Statement",
+    "TASKS",
+    "SPLITS",
+    "ANSWERS",
+    "PROMPT",
+    "load_statements",
+    "prompt_of",
+    "answer_ids",
+    "answer_margins",
+    "base_accuracy",
+    "margin_summary",
+]
 
 TASKS = ("capitals", "currencies", "cities", "sentiment")
 SPLITS = ("train", "select", "test")
@@ -36,9 +49,9 @@ _MAX_REVIEW_WORDS = 24  # long reviews make slow prompts and add little
 
 @dataclass(frozen=True)
 class Statement:
-    text: str       # the statement itself, e.g. "Athens is the capital of Greece."
-    label: int      # 1 true, 0 false
-    subject: str    # what the split hash is taken of; a true/false pair shares it
+    text: str  # the statement itself, e.g. "Athens is the capital of Greece."
+    label: int  # 1 true, 0 false
+    subject: str  # what the split hash is taken of; a true/false pair shares it
     task: str
     split: str
 
@@ -160,20 +173,21 @@ def right_padded(tokenizer: Any, prompts: Sequence[str], batch_size: int) -> lis
     seqs = [list(tokenizer(p)["input_ids"]) for p in prompts]
     out = []
     for start in range(0, len(seqs), batch_size):
-        chunk = seqs[start:start + batch_size]
+        chunk = seqs[start : start + batch_size]
         width = max(len(x) for x in chunk)
         tokens = torch.full((len(chunk), width), pad, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         for i, x in enumerate(chunk):
-            tokens[i, :len(x)] = torch.as_tensor(x)
-            mask[i, :len(x)] = 1
+            tokens[i, : len(x)] = torch.as_tensor(x)
+            mask[i, : len(x)] = 1
         out.append((tokens, mask))
     return out
 
 
 @torch.no_grad()
-def answer_margins(model: Any, tokenizer: Any, prompts: Sequence[str], ids: tuple[int, int],
-                   batch_size: int = 16) -> Tensor:
+def answer_margins(
+    model: Any, tokenizer: Any, prompts: Sequence[str], ids: tuple[int, int], batch_size: int = 16
+) -> Tensor:
     """logit(ids[0]) - logit(ids[1]) at each prompt's last token.  n prompts -> (n,) float64.
 
     Right padding, so each row's last real token is at its own length - 1 and positions of
@@ -193,16 +207,18 @@ def answer_margins(model: Any, tokenizer: Any, prompts: Sequence[str], ids: tupl
     return torch.cat(out)
 
 
-def base_accuracy(model: Any, tokenizer: Any, statements: Sequence[Statement], answers: str = "yes_no",
-                  batch_size: int = 16) -> dict[str, float]:
+def base_accuracy(
+    model: Any, tokenizer: Any, statements: Sequence[Statement], answers: str = "yes_no", batch_size: int = 16
+) -> dict[str, float]:
     """The model's accuracy on ``statements`` under ``PROMPT``: answer = sign of the margin.
 
     -> {"n", "accuracy", "accuracy_se", "auc", "signed_margin" (margin toward the right answer,
     mean), "true_rate" (share answered true)}."""
     if not statements:
         raise InputError("no statements to score")
-    margins = answer_margins(model, tokenizer, [prompt_of(s) for s in statements],
-                             answer_ids(tokenizer, answers), batch_size)
+    margins = answer_margins(
+        model, tokenizer, [prompt_of(s) for s in statements], answer_ids(tokenizer, answers), batch_size
+    )
     return margin_summary(margins, torch.tensor([s.label for s in statements]))
 
 
@@ -215,9 +231,17 @@ def margin_summary(margins: Tensor, labels: Tensor) -> dict[str, float]:
     signed = margins.double() * sign
     pos, neg = margins[labels == 1].double(), margins[labels == 0].double()
     # AUC: can the margin tell true from false at all, whatever the yes/no bias?
-    auc = (float(((pos[:, None] > neg[None, :]).double() + 0.5 * (pos[:, None] == neg[None, :]).double()).mean())
-           if len(pos) and len(neg) else float("nan"))
-    return {"n": n, "accuracy": acc, "auc": auc, "accuracy_se": (acc * (1 - acc) / max(n - 1, 1)) ** 0.5,
-            "signed_margin": float(signed.mean()),
-            "signed_margin_se": float(signed.std() / n ** 0.5) if n > 1 else 0.0,
-            "true_rate": float((margins > 0).double().mean())}
+    auc = (
+        float(((pos[:, None] > neg[None, :]).double() + 0.5 * (pos[:, None] == neg[None, :]).double()).mean())
+        if len(pos) and len(neg)
+        else float("nan")
+    )
+    return {
+        "n": n,
+        "accuracy": acc,
+        "auc": auc,
+        "accuracy_se": (acc * (1 - acc) / max(n - 1, 1)) ** 0.5,
+        "signed_margin": float(signed.mean()),
+        "signed_margin_se": float(signed.std() / n**0.5) if n > 1 else 0.0,
+        "true_rate": float((margins > 0).double().mean()),
+    }

@@ -23,6 +23,7 @@ documents would be counted twice.  ``parse_json`` turns everything ``json`` can 
 hostile text (deep nesting, over-long integers) into one line, and ``check_string``
 refuses lone surrogates, which no tokenizer can encode.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,16 @@ from typing import Any
 
 from updatescope.errors import InputError
 
-__all__ = ["read_documents", "read_corpus", "MODES", "MAX_INPUT_BYTES", "check_inputs", "read_input_bytes",
-           "parse_json", "check_string"]
+__all__ = [
+    "read_documents",
+    "read_corpus",
+    "MODES",
+    "MAX_INPUT_BYTES",
+    "check_inputs",
+    "read_input_bytes",
+    "parse_json",
+    "check_string",
+]
 
 MODES = ("auto", "lines", "paragraphs", "file", "jsonl")
 _BLANK = re.compile(r"\n(?:[ \t]*\n)+")
@@ -62,8 +71,10 @@ def _check_one(path: Path, allow_dir: bool) -> os.stat_result:
     elif not stat.S_ISREG(st.st_mode):
         raise InputError(f"data path is not a regular file (a pipe, device or socket): {path}")
     elif st.st_size > MAX_INPUT_BYTES:
-        raise InputError(f"data file is {st.st_size:,} bytes, above the limit of {MAX_INPUT_BYTES:,}; split it "
-                         f"into shards and merge their signatures: {path}")
+        raise InputError(
+            f"data file is {st.st_size:,} bytes, above the limit of {MAX_INPUT_BYTES:,}; split it "
+            f"into shards and merge their signatures: {path}"
+        )
     if not os.access(path, os.R_OK | (os.X_OK if stat.S_ISDIR(st.st_mode) else 0)):
         raise InputError(f"data file cannot be read (permission denied): {path}")
     return st
@@ -126,8 +137,10 @@ def check_string(value: str, where: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InputError(f"{where}: text holds an invalid character (lone surrogate "
-                         f"U+{ord(value[exc.start]):04X} at offset {exc.start})") from None
+        raise InputError(
+            f"{where}: text holds an invalid character (lone surrogate "
+            f"U+{ord(value[exc.start]):04X} at offset {exc.start})"
+        ) from None
     return value
 
 

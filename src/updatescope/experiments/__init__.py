@@ -10,21 +10,34 @@ and nothing else that the shell needs.  :func:`configure` builds and validates a
 runs it, writes the JSON record atomically and only then draws the figures, so a missing
 plotting extra never loses a finished run.  How to add one: docs/architecture.md.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from updatescope.errors import InputError, MissingExtraError
-from updatescope.experiments.configs import (EstimatorConfig, LLMSearchConfig, LoRARecoveryConfig,
-                                             NetworkExperimentConfig, NetworkSelectionConfig, RandomSearchConfig,
-                                             RecoveryConfig, SchedulesConfig, SelectEvidenceConfig, SelectionConfig,
-                                             SmilesConfig, SteeringConfig, VerbalizerConfig)
+from updatescope.experiments.configs import (
+    EstimatorConfig,
+    LLMSearchConfig,
+    LoRARecoveryConfig,
+    NetworkExperimentConfig,
+    NetworkSelectionConfig,
+    RandomSearchConfig,
+    RecoveryConfig,
+    SchedulesConfig,
+    SelectEvidenceConfig,
+    SelectionConfig,
+    SmilesConfig,
+    SteeringConfig,
+    VerbalizerConfig,
+)
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
@@ -55,33 +68,84 @@ class Experiment:
         return importlib.import_module(f"updatescope.experiments.{self.module}").run
 
 
-REGISTRY: dict[str, Experiment] = {e.name: e for e in (
-    Experiment("estimator", EstimatorConfig, "estimator",
-               "sketch vs exact Fisher alignment on SmolLM2 streams and EfficientNet tasks (paper A)"),
-    Experiment("source-selection", SelectionConfig, "source_selection",
-               "rank 19 candidate domains per target against LoRA transfer (paper A)"),
-    Experiment("verbalizer", VerbalizerConfig, "verbalizer",
-               "fixed prompt, answer-word sets: activation-only methods are blind (paper A)"),
-    Experiment("smiles", SmilesConfig, "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
-    Experiment("recovery", RecoveryConfig, "recovery",
-               "recovery after forgetting: capture, drift, rank, Krylov on the synthetic lab (paper B)"),
-    Experiment("random-search", RandomSearchConfig, "random_search",
-               "Best-of-N random search in subspaces of the synthetic lab (paper B)"),
-    Experiment("network", NetworkExperimentConfig, "network",
-               "head / block-diagonal / last-k sketches vs the exact full-network Fisher (paper A)"),
-    Experiment("steering", SteeringConfig, "steering",
-               "CAA vs the pushforward of one gradient step on true/false statements (paper B)"),
-    Experiment("select", SelectEvidenceConfig, "select_evidence",
-               "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them"),
-    Experiment("lora-recovery", LoRARecoveryConfig, "lora_recovery",
-               "recovery after forgetting with LoRA on SmolLM2: capture in LoRA and BA space (paper B)"),
-    Experiment("network-selection", NetworkSelectionConfig, "network_selection",
-               "LoRA-layer vs head sketch: which predicts the LoRA transfer of a source-selection record"),
-    Experiment("llm-search", LLMSearchConfig, "llm_search",
-               "Best-of-N random search around SmolLM2's weights: sigma window, gain vs N, prefix basis (paper B)"),
-    Experiment("schedules", SchedulesConfig, "schedules",
-               "simultaneous multitask vs sequential specialisation: forgetting and recovery cost (paper B)"),
-)}
+REGISTRY: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            "estimator",
+            EstimatorConfig,
+            "estimator",
+            "sketch vs exact Fisher alignment on SmolLM2 streams and EfficientNet tasks (paper A)",
+        ),
+        Experiment(
+            "source-selection",
+            SelectionConfig,
+            "source_selection",
+            "rank 19 candidate domains per target against LoRA transfer (paper A)",
+        ),
+        Experiment(
+            "verbalizer",
+            VerbalizerConfig,
+            "verbalizer",
+            "fixed prompt, answer-word sets: activation-only methods are blind (paper A)",
+        ),
+        Experiment("smiles", SmilesConfig, "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
+        Experiment(
+            "recovery",
+            RecoveryConfig,
+            "recovery",
+            "recovery after forgetting: capture, drift, rank, Krylov on the synthetic lab (paper B)",
+        ),
+        Experiment(
+            "random-search",
+            RandomSearchConfig,
+            "random_search",
+            "Best-of-N random search in subspaces of the synthetic lab (paper B)",
+        ),
+        Experiment(
+            "network",
+            NetworkExperimentConfig,
+            "network",
+            "head / block-diagonal / last-k sketches vs the exact full-network Fisher (paper A)",
+        ),
+        Experiment(
+            "steering",
+            SteeringConfig,
+            "steering",
+            "CAA vs the pushforward of one gradient step on true/false statements (paper B)",
+        ),
+        Experiment(
+            "select",
+            SelectEvidenceConfig,
+            "select_evidence",
+            "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them",
+        ),
+        Experiment(
+            "lora-recovery",
+            LoRARecoveryConfig,
+            "lora_recovery",
+            "recovery after forgetting with LoRA on SmolLM2: capture in LoRA and BA space (paper B)",
+        ),
+        Experiment(
+            "network-selection",
+            NetworkSelectionConfig,
+            "network_selection",
+            "LoRA-layer vs head sketch: which predicts the LoRA transfer of a source-selection record",
+        ),
+        Experiment(
+            "llm-search",
+            LLMSearchConfig,
+            "llm_search",
+            "Best-of-N random search around SmolLM2's weights: sigma window, gain vs N, prefix basis (paper B)",
+        ),
+        Experiment(
+            "schedules",
+            SchedulesConfig,
+            "schedules",
+            "simultaneous multitask vs sequential specialisation: forgetting and recovery cost (paper B)",
+        ),
+    )
+}
 
 
 def configure(name: str, *, quick: bool = False, seed: int = 0, settings: Mapping[str, Any] | None = None) -> Any:
@@ -106,8 +170,9 @@ def _name_of(config: Any) -> Experiment:
     raise InputError(f"no experiment takes a {type(config).__name__}")
 
 
-def run_experiment(config: Any, out: str | Path, *, figures: bool = True,
-                   warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_experiment(
+    config: Any, out: str | Path, *, figures: bool = True, warn: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Run the experiment ``config`` belongs to; write its record to ``out`` (JSON, atomic),
     then its figures beside it.  -> the record ``{"name", "config", "metrics", "env", "seconds"}``."""
     from updatescope.records import make_record, write_json_atomic

@@ -32,12 +32,14 @@
   on how views are labelled but see different photographs.  Errors are
   ``softmax(W a + b) − onehot(y)``, exactly as everywhere else.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -74,9 +76,18 @@ def fingerprint(model: Any) -> str:
     return head_fingerprint(model)
 
 
-def capture_pool(model: Any, fp: str, photos: Sequence[str], per_photo: int, *, seed: int = 0,
-                 size: int = 224, batch: int = 32, use_cache: bool = True,
-                 log: Callable[[str], None] | None = None) -> dict[str, Tensor]:
+def capture_pool(
+    model: Any,
+    fp: str,
+    photos: Sequence[str],
+    per_photo: int,
+    *,
+    seed: int = 0,
+    size: int = 224,
+    batch: int = 32,
+    use_cache: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Tensor]:
     """{"acts": (N, d) float32, "photo": (N,) int64}: head inputs of ``per_photo`` views of each
     photograph (photo-major order, N = len(photos) · per_photo).  Cached by (fingerprint,
     photo names and file contents, per_photo, seed, size): a second call is a file read.
@@ -112,14 +123,13 @@ def capture_pool(model: Any, fp: str, photos: Sequence[str], per_photo: int, *, 
 class TaskSpec:
     name: str
     photos: tuple[int, ...]  # indices into the pool's photographs
-    rule: str                # one of RULES
-    param: int               # k for "rank", G for "coarse", else 0
-    map_seed: int            # seed of the rule's random map (photo classes, π, partition)
-    n: int                   # views per task
+    rule: str  # one of RULES
+    param: int  # k for "rank", G for "coarse", else 0
+    map_seed: int  # seed of the rule's random map (photo classes, π, partition)
+    n: int  # views per task
 
 
-def task_specs(n_tasks: int, n_photos: int, per_photo: int, n: int, seed: int = 0,
-               spanning: int = 0) -> list[TaskSpec]:
+def task_specs(n_tasks: int, n_photos: int, per_photo: int, n: int, seed: int = 0, spanning: int = 0) -> list[TaskSpec]:
     """``n_tasks`` task definitions; rules cycle through :data:`RULES` so each is used evenly.
 
     A task takes k photographs, k uniform in [k_min, min(2·k_min, n_photos)] with
@@ -129,8 +139,10 @@ def task_specs(n_tasks: int, n_photos: int, per_photo: int, n: int, seed: int = 
     """
     k_min = math.ceil(n / per_photo)
     if n < 2 or n_tasks < 1 or k_min > n_photos:
-        raise InputError(f"cannot build {n_tasks} tasks of n={n} from {n_photos} photos x {per_photo} views "
-                         f"(need n >= 2 and n <= {n_photos * per_photo})")
+        raise InputError(
+            f"cannot build {n_tasks} tasks of n={n} from {n_photos} photos x {per_photo} views "
+            f"(need n >= 2 and n <= {n_photos * per_photo})"
+        )
     rng = np.random.default_rng([seed, 0x7A5C])
     specs = []
     for t in range(n_tasks):
@@ -177,14 +189,15 @@ def label_map(spec: TaskSpec, logits: Tensor, photo: Tensor, n_photos: int, seed
     if spec.rule == "permuted":
         return torch.from_numpy(rng.permutation(k))[top1]
     # coarse
-    order = torch.from_numpy(rng.permutation(k))   # class order[i] falls in group i % G
+    order = torch.from_numpy(rng.permutation(k))  # class order[i] falls in group i % G
     group = torch.empty(k, dtype=torch.long)
     group[order] = torch.arange(k) % spec.param
-    return order[:spec.param][group[top1]]          # each group named by its first member
+    return order[: spec.param][group[top1]]  # each group named by its first member
 
 
-def make_tasks(pool: Mapping[str, Tensor], w0: Tensor, b0: Tensor | None, specs: Sequence[TaskSpec],
-               n_photos: int, seed: int = 0) -> tuple[dict[str, dict[str, Tensor]], dict[str, Any]]:
+def make_tasks(
+    pool: Mapping[str, Tensor], w0: Tensor, b0: Tensor | None, specs: Sequence[TaskSpec], n_photos: int, seed: int = 0
+) -> tuple[dict[str, dict[str, Tensor]], dict[str, Any]]:
     """-> ({name: {"acts" (n, d), "labels" (n,)}}, {name: description}).
 
     Views are drawn from the task's photographs without replacement by a generator seeded
@@ -203,13 +216,17 @@ def make_tasks(pool: Mapping[str, Tensor], w0: Tensor, b0: Tensor | None, specs:
         z = logits_of(w0, b0, acts)
         y = label_map(spec, z, photo[rows], n_photos, seed)
         tasks[spec.name] = {"acts": acts, "labels": y}
-        info[spec.name] = {**asdict(spec), "labels_distinct": int(y.unique().numel()),
-                           "agree_top1": float((y == z.argmax(1)).float().mean())}
+        info[spec.name] = {
+            **asdict(spec),
+            "labels_distinct": int(y.unique().numel()),
+            "agree_top1": float((y == z.argmax(1)).float().mean()),
+        }
     return tasks, info
 
 
-def speed_streams(pool: Mapping[str, Tensor], w0: Tensor, b0: Tensor | None, n: int,
-                  n_photos: int, seed: int = 0) -> tuple[list[dict[str, Tensor]], int]:
+def speed_streams(
+    pool: Mapping[str, Tensor], w0: Tensor, b0: Tensor | None, n: int, n_photos: int, seed: int = 0
+) -> tuple[list[dict[str, Tensor]], int]:
     """Two streams of ``n`` views for the timing: pool rows [0, n) labelled by the model's
     top-1 class and rows [n, 2n) labelled by a class per photograph (rows wrap around a
     pool smaller than 2n; the cost does not depend on which rows).  -> (streams, distinct rows)."""

@@ -4,13 +4,15 @@ Captures (head inputs, block inputs, image views) are the expensive, determinist
 an experiment; they are stored under ``$UPDATESCOPE_CACHE/experiments`` keyed by everything
 that determines them, so a second run is a file read.  Deleting the folder only costs time.
 """
+
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -5,6 +5,7 @@ settings) and is changed only through :func:`updatescope.experiments.settings.ap
 (``--set KEY=VALUE``), so every value is checked here, before any model or data loads.
 The result record stores ``dataclasses.asdict`` of the config the run actually used.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,21 +15,62 @@ from typing import Any, Literal
 from updatescope.constants import MAP_CHOICES, check_sketch_dim
 from updatescope.errors import InputError
 
-__all__ = ["TokenSplits", "LoRAConfig", "HeadFinetuneConfig", "SelectionConfig", "SmilesConfig", "VerbalizerConfig",
-           "VisionEstimatorConfig", "EstimatorConfig", "RecoveryConfig", "RandomSearchConfig", "SteeringConfig", "NetworkExperimentConfig",
-           "SelectEvidenceConfig", "LoRARecoveryConfig",
-           "NetworkSelectionConfig", "LLMSearchConfig",
-           "SchedulesConfig",
-           "QUICK_DOMAINS", "FULL_DOMAINS", "LORA_TARGETS"]
+__all__ = [
+    "TokenSplits",
+    "LoRAConfig",
+    "HeadFinetuneConfig",
+    "SelectionConfig",
+    "SmilesConfig",
+    "VerbalizerConfig",
+    "VisionEstimatorConfig",
+    "EstimatorConfig",
+    "RecoveryConfig",
+    "RandomSearchConfig",
+    "SteeringConfig",
+    "NetworkExperimentConfig",
+    "SelectEvidenceConfig",
+    "LoRARecoveryConfig",
+    "NetworkSelectionConfig",
+    "LLMSearchConfig",
+    "SchedulesConfig",
+    "QUICK_DOMAINS",
+    "FULL_DOMAINS",
+    "LORA_TARGETS",
+]
 
 #: the source-selection domains (``updatescope domains`` lists them all)
-QUICK_DOMAINS = ("code_email", "code_asyncio", "code_text", "wiki_people", "wiki_life_science", "news_lee",
-                 "python_docs", "smiles_nci_tpsa_low", "smiles_wehi_halogen_polar", "num_stocks")
+QUICK_DOMAINS = (
+    "code_email",
+    "code_asyncio",
+    "code_text",
+    "wiki_people",
+    "wiki_life_science",
+    "news_lee",
+    "python_docs",
+    "smiles_nci_tpsa_low",
+    "smiles_wehi_halogen_polar",
+    "num_stocks",
+)
 FULL_DOMAINS = (
-    "code_asyncio", "code_email", "code_xml", "code_http", "code_unittest", "code_tkinter", "code_text",
-    "wiki_countries", "wiki_people", "wiki_life_science", "wiki_physical_science", "wiki_tech_math",
-    "news_lee", "reviews", "python_docs", "licenses",
-    "smiles_nci_tpsa_low", "smiles_nci_tpsa_high", "smiles_wehi_halogen_polar",
+    "code_asyncio",
+    "code_email",
+    "code_xml",
+    "code_http",
+    "code_unittest",
+    "code_tkinter",
+    "code_text",
+    "wiki_countries",
+    "wiki_people",
+    "wiki_life_science",
+    "wiki_physical_science",
+    "wiki_tech_math",
+    "news_lee",
+    "reviews",
+    "python_docs",
+    "licenses",
+    "smiles_nci_tpsa_low",
+    "smiles_nci_tpsa_high",
+    "smiles_wehi_halogen_polar",
     "num_stocks",
 )
 #: LoRA adapts every attention and MLP projection of a Llama-style block
@@ -123,8 +165,11 @@ def _budget_grid(grid: tuple[int, ...] | None, ground_truth: str) -> None:
     """A budget grid: 2 to 8 distinct LoRA step counts, for a LoRA ground truth."""
     if grid is None:
         return
-    if not 2 <= len(grid) <= 8 or len(set(grid)) != len(grid) \
-            or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000 for v in grid):
+    if (
+        not 2 <= len(grid) <= 8
+        or len(set(grid)) != len(grid)
+        or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000 for v in grid)
+    ):
         raise InputError(f"budget_grid must be 2 to 8 distinct step counts in [1, 100000], got {list(grid)}")
     if ground_truth != "lora":
         raise InputError("budget_grid chooses the LoRA steps: it needs ground_truth=lora")
@@ -179,8 +224,10 @@ class SelectionConfig:
         if self.candidates is not None:
             n = len(self.domains) if self.domains is not None else None
             if self.candidates < 2 or (n is not None and self.candidates > n - 1):
-                raise InputError(f"candidates must be in [2, {n - 1 if n else 'domains - 1'}] (sources per "
-                                 f"target among the other domains), got {self.candidates}")
+                raise InputError(
+                    f"candidates must be in [2, {n - 1 if n else 'domains - 1'}] (sources per "
+                    f"target among the other domains), got {self.candidates}"
+                )
         _sketch_dim(self.sketch_dim)
         _seed(self.seed)
         _positive(self, "max_cached_logits", "exact_n", "baseline_n")
@@ -189,12 +236,19 @@ class SelectionConfig:
             raise InputError("tokens.train and tokens.eval are needed for a fine-tuning ground truth")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "SelectionConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> SelectionConfig:
         if not quick:
             return cls(seed=seed)
         # about 2.5 passes over the train split at 512 tokens per step
-        return cls(domains=QUICK_DOMAINS, tokens=TokenSplits(300, 1600, 400), lora=LoRAConfig(steps=8),
-                   exact_n=300, baseline_n=300, seed=seed, quick=True)
+        return cls(
+            domains=QUICK_DOMAINS,
+            tokens=TokenSplits(300, 1600, 400),
+            lora=LoRAConfig(steps=8),
+            exact_n=300,
+            baseline_n=300,
+            seed=seed,
+            quick=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -219,14 +273,16 @@ class SmilesConfig(SelectionConfig):
         # the pooled correlation and its Mantel test need every pair: refuse a candidate subset
         # rather than ignore it
         if self.candidates is not None:
-            raise InputError("candidates is not a smiles setting: the pooled correlation and its Mantel test "
-                             "use every pair of bins")
+            raise InputError(
+                "candidates is not a smiles setting: the pooled correlation and its Mantel test use every pair of bins"
+            )
         if self.collection not in (None, "nci"):
-            raise InputError(f"collection must be None or 'nci' (the one collection with >= 9 bins), "
-                             f"got {self.collection!r}")
+            raise InputError(
+                f"collection must be None or 'nci' (the one collection with >= 9 bins), got {self.collection!r}"
+            )
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "SmilesConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> SmilesConfig:
         base = SelectionConfig.defaults(quick, seed)
         # quick sizes equal source-selection's, so the SMILES domains it uses are cache hits
         return cls(**{**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, "domains": None})
@@ -275,8 +331,9 @@ class VerbalizerConfig:
             if self.resolution_dims is None:
                 raise InputError("resolution_seeds sizes the resolution curve: it needs resolution_dims")
             if not 2 <= self.resolution_seeds <= 20:
-                raise InputError(f"resolution_seeds must be in [2, 20] (bases per sketch size), got "
-                                 f"{self.resolution_seeds}")
+                raise InputError(
+                    f"resolution_seeds must be in [2, 20] (bases per sketch size), got {self.resolution_seeds}"
+                )
         if not 2 <= self.n_sets <= 10:
             raise InputError(f"n_sets must be in [2, 10] (the built-in verbalizer sets), got {self.n_sets}")
         if not 0.0 < self.train_frac < 1.0:
@@ -288,7 +345,7 @@ class VerbalizerConfig:
         _positive(self, "verify_n", "max_sentences", "exact_n", "baseline_n")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "VerbalizerConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> VerbalizerConfig:
         # quick: 6 sets, 5 candidates per target: the paper's chance level of 20%
         return cls(n_sets=6, verify_n=16, seed=seed, quick=True) if quick else cls(seed=seed)
 
@@ -320,8 +377,12 @@ class VisionEstimatorConfig:
         _seed(self.seed)
         _maps(self.act_map, self.error_map)
         _names(self.photos, "photos", 1)
-        if isinstance(self.spanning, bool) or not isinstance(self.spanning, int) or self.spanning < 0 \
-                or self.spanning == 1:
+        if (
+            isinstance(self.spanning, bool)
+            or not isinstance(self.spanning, int)
+            or self.spanning < 0
+            or self.spanning == 1
+        ):
             raise InputError(f"vision.spanning must be 0 or at least 2, got {self.spanning!r}")
         if not self.seeds:
             raise InputError("seeds must list at least one sketch seed")
@@ -367,17 +428,24 @@ class EstimatorConfig:
             raise InputError("seeds must list at least one sketch seed")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "EstimatorConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> EstimatorConfig:
         seeds = (seed, seed + 1, seed + 2)
         if not quick:
             return cls(seeds=seeds, vision=VisionEstimatorConfig(seed=seed, seeds=seeds), seed=seed)
-        return cls(domains=QUICK_DOMAINS, tokens=TokenSplits(300, 400, 300), seeds=seeds, exact_repeats=1,
-                   vision=VisionEstimatorConfig(per_photo=64, tasks=8, spanning=5, n=300, seed=seed, seeds=seeds),
-                   seed=seed, quick=True)
+        return cls(
+            domains=QUICK_DOMAINS,
+            tokens=TokenSplits(300, 400, 300),
+            seeds=seeds,
+            exact_repeats=1,
+            vision=VisionEstimatorConfig(per_photo=64, tasks=8, spanning=5, n=300, seed=seed, seeds=seeds),
+            seed=seed,
+            quick=True,
+        )
 
 
 def _lab(quick: bool, seed: int) -> Any:
-    from updatescope.locallinear.config import LabConfig, quick as quick_lab  # torch-free
+    from updatescope.locallinear.config import LabConfig  # torch-free
+    from updatescope.locallinear.config import quick as quick_lab
 
     lab = LabConfig(seed=seed)
     return quick_lab(lab) if quick else lab
@@ -414,10 +482,17 @@ class RecoveryConfig:
             raise InputError(f"krylov_k={self.krylov_k} exceeds lab.dense_steps={self.lab.dense_steps}")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "RecoveryConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> RecoveryConfig:
         if quick:
-            return cls(lab=_lab(True, seed), seeds=3, batches_per_task=2, krylov_k=10,
-                       drift_steps=(1, 5, 10, 50, 100, 150), seed=seed, quick=True)
+            return cls(
+                lab=_lab(True, seed),
+                seeds=3,
+                batches_per_task=2,
+                krylov_k=10,
+                drift_steps=(1, 5, 10, 50, 100, 150),
+                seed=seed,
+                quick=True,
+            )
         return cls(lab=_lab(False, seed), seed=seed)
 
 
@@ -441,7 +516,7 @@ class RandomSearchConfig:
         _seed(self.seed)
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "RandomSearchConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> RandomSearchConfig:
         if quick:
             return cls(lab=_lab(True, seed), n_eval=32, n_sweep=16, n_curve=64, reps=2, seed=seed, quick=True)
         return cls(lab=_lab(False, seed), seed=seed)
@@ -481,8 +556,9 @@ class NetworkExperimentConfig:
         if self.width % 4:
             raise InputError(f"width must be a multiple of 4 (4 attention heads), got {self.width}")
         if self.vocab < 8 or self.seq_len < 4 or self.n_seq < 4:
-            raise InputError(f"need vocab >= 8, seq_len >= 4, n_seq >= 4; got {self.vocab}, {self.seq_len}, "
-                             f"{self.n_seq}")
+            raise InputError(
+                f"need vocab >= 8, seq_len >= 4, n_seq >= 4; got {self.vocab}, {self.seq_len}, {self.n_seq}"
+            )
         if self.last_k > self.n_layer:
             raise InputError(f"last_k={self.last_k} exceeds n_layer={self.n_layer}")
         if self.pretrain_steps < 0:
@@ -496,10 +572,17 @@ class NetworkExperimentConfig:
             raise InputError("need at least 4 source tasks (label_agreement x input_overlap) for a Spearman")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "NetworkExperimentConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> NetworkExperimentConfig:
         if quick:
-            return cls(n_seq=24, label_agreement=(0.0, 1 / 3, 2 / 3, 1.0), pretrain_steps=30, sketch_dim=1024,
-                       cost_repeats=3, seed=seed, quick=True)
+            return cls(
+                n_seq=24,
+                label_agreement=(0.0, 1 / 3, 2 / 3, 1.0),
+                pretrain_steps=30,
+                sketch_dim=1024,
+                cost_repeats=3,
+                seed=seed,
+                quick=True,
+            )
         return cls(seed=seed)
 
 
@@ -536,7 +619,11 @@ class SteeringConfig:
             raise InputError(f"answers must be yes_no or true_false, got {self.answers!r}")
         if self.positions not in ("all", "prompt", "last"):
             raise InputError(f"positions must be all, prompt or last, got {self.positions!r}")
-        if not self.steer_layers or any(x < 0 for x in self.steer_layers) or len(set(self.steer_layers)) != len(self.steer_layers):
+        if (
+            not self.steer_layers
+            or any(x < 0 for x in self.steer_layers)
+            or len(set(self.steer_layers)) != len(self.steer_layers)
+        ):
             raise InputError(f"steer_layers must be distinct layer indices >= 0, got {list(self.steer_layers)}")
         if not self.scales or any(s == 0 for s in self.scales):
             raise InputError(f"scales must be non-empty and non-zero (0 is the base model), got {list(self.scales)}")
@@ -545,22 +632,41 @@ class SteeringConfig:
         if self.search_seeds < 3 and not self.quick:
             raise InputError(f"search_seeds must be >= 3 for a recorded run, got {self.search_seeds}")
         if not self.search_norms or any(not r > 0 for r in self.search_norms):
-            raise InputError(f"search_norms must be non-empty and positive (fractions of the step norm), "
-                             f"got {list(self.search_norms)}")
+            raise InputError(
+                f"search_norms must be non-empty and positive (fractions of the step norm), "
+                f"got {list(self.search_norms)}"
+            )
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "SteeringConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> SteeringConfig:
         if quick:
             # 2 shared CPU cores: one layer (paper: ~80% depth), two signs, few prompts,
             # 4 search candidates at one norm
-            return cls(n_train=8, n_select=8, n_test=12, steer_layers=(24,), scales=(-0.25, 0.25),
-                       search_n=4, search_norms=(0.1,), seed=seed, quick=True)
+            return cls(
+                n_train=8,
+                n_select=8,
+                n_test=12,
+                steer_layers=(24,),
+                scales=(-0.25, 0.25),
+                search_n=4,
+                search_norms=(0.1,),
+                seed=seed,
+                quick=True,
+            )
         return cls(seed=seed)
 
 
 #: the mixed pool of ``select``: two wiki topics (one is the target's), prose, code, SMILES, numbers
-SELECT_POOL = ("wiki_people", "wiki_countries", "news_lee", "python_docs", "code_email", "code_text",
-               "smiles_nci_tpsa_low", "num_stocks")
+SELECT_POOL = (
+    "wiki_people",
+    "wiki_countries",
+    "news_lee",
+    "python_docs",
+    "code_email",
+    "code_text",
+    "smiles_nci_tpsa_low",
+    "num_stocks",
+)
 
 
 @dataclass(frozen=True)
@@ -595,26 +701,40 @@ class SelectEvidenceConfig:
     def __post_init__(self) -> None:
         _names(self.pool, "pool", 2)
         if self.target not in self.pool:
-            raise InputError(f"target {self.target!r} must be one of the pool domains {list(self.pool)} "
-                             "(its own-domain share of a selection is reported)")
+            raise InputError(
+                f"target {self.target!r} must be one of the pool domains {list(self.pool)} "
+                "(its own-domain share of a selection is reported)"
+            )
         _positive(self, "docs_per_domain", "doc_chars", "target_docs", "eval_docs", "k", "proj_dim")
         _sketch_dim(self.sketch_dim)
         _seed(self.seed)
         if self.warmup_steps < 0:
             raise InputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.k >= self.docs_per_domain * len(self.pool):
-            raise InputError(f"k={self.k} must be smaller than the pool "
-                             f"({self.docs_per_domain} x {len(self.pool)} documents)")
+            raise InputError(
+                f"k={self.k} must be smaller than the pool ({self.docs_per_domain} x {len(self.pool)} documents)"
+            )
         if not 3 <= self.seeds <= 100:
             raise InputError(f"seeds must be in [3, 100] (a paired CI over seeds needs 3), got {self.seeds}")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "SelectEvidenceConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> SelectEvidenceConfig:
         if quick:
             # 2 shared CPU cores: 48 short documents (~40 tokens), top 6, 5 LoRA steps, 3 seeds
-            return cls(docs_per_domain=6, doc_chars=160, target_docs=4, eval_docs=6, k=6, sketch_dim=1024,
-                       proj_dim=1024, warmup_steps=2, lora=LoRAConfig(lr=1e-3, steps=5, batch=4), seeds=3,
-                       seed=seed, quick=True)
+            return cls(
+                docs_per_domain=6,
+                doc_chars=160,
+                target_docs=4,
+                eval_docs=6,
+                k=6,
+                sketch_dim=1024,
+                proj_dim=1024,
+                warmup_steps=2,
+                lora=LoRAConfig(lr=1e-3, steps=5, batch=4),
+                seeds=3,
+                seed=seed,
+                quick=True,
+            )
         return cls(seed=seed)
 
 
@@ -648,15 +768,16 @@ class NetworkSelectionConfig:
             _sketch_dim(self.sketch_dim)
         _seed(self.seed)
         if not str(self.ground_truth_record).endswith(".json"):
-            raise InputError(f"ground_truth_record must be a source-selection record (.json), "
-                             f"got {self.ground_truth_record!r}")
+            raise InputError(
+                f"ground_truth_record must be a source-selection record (.json), got {self.ground_truth_record!r}"
+            )
         if self.mode not in ("token", "sequence"):
             raise InputError(f"mode must be 'token' or 'sequence', got {self.mode!r}")
         if not 0 <= self.profile_pairs <= 20:
             raise InputError(f"profile_pairs must be in [0, 20], got {self.profile_pairs}")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "NetworkSelectionConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> NetworkSelectionConfig:
         if quick:
             return cls(ground_truth_record="docs/results/source_selection_quick.json", seed=seed, quick=True)
         return cls(seed=seed)
@@ -686,8 +807,16 @@ class LoRARecoveryConfig:
     model: str = "smollm2"
     tasks: tuple[str, ...] = LORA_RECOVERY_TASKS
     focus: str = "smiles_nci_tpsa_low"
-    lora: LoRAConfig = LoRAConfig(n_last=2, r=8, alpha=16, targets=("q_proj", "k_proj", "v_proj", "o_proj"),
-                                  lr=2e-3, steps=120, batch=4, seq_len=64)
+    lora: LoRAConfig = LoRAConfig(
+        n_last=2,
+        r=8,
+        alpha=16,
+        targets=("q_proj", "k_proj", "v_proj", "o_proj"),
+        lr=2e-3,
+        steps=120,
+        batch=4,
+        seq_len=64,
+    )
     train_tokens: int = 32768  # >= 2 x plane_batch sequences of 64 tokens, where the split has them
     eval_tokens: int = 512
     forget_lr: float = 3e-3
@@ -716,9 +845,23 @@ class LoRARecoveryConfig:
         _names(self.tasks, "tasks", 2)
         if self.focus not in self.tasks:
             raise InputError(f"focus {self.focus!r} must be one of the tasks {list(self.tasks)}")
-        _positive(self, "train_tokens", "eval_tokens", "forget_lr", "forget_cap", "forget_rise", "forget_eval_every",
-                  "recover_steps", "dense_steps", "hessian_batch", "power_iters", "recover_eval_every",
-                  "batches_per_task", "plane_batch", "seeds")
+        _positive(
+            self,
+            "train_tokens",
+            "eval_tokens",
+            "forget_lr",
+            "forget_cap",
+            "forget_rise",
+            "forget_eval_every",
+            "recover_steps",
+            "dense_steps",
+            "hessian_batch",
+            "power_iters",
+            "recover_eval_every",
+            "batches_per_task",
+            "plane_batch",
+            "seeds",
+        )
         _seed(self.seed)
         if not 0 < self.eta_lambda < 2:
             raise InputError(f"eta_lambda must lie in (0, 2) for stable gradient descent, got {self.eta_lambda}")
@@ -727,24 +870,50 @@ class LoRARecoveryConfig:
         if self.rank_n < 2:
             raise InputError(f"rank_n must be >= 2, got {self.rank_n}")
         if self.batches_per_task % 2 or self.batches_per_task // 2 > self.plane_batch:
-            raise InputError(f"batches_per_task must be even (half per draw) and at most 2 x plane_batch="
-                             f"{2 * self.plane_batch}, got {self.batches_per_task}")
+            raise InputError(
+                f"batches_per_task must be even (half per draw) and at most 2 x plane_batch="
+                f"{2 * self.plane_batch}, got {self.batches_per_task}"
+            )
         if not self.drift_steps or any(not 1 <= k <= self.recover_steps for k in self.drift_steps):
-            raise InputError(f"drift_steps must lie in 1..recover_steps={self.recover_steps}, got {list(self.drift_steps)}")
+            raise InputError(
+                f"drift_steps must lie in 1..recover_steps={self.recover_steps}, got {list(self.drift_steps)}"
+            )
         if self.seeds < 2 or (self.seeds < 3 and not self.quick):
             raise InputError(f"seeds must be >= 3 for a recorded run (>= 2 with quick), got {self.seeds}")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "LoRARecoveryConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> LoRARecoveryConfig:
         if quick:
             # 2 shared CPU cores (under 10 minutes): sequences of 8 tokens so that gradients of 256
             # sequences stay affordable (the LM head over the whole vocabulary dominates), >= 512
             # sequences per task, short phases, 3 replicates, drift at the steps the docs use
-            return cls(lora=LoRAConfig(n_last=2, r=4, alpha=8, targets=("q_proj", "k_proj", "v_proj", "o_proj"),
-                                       lr=3e-3, steps=40, batch=8, seq_len=8),
-                       train_tokens=4096, eval_tokens=128, forget_cap=40, forget_rise=0.2, recover_steps=30,
-                       dense_steps=20, power_iters=6, hessian_batch=8, batches_per_task=8, plane_batch=256,
-                       rank_n=100, drift_steps=(1, 10, 30), seeds=3, seed=seed, quick=True)
+            return cls(
+                lora=LoRAConfig(
+                    n_last=2,
+                    r=4,
+                    alpha=8,
+                    targets=("q_proj", "k_proj", "v_proj", "o_proj"),
+                    lr=3e-3,
+                    steps=40,
+                    batch=8,
+                    seq_len=8,
+                ),
+                train_tokens=4096,
+                eval_tokens=128,
+                forget_cap=40,
+                forget_rise=0.2,
+                recover_steps=30,
+                dense_steps=20,
+                power_iters=6,
+                hessian_batch=8,
+                batches_per_task=8,
+                plane_batch=256,
+                rank_n=100,
+                drift_steps=(1, 10, 30),
+                seeds=3,
+                seed=seed,
+                quick=True,
+            )
         return cls(seed=seed)
 
 
@@ -778,15 +947,29 @@ class LLMSearchConfig:
     quick: bool = False
 
     def __post_init__(self) -> None:
-        _positive(self, "n_last", "n_train", "n_select", "n_test", "n_sweep", "n_compare", "prefix_steps",
-                  "prefix_batch", "prefix_step", "seeds", "batch_size")
+        _positive(
+            self,
+            "n_last",
+            "n_train",
+            "n_select",
+            "n_test",
+            "n_sweep",
+            "n_compare",
+            "prefix_steps",
+            "prefix_batch",
+            "prefix_step",
+            "seeds",
+            "batch_size",
+        )
         _seed(self.seed)
         if self.task not in ("capitals", "currencies", "cities", "sentiment"):
             raise InputError(f"task must be capitals, currencies, cities or sentiment, got {self.task!r}")
         if self.answers not in ("yes_no", "true_false"):
             raise InputError(f"answers must be yes_no or true_false, got {self.answers!r}")
         if len(self.sigmas) < 3 or any(not s > 0 for s in self.sigmas) or list(self.sigmas) != sorted(set(self.sigmas)):
-            raise InputError(f"sigmas must be >= 3 distinct positive values in increasing order, got {list(self.sigmas)}")
+            raise InputError(
+                f"sigmas must be >= 3 distinct positive values in increasing order, got {list(self.sigmas)}"
+            )
         if not self.ns or any(n < 1 for n in self.ns) or list(self.ns) != sorted(set(self.ns)) or self.ns[0] != 1:
             raise InputError(f"ns must be distinct increasing budgets starting at 1, got {list(self.ns)}")
         if self.n_test is not None and self.n_test < 2:
@@ -795,11 +978,18 @@ class LLMSearchConfig:
             raise InputError(f"seeds must be >= 3 for a recorded run (>= 2 with quick), got {self.seeds}")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "LLMSearchConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> LLMSearchConfig:
         if quick:
             # 2 shared CPU cores: the last 2 blocks, a 6-point grid, 4 candidates per sweep point
-            return cls(n_last=2, sigmas=(1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2), n_sweep=4, n_compare=8,
-                       prefix_steps=4, seed=seed, quick=True)
+            return cls(
+                n_last=2,
+                sigmas=(1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+                n_sweep=4,
+                n_compare=8,
+                prefix_steps=4,
+                seed=seed,
+                quick=True,
+            )
         return cls(seed=seed)
 
 
@@ -850,8 +1040,10 @@ class SchedulesConfig:
         every = lab.recover_eval_every
         for k in self.share_steps:
             if not 1 <= k <= lab.recover_steps or (k % every and k != lab.recover_steps):
-                raise InputError(f"share_steps must be evaluated recovery steps (multiples of lab.recover_eval_every="
-                                 f"{every} up to lab.recover_steps={lab.recover_steps}), got {k}")
+                raise InputError(
+                    f"share_steps must be evaluated recovery steps (multiples of lab.recover_eval_every="
+                    f"{every} up to lab.recover_steps={lab.recover_steps}), got {k}"
+                )
         for k in self.capture_k:
             if not 1 <= k <= lab.dense_steps:
                 raise InputError(f"capture_k must lie in 1..lab.dense_steps={lab.dense_steps}, got {k}")
@@ -859,7 +1051,7 @@ class SchedulesConfig:
             raise InputError(f"seeds must be >= 3 for a recorded run (>= 2 with quick), got {self.seeds}")
 
     @classmethod
-    def defaults(cls, quick: bool, seed: int = 0) -> "SchedulesConfig":
+    def defaults(cls, quick: bool, seed: int = 0) -> SchedulesConfig:
         if quick:
             # quick's 8 power iterations underestimated lambda_max; 20 as in the full lab
             lab = dataclasses.replace(_lab(True, seed), eta_lambda=0.5, power_iters=20)

@@ -32,6 +32,7 @@ K = 1,000 the exact Gram identity costs O(T² n² (d + K)) against the sketch's
 O(T n m (d + K)), so with n = 2,000 < m = 4,096 and two tasks the exact path is the cheaper
 one; the timing of the whole T-task matrix is recorded as well (``matrix_seconds``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -70,28 +71,47 @@ def _agreement(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     err = x[ok] - y[ok]
     sd = float(np.std(y[ok])) if ok.sum() >= 2 else float("nan")
     rmse = float(np.sqrt(np.mean(err**2))) if ok.any() else float("nan")
-    return {"spearman": float(stats.spearmanr(x[ok], y[ok]).statistic) if ok.sum() >= 3 else float("nan"),
-            "mean_abs_err": float(np.abs(err).mean()) if ok.any() else float("nan"),
-            "max_abs_err": float(np.abs(err).max()) if ok.any() else float("nan"),
-            "rmse": rmse, "truth_sd": sd, "rel_err": rmse / sd if sd > 0 else float("nan")}
+    return {
+        "spearman": float(stats.spearmanr(x[ok], y[ok]).statistic) if ok.sum() >= 3 else float("nan"),
+        "mean_abs_err": float(np.abs(err).mean()) if ok.any() else float("nan"),
+        "max_abs_err": float(np.abs(err).max()) if ok.any() else float("nan"),
+        "rmse": rmse,
+        "truth_sd": sd,
+        "rel_err": rmse / sd if sd > 0 else float("nan"),
+    }
 
 
 def _summary(per_seed: list[dict[str, Any]], exact: np.ndarray) -> dict[str, Any]:
     rs = [r["spearman"] for r in per_seed]
-    return {"spearman_mean": float(np.mean(rs)), "spearman_min": float(np.min(rs)),
-            "spearman_max": float(np.max(rs)),
-            "mean_abs_err": float(np.mean([r["mean_abs_err"] for r in per_seed])),
-            "rel_err": float(np.mean([r["rel_err"] for r in per_seed])),
-            "truth_sd": per_seed[0]["truth_sd"],
-            "exact_min": float(np.nanmin(exact)), "exact_max": float(np.nanmax(exact)),
-            "exact_median": float(np.nanmedian(exact)), "exact": exact.tolist(), "per_seed": per_seed,
-            "pairs": int(exact.size)}
+    return {
+        "spearman_mean": float(np.mean(rs)),
+        "spearman_min": float(np.min(rs)),
+        "spearman_max": float(np.max(rs)),
+        "mean_abs_err": float(np.mean([r["mean_abs_err"] for r in per_seed])),
+        "rel_err": float(np.mean([r["rel_err"] for r in per_seed])),
+        "truth_sd": per_seed[0]["truth_sd"],
+        "exact_min": float(np.nanmin(exact)),
+        "exact_max": float(np.nanmax(exact)),
+        "exact_median": float(np.nanmedian(exact)),
+        "exact": exact.tolist(),
+        "per_seed": per_seed,
+        "pairs": int(exact.size),
+    }
 
 
-def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[str, torch.Tensor]], *,
-             sketch_dim: int, seeds: list[int], fp: str = "",
-             timings: dict[str, Any] | None = None, act_map: str = "auto",
-             error_map: str = "auto", groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def accuracy(
+    w0: torch.Tensor,
+    b0: torch.Tensor | None,
+    tasks: dict[str, dict[str, torch.Tensor]],
+    *,
+    sketch_dim: int,
+    seeds: list[int],
+    fp: str = "",
+    timings: dict[str, Any] | None = None,
+    act_map: str = "auto",
+    error_map: str = "auto",
+    groups: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     """Per kind: Spearman / mean|err| / max|err| / RMSE relative to the truth's spread of
     sketch vs exact, per seed and averaged, over every pair of tasks.
 
@@ -105,8 +125,9 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
 
     names = list(tasks)
     t0 = time.perf_counter()
-    ex = us.exact_alignment_matrix([(t["acts"], heads.errors_of(w0, b0, t["acts"], t["labels"]))
-                                    for t in tasks.values()])
+    ex = us.exact_alignment_matrix(
+        [(t["acts"], heads.errors_of(w0, b0, t["acts"], t["labels"])) for t in tasks.values()]
+    )
     if timings is not None:
         timings["exact_s"] = time.perf_counter() - t0
         timings["sketch_s"] = []
@@ -117,8 +138,21 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
     per_seed: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in exact}
     for seed in seeds:
         t0 = time.perf_counter()
-        sigs = [heads.sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=sketch_dim, seed=seed,
-                                    fp=fp, name=n, act_map=act_map, error_map=error_map) for n in names]
+        sigs = [
+            heads.sketch_stream(
+                w0,
+                b0,
+                tasks[n]["acts"],
+                tasks[n]["labels"],
+                sketch_dim=sketch_dim,
+                seed=seed,
+                fp=fp,
+                name=n,
+                act_map=act_map,
+                error_map=error_map,
+            )
+            for n in names
+        ]
         est = us.alignment_matrix(sigs)
         if timings is not None:
             timings["sketch_s"].append(time.perf_counter() - t0)
@@ -127,25 +161,49 @@ def accuracy(w0: torch.Tensor, b0: torch.Tensor | None, tasks: dict[str, dict[st
             per_seed[g, kind].append({"seed": seed, **_agreement(x, y_), "sketch": x.tolist()})
     out: dict[str, Any] = {kind: _summary(per_seed["", kind], exact["", kind]) for kind in KINDS}
     if groups:
-        out["groups"] = {g: {"tasks": list(groups[g]), **{kind: _summary(per_seed[g, kind], exact[g, kind])
-                                                            for kind in KINDS}} for g in groups}
+        out["groups"] = {
+            g: {"tasks": list(groups[g]), **{kind: _summary(per_seed[g, kind], exact[g, kind]) for kind in KINDS}}
+            for g in groups
+        }
     return out
 
 
-def speed(w0: torch.Tensor, b0: torch.Tensor | None, streams: list[dict[str, torch.Tensor]], *,
-          sketch_dim: int, repeats: int, exact_repeats: int, fp: str = "", act_map: str = "auto",
-          error_map: str = "auto") -> dict[str, Any]:
+def speed(
+    w0: torch.Tensor,
+    b0: torch.Tensor | None,
+    streams: list[dict[str, torch.Tensor]],
+    *,
+    sketch_dim: int,
+    repeats: int,
+    exact_repeats: int,
+    fp: str = "",
+    act_map: str = "auto",
+    error_map: str = "auto",
+) -> dict[str, Any]:
     """Wall time (s) of sketch vs exact for the given task streams; median over repeats."""
     import updatescope as us
-
     from updatescope.sketch.inputs import softmax_minus_onehot
 
     logits = [heads.logits_of(w0, b0, s["acts"]) for s in streams]
 
     def run_sketch() -> None:
-        us.alignment_matrix([heads.sketch_stream(w0, b0, s["acts"], s["labels"], sketch_dim=sketch_dim, seed=0, fp=fp,
-                                                 act_map=act_map, error_map=error_map, logits=z)
-                             for s, z in zip(streams, logits)])
+        us.alignment_matrix(
+            [
+                heads.sketch_stream(
+                    w0,
+                    b0,
+                    s["acts"],
+                    s["labels"],
+                    sketch_dim=sketch_dim,
+                    seed=0,
+                    fp=fp,
+                    act_map=act_map,
+                    error_map=error_map,
+                    logits=z,
+                )
+                for s, z in zip(streams, logits)
+            ]
+        )
 
     def run_exact() -> None:
         us.exact_alignment_matrix([(s["acts"], softmax_minus_onehot(z, s["labels"])) for s, z in zip(streams, logits)])
@@ -161,16 +219,25 @@ def speed(w0: torch.Tensor, b0: torch.Tensor | None, streams: list[dict[str, tor
 
     ts, te = timed(run_sketch, repeats), timed(run_exact, exact_repeats)
     ms, me = statistics.median(ts), statistics.median(te)
-    return {"n_per_task": [int(s["labels"].numel()) for s in streams], "tasks": len(streams),
-            "sketch_s": ts, "exact_s": te, "sketch_median_s": ms, "exact_median_s": me,
-            "speedup": me / ms, "threads": torch.get_num_threads()}
+    return {
+        "n_per_task": [int(s["labels"].numel()) for s in streams],
+        "tasks": len(streams),
+        "sketch_s": ts,
+        "exact_s": te,
+        "sketch_median_s": ms,
+        "exact_median_s": me,
+        "speedup": me / ms,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _log_accuracy(acc: dict[str, Any], log: Any) -> None:
     for kind in KINDS:
         a = acc[kind]
-        log(f"{kind:10s} Spearman {a['spearman_mean']:.3f} [{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] "
-            f"mean|err| {a['mean_abs_err']:.4f}  exact range [{a['exact_min']:.3f}, {a['exact_max']:.3f}]")
+        log(
+            f"{kind:10s} Spearman {a['spearman_mean']:.3f} [{a['spearman_min']:.3f}, {a['spearman_max']:.3f}] "
+            f"mean|err| {a['mean_abs_err']:.4f}  exact range [{a['exact_min']:.3f}, {a['exact_max']:.3f}]"
+        )
 
 
 def _maps(d: int, k: int, sketch_dim: int, act_map: str = "auto", error_map: str = "auto") -> dict[str, str]:
@@ -182,8 +249,10 @@ def _maps(d: int, k: int, sketch_dim: int, act_map: str = "auto", error_map: str
 
 
 def _log_speed(sp: dict[str, Any], log: Any) -> None:
-    log(f"speed at n={sp['n_per_task']}: sketch {sp['sketch_median_s']:.2f}s, exact {sp['exact_median_s']:.2f}s, "
-        f"speed-up {sp['speedup']:.2f}x")
+    log(
+        f"speed at n={sp['n_per_task']}: sketch {sp['sketch_median_s']:.2f}s, exact {sp['exact_median_s']:.2f}s, "
+        f"speed-up {sp['speedup']:.2f}x"
+    )
 
 
 def run_lm(cfg: EstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -206,15 +275,20 @@ def run_lm(cfg: EstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, An
         labels = torch.cat([data[s][n]["labels"] for n in group for s in data])
         n = min(cfg.speed_n, acts.shape[0])
         streams.append({"acts": acts[:n], "labels": labels[:n]})
-    sp = speed(w0, b0, streams, sketch_dim=cfg.sketch_dim, repeats=cfg.repeats, exact_repeats=cfg.exact_repeats,
-               fp=fp, **maps)
+    sp = speed(
+        w0, b0, streams, sketch_dim=cfg.sketch_dim, repeats=cfg.repeats, exact_repeats=cfg.exact_repeats, fp=fp, **maps
+    )
     _log_speed(sp, log)
 
     title = f"SmolLM2-135M, {len(domains)} domains, m={cfg.sketch_dim}"
     metrics = {
-        "n_domains": len(domains), "d": int(w0.shape[1]), "K": int(w0.shape[0]),
+        "n_domains": len(domains),
+        "d": int(w0.shape[1]),
+        "K": int(w0.shape[0]),
         "tokens_per_task": {n: int(v["labels"].numel()) for n, v in data["sketch"].items()},
-        "accuracy": acc, "speed": sp, "speed_groups": [domains[:half], domains[half:]],
+        "accuracy": acc,
+        "speed": sp,
+        "speed_groups": [domains[:half], domains[half:]],
         "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), cfg.sketch_dim, **maps),
     }
     return metrics, {"estimator.png": lambda path: figures.plot_estimator(acc, sp, path, title)}
@@ -230,8 +304,9 @@ def run_vision(cfg: VisionEstimatorConfig, log: Any) -> tuple[dict[str, Any], di
     fp = _vision.fingerprint(model)
     w0, b0 = heads.head_weights(model)
     t0 = time.perf_counter()
-    pool = _vision.capture_pool(model, fp, photos, cfg.per_photo, seed=cfg.seed, size=cfg.size, batch=cfg.batch,
-                                log=log)
+    pool = _vision.capture_pool(
+        model, fp, photos, cfg.per_photo, seed=cfg.seed, size=cfg.size, batch=cfg.batch, log=log
+    )
     capture_s = time.perf_counter() - t0
     del model
     log(f"vision pool: {pool['acts'].shape[0]} views of {len(photos)} photos ({capture_s:.1f}s)")
@@ -245,28 +320,42 @@ def run_vision(cfg: VisionEstimatorConfig, log: Any) -> tuple[dict[str, Any], di
 
     timings: dict[str, Any] = {}
     maps = {"act_map": cfg.act_map, "error_map": cfg.error_map}
-    acc = accuracy(w0, b0, tasks, sketch_dim=cfg.sketch_dim, seeds=list(cfg.seeds), fp=fp, timings=timings,
-                   groups=groups, **maps)
+    acc = accuracy(
+        w0, b0, tasks, sketch_dim=cfg.sketch_dim, seeds=list(cfg.seeds), fp=fp, timings=timings, groups=groups, **maps
+    )
     _log_accuracy(acc, log)
     for g, block in acc["groups"].items():
         f = block["fisher"]
-        log(f"  {g}: fisher Spearman {f['spearman_mean']:.3f}, RMSE / truth sd {f['rel_err']:.3f}, "
-            f"exact range [{f['exact_min']:.3f}, {f['exact_max']:.3f}]")
-    log(f"{len(tasks)}-task matrix: exact {timings['exact_s']:.2f}s, "
-        f"sketch {statistics.median(timings['sketch_s']):.2f}s (median over bases)")
+        log(
+            f"  {g}: fisher Spearman {f['spearman_mean']:.3f}, RMSE / truth sd {f['rel_err']:.3f}, "
+            f"exact range [{f['exact_min']:.3f}, {f['exact_max']:.3f}]"
+        )
+    log(
+        f"{len(tasks)}-task matrix: exact {timings['exact_s']:.2f}s, "
+        f"sketch {statistics.median(timings['sketch_s']):.2f}s (median over bases)"
+    )
 
     streams, distinct = _vision.speed_streams(pool, w0, b0, cfg.speed_n, len(photos), seed=cfg.seed)
-    sp = speed(w0, b0, streams, sketch_dim=cfg.sketch_dim, repeats=cfg.repeats, exact_repeats=cfg.exact_repeats,
-               fp=fp, **maps)
+    sp = speed(
+        w0, b0, streams, sketch_dim=cfg.sketch_dim, repeats=cfg.repeats, exact_repeats=cfg.exact_repeats, fp=fp, **maps
+    )
     sp["distinct_rows"] = distinct
     _log_speed(sp, log)
 
     title = f"EfficientNet-lite0, {len(tasks)} tasks x {cfg.n} views, m={cfg.sketch_dim}"
     metrics = {
-        "model": "efficientnet-lite0", "n_tasks": len(tasks), "n_per_task": cfg.n,
-        "d": int(w0.shape[1]), "K": int(w0.shape[0]), "pool_views": int(pool["acts"].shape[0]),
-        "capture_seconds": capture_s, "tasks": info, "accuracy": acc, "matrix_seconds": timings,
-        "speed": sp, "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), cfg.sketch_dim, **maps),
+        "model": "efficientnet-lite0",
+        "n_tasks": len(tasks),
+        "n_per_task": cfg.n,
+        "d": int(w0.shape[1]),
+        "K": int(w0.shape[0]),
+        "pool_views": int(pool["acts"].shape[0]),
+        "capture_seconds": capture_s,
+        "tasks": info,
+        "accuracy": acc,
+        "matrix_seconds": timings,
+        "speed": sp,
+        "maps": _maps(int(w0.shape[1]), int(w0.shape[0]), cfg.sketch_dim, **maps),
         "photos": photos,
     }
     return metrics, {"estimator_vision.png": lambda path: figures.plot_estimator(acc, sp, path, title)}

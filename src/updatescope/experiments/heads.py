@@ -4,9 +4,11 @@ and the head arithmetic every runner shares (logits, errors, one sketch per stre
 Logits are never cached: they are ``acts @ W.T (+ b)`` and cost one matmul to recompute
 from the frozen head, against K floats per token to store.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -15,8 +17,16 @@ from updatescope.errors import InputError
 from updatescope.experiments.caching import cache_key, cached
 from updatescope.sketch.inputs import softmax_minus_onehot
 
-__all__ = ["load_model", "head_weights", "fingerprint", "capture_acts", "logits_of", "errors_of", "sketch_stream",
-           "SKETCH_ROWS"]
+__all__ = [
+    "load_model",
+    "head_weights",
+    "fingerprint",
+    "capture_acts",
+    "logits_of",
+    "errors_of",
+    "sketch_stream",
+    "SKETCH_ROWS",
+]
 
 #: rows per ``update_logits`` call when a cached stream is sketched: bounds the (rows, K) logits
 SKETCH_ROWS = 256
@@ -45,10 +55,18 @@ def fingerprint(model: Any, tokenizer: Any) -> str:
     return head_fingerprint(model, tokenizer)
 
 
-def capture_acts(model: Any, tokenizer: Any, texts: Sequence[Any], *, fp: str,
-                 positions: Sequence[Any] | None = None, max_tokens: int | None = None,
-                 token_budget: int = 1024, desc: str = "capture",
-                 use_cache: bool = True) -> dict[str, Tensor]:
+def capture_acts(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[Any],
+    *,
+    fp: str,
+    positions: Sequence[Any] | None = None,
+    max_tokens: int | None = None,
+    token_budget: int = 1024,
+    desc: str = "capture",
+    use_cache: bool = True,
+) -> dict[str, Tensor]:
     """{"acts": (n, d) float32, "labels": (n,) int64} for the counted positions of ``texts``.
 
     Cached by (fingerprint, texts, positions, max_tokens): a second call is a file read.
@@ -57,17 +75,30 @@ def capture_acts(model: Any, tokenizer: Any, texts: Sequence[Any], *, fp: str,
 
     def build() -> dict[str, Tensor]:
         acts, labels = [], []
-        for a, _logits, y in capture_causal_lm(model, list(texts), tokenizer, positions=positions,
-                                              token_budget=token_budget, max_tokens=max_tokens,
-                                              progress=False, desc=desc):
+        for a, _logits, y in capture_causal_lm(
+            model,
+            list(texts),
+            tokenizer,
+            positions=positions,
+            token_budget=token_budget,
+            max_tokens=max_tokens,
+            progress=False,
+            desc=desc,
+        ):
             acts.append(a.float().cpu())
             labels.append(y.cpu())
         if not acts:
             raise InputError(f"{desc}: nothing captured (texts too short?)")
         return {"acts": torch.cat(acts), "labels": torch.cat(labels)}
 
-    key = cache_key("acts-v1", fp, list(texts), None if positions is None else [list(p) for p in positions],
-                    max_tokens, getattr(getattr(model, "config", None), "max_position_embeddings", None))
+    key = cache_key(
+        "acts-v1",
+        fp,
+        list(texts),
+        None if positions is None else [list(p) for p in positions],
+        max_tokens,
+        getattr(getattr(model, "config", None), "max_position_embeddings", None),
+    )
     return cached("acts", key, build, use_cache=use_cache)
 
 
@@ -82,9 +113,20 @@ def errors_of(w: Tensor, b: Tensor | None, acts: Tensor, labels: Tensor) -> Tens
     return softmax_minus_onehot(logits_of(w, b, acts), labels)
 
 
-def sketch_stream(w0: Tensor, b0: Tensor | None, acts: Tensor, labels: Tensor, *, sketch_dim: int, seed: int,
-                  fp: str = "", name: str = "", act_map: str = "auto", error_map: str = "auto",
-                  logits: Tensor | None = None) -> Any:
+def sketch_stream(
+    w0: Tensor,
+    b0: Tensor | None,
+    acts: Tensor,
+    labels: Tensor,
+    *,
+    sketch_dim: int,
+    seed: int,
+    fp: str = "",
+    name: str = "",
+    act_map: str = "auto",
+    error_map: str = "auto",
+    logits: Tensor | None = None,
+) -> Any:
     """The signature of one cached head stream: logits recomputed from the frozen head (or
     taken from ``logits`` (n, K)) and fed to ``update_logits`` in ``SKETCH_ROWS`` rows.
     The bias ``b0`` enters the logits only: these streams are compared with exact values

@@ -20,12 +20,14 @@ Protocol (as the synthetic ``random-search``): candidates are chosen on the ``se
 3. Prefix basis (span of the first k SGD steps on the train split) vs isotropic vs a random
    k-dim subspace, at equal N and matched σ‖P g_sel‖ (the same linear-regime prediction).
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -68,14 +70,19 @@ def split_statements(config: LLMSearchConfig) -> dict[str, tuple[list[str], Tens
 
     def take(name: str, limit: int | None) -> list[Any]:
         items = load_statements(config.task, name)
-        return items if limit is None else items[:2 * limit]  # pairs are adjacent
+        return items if limit is None else items[: 2 * limit]  # pairs are adjacent
 
     test = take("test", config.n_test)
-    parts = {"train": take("train", config.n_train), "select": take("select", config.n_select),
-             "tune": [x for i, x in enumerate(test) if (i // 2) % 2 == 0],
-             "heldout": [x for i, x in enumerate(test) if (i // 2) % 2 == 1]}
-    return {k: ([prompt_of(x) for x in v], torch.tensor([2.0 * x.label - 1 for x in v], dtype=torch.float64))
-            for k, v in parts.items()}
+    parts = {
+        "train": take("train", config.n_train),
+        "select": take("select", config.n_select),
+        "tune": [x for i, x in enumerate(test) if (i // 2) % 2 == 0],
+        "heldout": [x for i, x in enumerate(test) if (i // 2) % 2 == 1],
+    }
+    return {
+        k: ([prompt_of(x) for x in v], torch.tensor([2.0 * x.label - 1 for x in v], dtype=torch.float64))
+        for k, v in parts.items()
+    }
 
 
 Batch = tuple[Tensor, Tensor, Tensor]  # (input ids (b, S) or block inputs (b, S, d), mask (b, S), sign (b,))
@@ -165,8 +172,9 @@ class _Weights:
         finally:
             for p, f in zip(self.params, flags):
                 p.requires_grad_(f)
-        return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1).double()
-                          for p, g in zip(self.params, grads)])
+        return torch.cat(
+            [(torch.zeros_like(p) if g is None else g).reshape(-1).double() for p, g in zip(self.params, grads)]
+        )
 
 
 def run(config: LLMSearchConfig, out_dir: Path) -> Result:
@@ -210,8 +218,11 @@ def run(config: LLMSearchConfig, out_dir: Path) -> Result:
         if last["vec"] is not vec or report not in last:
             w.write(vec)
             last.clear()
-            last.update(vec=vec, select=float(margin_loss(net, batches["select"], ids)),
-                        **{report: float(margin_loss(net, batches[report], ids))})
+            last.update(
+                vec=vec,
+                select=float(margin_loss(net, batches["select"], ids)),
+                **{report: float(margin_loss(net, batches[report], ids))},
+            )
             if vec is theta:
                 base.update(select=last["select"], **{report: last[report]})
         return last
@@ -221,8 +232,9 @@ def run(config: LLMSearchConfig, out_dir: Path) -> Result:
 
     def search(sigma: float, n: int, seed: int, report: str, basis: Tensor | None = None):
         try:
-            return best_of_n(theta, objective("select", report), objective(report, report), sigma, n, seed,
-                             numels, basis)
+            return best_of_n(
+                theta, objective("select", report), objective(report, report), sigma, n, seed, numels, basis
+            )
         finally:
             last["vec"] = None  # frees the last candidate
             w.restore()
@@ -234,7 +246,9 @@ def run(config: LLMSearchConfig, out_dir: Path) -> Result:
 
     def pred(sigma: float, n: int, report: str, basis: Tensor | None = None) -> tuple[float, float]:
         """Linear-regime prediction (select, reporting split) of the best-of-n gain."""
-        gs, gr = (g["select"], g[report]) if basis is None else (basis.double() @ g["select"], basis.double() @ g[report])
+        gs, gr = (
+            (g["select"], g[report]) if basis is None else (basis.double() @ g["select"], basis.double() @ g[report])
+        )
         em = expected_max_normal(n)
         return sigma * float(gs.norm()) * em, sigma * float(gs @ gr) / float(gs.norm()) * em
 
@@ -245,13 +259,18 @@ def run(config: LLMSearchConfig, out_dir: Path) -> Result:
     for sigma in config.sigmas:
         runs = [search(sigma, config.n_sweep, s, "tune") for s in seeds]
         ps, pt = pred(sigma, config.n_sweep, "tune")
-        sweep.append({"sigma": sigma, "sigma_rel_rms": sigma / float(theta.pow(2).mean().sqrt()),
-                      "step_norm": sigma * math.sqrt(d),
-                      "gain_select": _band([r.gain_select for r in runs]),
-                      "gain_tune": _band([r.gain_heldout for r in runs]),
-                      "median_candidate_change": _band([float(np.median(np.array(r.select) - r.base_select))
-                                                        for r in runs]),
-                      "pred_select": ps, "pred_tune": pt})
+        sweep.append(
+            {
+                "sigma": sigma,
+                "sigma_rel_rms": sigma / float(theta.pow(2).mean().sqrt()),
+                "step_norm": sigma * math.sqrt(d),
+                "gain_select": _band([r.gain_select for r in runs]),
+                "gain_tune": _band([r.gain_heldout for r in runs]),
+                "median_candidate_change": _band([float(np.median(np.array(r.select) - r.base_select)) for r in runs]),
+                "pred_select": ps,
+                "pred_tune": pt,
+            }
+        )
     best_sigma = max(sweep, key=lambda r: r["gain_tune"]["mean"])["sigma"]
     timings["sweep"] = time.perf_counter() - t0
 
@@ -261,16 +280,22 @@ def run(config: LLMSearchConfig, out_dir: Path) -> Result:
     sel = np.array([[r.best_of(n)[0] for n in ns] for r in curve_runs])
     held = np.array([[r.best_of(n)[1] for n in ns] for r in curve_runs])
     p = [pred(best_sigma, n, "heldout") for n in ns]
-    gain_vs_n = {"sigma": best_sigma, "n": ns,
-                 "gain_select": [_band(sel[:, j].tolist()) for j in range(len(ns))],
-                 "gain_heldout": [_band(held[:, j].tolist()) for j in range(len(ns))],
-                 "pred_select": [a for a, _ in p], "pred_heldout": [b for _, b in p],
-                 "expected_max": [expected_max_normal(n) for n in ns],
-                 "gain_nmax_minus_n1": _band((held[:, -1] - held[:, 0]).tolist())}
+    gain_vs_n = {
+        "sigma": best_sigma,
+        "n": ns,
+        "gain_select": [_band(sel[:, j].tolist()) for j in range(len(ns))],
+        "gain_heldout": [_band(held[:, j].tolist()) for j in range(len(ns))],
+        "pred_select": [a for a, _ in p],
+        "pred_heldout": [b for _, b in p],
+        "expected_max": [expected_max_normal(n) for n in ns],
+        "gain_nmax_minus_n1": _band((held[:, -1] - held[:, 0]).tolist()),
+    }
     timings["gain_vs_n"] = time.perf_counter() - t0
 
     # (3) prefix basis vs isotropic vs random k-dim, matched σ‖P g_sel‖, held out
-    train = [(x[i:i + 1], mask[i:i + 1], sgn[i:i + 1]) for x, mask, sgn in batches["train"] for i in range(len(mask))]
+    train = [
+        (x[i : i + 1], mask[i : i + 1], sgn[i : i + 1]) for x, mask, sgn in batches["train"] for i in range(len(mask))
+    ]
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(config.seed)).tolist()
     k, b = config.prefix_steps, config.prefix_batch
     updates, cur, lr = [], theta.clone(), None
@@ -286,43 +311,65 @@ def run(config: LLMSearchConfig, out_dir: Path) -> Result:
             cur = cur + step
     finally:
         w.restore()
-    bases = {"trajectory_prefix": orthonormal_basis(torch.stack(updates), dtype=torch.float32),
-             "random": random_basis(d, k, config.seed + 1234, dtype=torch.float32)}
+    bases = {
+        "trajectory_prefix": orthonormal_basis(torch.stack(updates), dtype=torch.float32),
+        "random": random_basis(d, k, config.seed + 1234, dtype=torch.float32),
+    }
     compare = {}
     for name, basis in [("isotropic", None)] + list(bases.items()):
         proj = g_norm if basis is None else float((basis.double() @ g["select"]).norm())
         sigma = best_sigma * g_norm / max(proj, 1e-30)  # same σ‖P g_sel‖ as isotropic at the tuned σ
         r = d if basis is None else basis.shape[0]
         runs = [search(sigma, config.n_compare, s + 200, "heldout", basis) for s in seeds]
-        compare[name] = {"dim": r, "sigma": sigma, "step_norm": sigma * math.sqrt(r), "proj_grad_norm": proj,
-                         "capture_of_grad": (proj / g_norm) ** 2,
-                         "gain_select": _band([x.gain_select for x in runs]),
-                         "gain_heldout": _band([x.gain_heldout for x in runs]),
-                         "pred_select": pred(sigma, config.n_compare, "heldout", basis)[0],
-                         "pred_heldout": pred(sigma, config.n_compare, "heldout", basis)[1]}
+        compare[name] = {
+            "dim": r,
+            "sigma": sigma,
+            "step_norm": sigma * math.sqrt(r),
+            "proj_grad_norm": proj,
+            "capture_of_grad": (proj / g_norm) ** 2,
+            "gain_select": _band([x.gain_select for x in runs]),
+            "gain_heldout": _band([x.gain_heldout for x in runs]),
+            "pred_select": pred(sigma, config.n_compare, "heldout", basis)[0],
+            "pred_heldout": pred(sigma, config.n_compare, "heldout", basis)[1],
+        }
     timings["compare"] = time.perf_counter() - t0
     w.restore()
     assert torch.equal(torch.cat([q.detach().reshape(-1) for q in w.params]), theta)
 
     metrics: dict[str, Any] = {
-        "n": {s: len(v[0]) for s, v in data.items()}, "dim": d, "n_params_searched": len(names),
+        "n": {s: len(v[0]) for s, v in data.items()},
+        "dim": d,
+        "n_params_searched": len(names),
         "searched": "every weight" if config.n_last is None else f"last {config.n_last} decoder blocks",
-        "theta_rms": float(theta.pow(2).mean().sqrt()), "theta_norm": float(theta.double().norm()),
+        "theta_rms": float(theta.pow(2).mean().sqrt()),
+        "theta_norm": float(theta.double().norm()),
         "sigma_units": "absolute, per coordinate",
-        "splits": {"candidate_selection": "select", "sigma_tuning": "tune", "reported": "heldout",
-                   "prefix_trajectory": "train"},
-        "base_loss": dict(base), "grad_norm": {s: float(v.norm()) for s, v in g.items()},
+        "splits": {
+            "candidate_selection": "select",
+            "sigma_tuning": "tune",
+            "reported": "heldout",
+            "prefix_trajectory": "train",
+        },
+        "base_loss": dict(base),
+        "grad_norm": {s: float(v.norm()) for s, v in g.items()},
         "grad_cos_select_heldout": float(g["select"] @ g["heldout"] / g["select"].norm() / g["heldout"].norm()),
         "grad_cos_select_tune": float(g["select"] @ g["tune"] / g["select"].norm() / g["tune"].norm()),
-        "best_sigma": best_sigma, "sigma_window": sweep, "gain_vs_n": gain_vs_n,
+        "best_sigma": best_sigma,
+        "sigma_window": sweep,
+        "gain_vs_n": gain_vs_n,
         "prefix": {"k": k, "batch": b, "lr": lr, "step_norms": [float(u.norm()) for u in updates]},
         "subspaces": compare,
     }
     metrics["verdicts"] = verdicts(metrics)
     metrics["timings_s"] = {**timings, "total": time.perf_counter() - t0}
     _print(metrics)
-    return Result(NAME, config_record(config, searched_names=searched_names(model, config.n_last)), metrics, time.perf_counter() - t0,
-                  figures={FIGURE: lambda path: figures.llm_search_figure(metrics, path)})
+    return Result(
+        NAME,
+        config_record(config, searched_names=searched_names(model, config.n_last)),
+        metrics,
+        time.perf_counter() - t0,
+        figures={FIGURE: lambda path: figures.llm_search_figure(metrics, path)},
+    )
 
 
 def verdicts(m: dict[str, Any]) -> dict[str, str]:
@@ -337,39 +384,70 @@ def verdicts(m: dict[str, Any]) -> dict[str, str]:
     else:
         edges = [0, len(sweep) - 1]
         falls = all(hi[e] < lo[j] for e in edges if e != j)
-        window = (f"gain > 0 by 2 SE at σ ∈ [{min(useful):.0e}, {max(useful):.0e}]; "
-                  + ("falls off on both sides" if falls and j not in edges else "no fall-off on both sides by 2 SE"))
+        window = f"gain > 0 by 2 SE at σ ∈ [{min(useful):.0e}, {max(useful):.0e}]; " + (
+            "falls off on both sides" if falls and j not in edges else "no fall-off on both sides by 2 SE"
+        )
     c = m["gain_vs_n"]
     diff, last, pred = c["gain_nmax_minus_n1"], c["gain_heldout"][-1], c["pred_heldout"][-1]
     grows = diff["mean"] - 2 * diff["se"] > 0
     within = abs(last["mean"] - pred) <= 2 * last["se"]
     side = "consistent with" if within else ("below" if last["mean"] < pred else "above")
-    n_verdict = (f"{'grows' if grows else 'does not grow'} with N by 2 SE; at N = {c['n'][-1]} "
-                 f"{side} the linear prediction (ratio {last['mean'] / pred:.2f})" if pred else
-                 f"{'grows' if grows else 'does not grow'} with N by 2 SE; prediction 0")
+    n_verdict = (
+        f"{'grows' if grows else 'does not grow'} with N by 2 SE; at N = {c['n'][-1]} "
+        f"{side} the linear prediction (ratio {last['mean'] / pred:.2f})"
+        if pred
+        else f"{'grows' if grows else 'does not grow'} with N by 2 SE; prediction 0"
+    )
     s = m["subspaces"]
     pre = s["trajectory_prefix"]["gain_heldout"]
-    beats = {k: pre["mean"] - 2 * pre["se"] > s[k]["gain_heldout"]["mean"] + 2 * s[k]["gain_heldout"]["se"]
-             for k in ("isotropic", "random")}
-    sub = ("prefix beats isotropic and the random subspace" if all(beats.values()) else
-           "prefix beats isotropic, not the random subspace" if beats["isotropic"] else
-           "prefix beats the random subspace, not isotropic" if beats["random"] else
-           "prefix beats neither by 2 SE")
+    beats = {
+        k: pre["mean"] - 2 * pre["se"] > s[k]["gain_heldout"]["mean"] + 2 * s[k]["gain_heldout"]["se"]
+        for k in ("isotropic", "random")
+    }
+    sub = (
+        "prefix beats isotropic and the random subspace"
+        if all(beats.values())
+        else "prefix beats isotropic, not the random subspace"
+        if beats["isotropic"]
+        else "prefix beats the random subspace, not isotropic"
+        if beats["random"]
+        else "prefix beats neither by 2 SE"
+    )
     return {"sigma_window": window, "gain_vs_n": n_verdict, "prefix_vs_isotropic": sub}
 
 
 def _print(m: dict[str, Any]) -> None:
     from updatescope.report.console import print_rows
 
-    rows = [[f"{r['sigma']:.0e}", f"{r['sigma_rel_rms']:.1e}", f"{r['gain_tune']['mean']:+.4f} ± {r['gain_tune']['se']:.4f}",
-             f"{r['pred_tune']:+.4f}", f"{r['median_candidate_change']['mean']:+.4f}"] for r in m["sigma_window"]]
-    print_rows(f"σ window (tune split, D = {m['dim']:,})", ["σ", "σ / RMS", "gain", "linear pred.", "median Δloss"], rows)
+    rows = [
+        [
+            f"{r['sigma']:.0e}",
+            f"{r['sigma_rel_rms']:.1e}",
+            f"{r['gain_tune']['mean']:+.4f} ± {r['gain_tune']['se']:.4f}",
+            f"{r['pred_tune']:+.4f}",
+            f"{r['median_candidate_change']['mean']:+.4f}",
+        ]
+        for r in m["sigma_window"]
+    ]
+    print_rows(
+        f"σ window (tune split, D = {m['dim']:,})", ["σ", "σ / RMS", "gain", "linear pred.", "median Δloss"], rows
+    )
     c = m["gain_vs_n"]
-    rows = [[str(n), f"{h['mean']:+.4f} ± {h['se']:.4f}", f"{p:+.4f}"]
-            for n, h, p in zip(c["n"], c["gain_heldout"], c["pred_heldout"])]
+    rows = [
+        [str(n), f"{h['mean']:+.4f} ± {h['se']:.4f}", f"{p:+.4f}"]
+        for n, h, p in zip(c["n"], c["gain_heldout"], c["pred_heldout"])
+    ]
     print_rows(f"gain vs N at σ = {c['sigma']:.0e} (held out)", ["N", "gain", "σ‖g‖E[max_N] (held out)"], rows)
-    rows = [[k, str(v["dim"]), f"{v['sigma']:.2e}", f"{v['gain_heldout']['mean']:+.4f} ± {v['gain_heldout']['se']:.4f}",
-             f"{v['pred_heldout']:+.4f}"] for k, v in m["subspaces"].items()]
+    rows = [
+        [
+            k,
+            str(v["dim"]),
+            f"{v['sigma']:.2e}",
+            f"{v['gain_heldout']['mean']:+.4f} ± {v['gain_heldout']['se']:.4f}",
+            f"{v['pred_heldout']:+.4f}",
+        ]
+        for k, v in m["subspaces"].items()
+    ]
     print_rows("subspaces at matched σ‖P g‖ (held out)", ["space", "dim", "σ", "gain", "pred."], rows)
     for k, v in m["verdicts"].items():
         print(f"{k}: {v}")

@@ -54,14 +54,16 @@ lists them in ``resumed_replicates``.
 Verdict rule (as docs/locallinear_table.py): a claim is beyond its nulls when its mean - 2 SE
 exceeds every null's mean + 2 SE.
 """
+
 from __future__ import annotations
 
 import functools
 import hashlib
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -133,8 +135,10 @@ def _loss(tail: nn.Module, data: Mapping[str, Tensor], rows: Tensor, labels: Ten
 
 def _task_losses(data: Mapping[str, Mapping[str, Tensor]], batch: int) -> dict[str, Callable]:
     """Task -> closure (model, index) -> loss on the index's minibatch (seeded by index, task)."""
-    return {t: (lambda m, i, t=t, k=k: _loss(m, data[t], _rows(data[t]["labels"].shape[0], batch, 64 * i + k)))
-            for k, t in enumerate(data)}
+    return {
+        t: (lambda m, i, t=t, k=k: _loss(m, data[t], _rows(data[t]["labels"].shape[0], batch, 64 * i + k)))
+        for k, t in enumerate(data)
+    }
 
 
 def _mix(losses: Mapping[str, Callable]) -> Callable:
@@ -146,6 +150,7 @@ def _eval_fn(evals: Mapping[str, Mapping[str, Tensor]]) -> Callable[[nn.Module],
         out = {t: lora_gt.mean_loss(m, d) for t, d in evals.items()}
         out["mix_loss"] = sum(out.values()) / len(evals)
         return out
+
     return metrics
 
 
@@ -165,8 +170,18 @@ def lora_tail(model: nn.Module, data: Mapping[str, Tensor], cfg: LoRARecoveryCon
     only trainable ones; the caller's global random state is left as it was."""
     lc = cfg.lora
     with torch.random.fork_rng(devices=[]):
-        tail = lora_gt.finetune_lora(model, data, n_last=lc.n_last, r=lc.r, alpha=lc.alpha, lr=lc.lr, steps=0,
-                                     batch=lc.batch, seed=cfg.seed, targets=lc.targets)
+        tail = lora_gt.finetune_lora(
+            model,
+            data,
+            n_last=lc.n_last,
+            r=lc.r,
+            alpha=lc.alpha,
+            lr=lc.lr,
+            steps=0,
+            batch=lc.batch,
+            seed=cfg.seed,
+            targets=lc.targets,
+        )
     return _eager(tail)
 
 
@@ -178,7 +193,7 @@ def plane_draws(n: int, batch: int, seed: int) -> tuple[Tensor, Tensor, bool]:
     g = torch.Generator().manual_seed(seed)
     if 2 * batch <= n:
         order = torch.randperm(n, generator=g)
-        return order[:batch], order[batch:2 * batch], True
+        return order[:batch], order[batch : 2 * batch], True
     return torch.randint(n, (batch,), generator=g), torch.randint(n, (batch,), generator=g), False
 
 
@@ -236,9 +251,11 @@ def _rank_rows(tail, data, rows: Tensor, seed: int, push: Callable[[Tensor], Ten
     """Effective rank of per-sequence gradients, shuffled labels and Gaussian rows of the same
     norms; with ``push`` also of the same stacks pushed into ΔW = BA space (``dw_*`` kinds;
     the Gaussian rows are drawn in that space with the pushed rows' norms)."""
+
     def per_seq(labels: Tensor) -> Tensor:
-        return gradient_stack(tail, [(lambda m, i=i: _loss(m, data, rows[i:i + 1], labels[i:i + 1]))
-                                     for i in range(rows.numel())])
+        return gradient_stack(
+            tail, [(lambda m, i=i: _loss(m, data, rows[i : i + 1], labels[i : i + 1])) for i in range(rows.numel())]
+        )
 
     def ranks(g: Tensor, kind: str, row: dict, gauss: bool) -> None:
         # the rows and the unit rows from one Gram (a BA-space stack is 100 x P)
@@ -256,8 +273,16 @@ def _rank_rows(tail, data, rows: Tensor, seed: int, push: Callable[[Tensor], Ten
     return row
 
 
-def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, evals: dict, theta_mt: Tensor,
-               loss_mt: dict[str, float], log: Callable[[str], None]) -> dict[str, Any]:
+def _replicate(
+    cfg: LoRARecoveryConfig,
+    r: int,
+    tail: nn.Module,
+    data: dict,
+    evals: dict,
+    theta_mt: Tensor,
+    loss_mt: dict[str, float],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     tasks, focus, kmax = list(data), cfg.focus, cfg.dense_steps
     losses = _task_losses(data, cfg.lora.batch)
@@ -269,8 +294,15 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
     others = [t for t in tasks if t != focus]
     rise = lambda m: sum(m[t] - loss_mt[t] for t in others) / len(others)
     forget = PhaseConfig(steps=cfg.forget_cap, lr=cfg.forget_lr, eval_every=cfg.forget_eval_every)
-    flog = train_phase(tail, losses[focus], forget, phase="forget", index_offset=1_000_000 + r * STREAM,
-                       metrics=mets, stop=lambda m: rise(m) >= cfg.forget_rise)
+    flog = train_phase(
+        tail,
+        losses[focus],
+        forget,
+        phase="forget",
+        index_offset=1_000_000 + r * STREAM,
+        metrics=mets,
+        stop=lambda m: rise(m) >= cfg.forget_rise,
+    )
     theta_forg = flat_params(tail).float()
     loss_forg = mets(tail)
     d = theta_forg.numel()
@@ -285,9 +317,15 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
 
     lam_forg = lam_at(theta_forg)
     eta = cfg.eta_lambda / max(abs(lam_forg), 1e-12)  # power iteration: the largest |lambda|
-    rec = record_phase(tail, mix, PhaseConfig(steps=cfg.recover_steps, lr=eta, optimizer="sgd",
-                                              eval_every=cfg.recover_eval_every),
-                       dense_steps=kmax, snapshot_every=1, index_offset=2_000_000 + r * STREAM, metrics=mets)
+    rec = record_phase(
+        tail,
+        mix,
+        PhaseConfig(steps=cfg.recover_steps, lr=eta, optimizer="sgd", eval_every=cfg.recover_eval_every),
+        dense_steps=kmax,
+        snapshot_every=1,
+        index_offset=2_000_000 + r * STREAM,
+        metrics=mets,
+    )
     theta_rec = rec.end
     lam_rec = lam_at(theta_rec)
     rows = [x for x in rec.history if "metrics" in x]
@@ -295,21 +333,37 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
     rises = [b - a for a, b in zip(evl, evl[1:])]
     loss_rec = rows[-1]["metrics"]
     out: dict[str, Any] = {
-        "replicate": r, "dim": d, "forget_steps": len(flog), "delta_norm": float((theta_rec - theta_forg).norm()),
-        "losses": {"mt": loss_mt, "forg": loss_forg, "rec": loss_rec,
-                   "max_during_recovery": {t: max(x["metrics"][t] for x in rows) for t in tasks}},
+        "replicate": r,
+        "dim": d,
+        "forget_steps": len(flog),
+        "delta_norm": float((theta_rec - theta_forg).norm()),
+        "losses": {
+            "mt": loss_mt,
+            "forg": loss_forg,
+            "rec": loss_rec,
+            "max_during_recovery": {t: max(x["metrics"][t] for x in rows) for t in tasks},
+        },
         "forget_rise": {t: loss_forg[t] - loss_mt[t] for t in tasks},
-        "stability": {"recover_lr": eta, "lambda_max_forg": lam_forg, "lambda_max_rec": lam_rec,
-                      "eta_lambda_forg": eta * lam_forg, "eta_lambda_rec": eta * lam_rec,
-                      "eval_steps": [0] + [x["step"] for x in rows], "eval_mix_loss": evl,
-                      "monotone": all(x <= 0 for x in rises), "max_rise": max([0.0] + rises)},
+        "stability": {
+            "recover_lr": eta,
+            "lambda_max_forg": lam_forg,
+            "lambda_max_rec": lam_rec,
+            "eta_lambda_forg": eta * lam_forg,
+            "eta_lambda_rec": eta * lam_rec,
+            "eval_steps": [0] + [x["step"] for x in rows],
+            "eval_mix_loss": evl,
+            "monotone": all(x <= 0 for x in rises),
+            "max_rise": max([0.0] + rises),
+        },
         "step_norms": rec.step_norms.tolist(),
         "history": [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in flog + rec.history],
     }
     timings = {"train": time.perf_counter() - t0}
-    log(f"replicate {r}: {out['forget_steps']} forgetting steps (others +{rise(loss_forg):.3f} nats), "
+    log(
+        f"replicate {r}: {out['forget_steps']} forgetting steps (others +{rise(loss_forg):.3f} nats), "
         f"eta {eta:.3g} (eta*lambda {eta * lam_forg:.2f} -> {eta * lam_rec:.2f}), mix eval loss "
-        f"{loss_mt['mix_loss']:.3f} -> {loss_forg['mix_loss']:.3f} -> {loss_rec['mix_loss']:.3f}")
+        f"{loss_mt['mix_loss']:.3f} -> {loss_forg['mix_loss']:.3f} -> {loss_rec['mix_loss']:.3f}"
+    )
 
     # ---- capture in LoRA space ---------------------------------------------------------------
     delta = (theta_rec - theta_forg).double()
@@ -321,8 +375,15 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
     walk = random_walk_prefix_null(rec.step_norms, ks, d, seed=1000 + r)
     c["walk"], c["walk_rest"] = [walk[k]["total"] for k in ks], [walk[k]["rest"] for k in ks]
     with swapped_params(tail, theta_forg):
-        indep = record_phase(tail, mix, PhaseConfig(steps=kmax, lr=eta, optimizer="sgd"), dense_steps=kmax,
-                             snapshot_every=kmax, phase="independent", index_offset=3_000_000 + r * STREAM)
+        indep = record_phase(
+            tail,
+            mix,
+            PhaseConfig(steps=kmax, lr=eta, optimizer="sgd"),
+            dense_steps=kmax,
+            snapshot_every=kmax,
+            phase="independent",
+            index_offset=3_000_000 + r * STREAM,
+        )
     c["independent"] = prefix_capture_curve(indep.updates, delta).tolist()
     c["independent_rest"] = rest_capture_curve(indep.updates, delta, steps=upd).tolist()
     # the task plane's two draws of plane_batch sequences per task, each gradient accumulated
@@ -370,27 +431,40 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
     plane = lambda g: top_directions(g, len(tasks))
     ref = plane(g_forg[0::2])  # task-major: draw 0 of every task
     floor = subspace_overlap(ref, plane(g_forg[1::2]))
-    out["task_plane"] = {"capture_forg": capture_fraction(ref, delta), "capture_mt": capture_fraction(plane(g_mt[0::2]), delta),
-                         "resample_floor": floor, "random_overlap": len(tasks) / d,
-                         "sequences_per_gradient": cfg.plane_batch,
-                         "batches_disjoint": all(v[2] for v in picks.values()),
-                         "with_replacement": [t for t, v in picks.items() if not v[2]]}
+    out["task_plane"] = {
+        "capture_forg": capture_fraction(ref, delta),
+        "capture_mt": capture_fraction(plane(g_mt[0::2]), delta),
+        "resample_floor": floor,
+        "random_overlap": len(tasks) / d,
+        "sequences_per_gradient": cfg.plane_batch,
+        "batches_disjoint": all(v[2] for v in picks.values()),
+        "with_replacement": [t for t, v in picks.items() if not v[2]],
+    }
     # the same plane in ΔW = BA space: each task gradient pushed by the Jacobian at its own point
     # (the direction a gradient step moves BA to first order), capture of the BA displacement
     ref_w = plane(_push_rows(g_forg[0::2], theta_forg, pairs))
     floor_w = subspace_overlap(ref_w, plane(_push_rows(g_forg[1::2], theta_forg, pairs)))
-    out["task_plane_dw"] = {"capture_forg": capture_fraction(ref_w, target_w),
-                            "capture_mt": capture_fraction(plane(_push_rows(g_mt[0::2], theta_mt, pairs)), target_w),
-                            "resample_floor": floor_w, "random_overlap": len(tasks) / p_dim}
+    out["task_plane_dw"] = {
+        "capture_forg": capture_fraction(ref_w, target_w),
+        "capture_mt": capture_fraction(plane(_push_rows(g_mt[0::2], theta_mt, pairs)), target_w),
+        "resample_floor": floor_w,
+        "random_overlap": len(tasks) / p_dim,
+    }
     drift, drift_w = {}, {}
     for t in cfg.drift_steps:
         g_t = _grads(tail, data, rec.snapshots[t], first, parts)
         drift[t] = subspace_overlap(ref, plane(g_t))
         drift_w[t] = subspace_overlap(ref_w, plane(_push_rows(g_t, rec.snapshots[t], pairs)))
-    out["drift"] = {"steps": list(drift), "overlap": list(drift.values()),
-                    "normalised": [v / floor for v in drift.values()]}
-    out["drift_dw"] = {"steps": list(drift_w), "overlap": list(drift_w.values()),
-                       "normalised": [v / floor_w for v in drift_w.values()]}
+    out["drift"] = {
+        "steps": list(drift),
+        "overlap": list(drift.values()),
+        "normalised": [v / floor for v in drift.values()],
+    }
+    out["drift_dw"] = {
+        "steps": list(drift_w),
+        "overlap": list(drift_w.values()),
+        "normalised": [v / floor_w for v in drift_w.values()],
+    }
     timings["drift"] = time.perf_counter() - t0
 
     # ---- effective rank of per-sequence gradients -----------------------------------------------
@@ -399,15 +473,16 @@ def _replicate(cfg: LoRARecoveryConfig, r: int, tail: nn.Module, data: dict, eva
         for k, t in enumerate(tasks):
             n = min(cfg.rank_n, nseq[t])
             rows_t = torch.randperm(nseq[t], generator=torch.Generator().manual_seed(7000 + 1000 * r + k))[:n]
-            rank[t] = _rank_rows(tail, data[t], rows_t, 31 * r + k,
-                                 push=lambda g: _push_rows(g, theta_forg, pairs))
+            rank[t] = _rank_rows(tail, data[t], rows_t, 31 * r + k, push=lambda g: _push_rows(g, theta_forg, pairs))
     out["rank"] = rank
     timings["rank"] = time.perf_counter() - t0
     out["curves"] = c
     out["timings_s"] = timings
-    log(f"replicate {r}: prefix capture k=10 {c['prefix'][min(9, kmax - 1)]:.3f} (walk "
+    log(
+        f"replicate {r}: prefix capture k=10 {c['prefix'][min(9, kmax - 1)]:.3f} (walk "
         f"{c['walk'][min(9, kmax - 1)]:.3f}), BA space {c['dw_prefix'][min(9, kmax - 1)]:.3f}; "
-        f"{timings['rank']:.0f}s")
+        f"{timings['rank']:.0f}s"
+    )
     return out
 
 
@@ -445,11 +520,13 @@ def summarise(reps: list[dict]) -> dict[str, Any]:
 def beyond(s: Mapping[str, Any], key: str, i: int, nulls: Sequence[str]) -> bool | None:
     """The verdict rule: mean - 2 SE of ``key`` at index i exceeds every null's mean + 2 SE
     (None when the curve is shorter than i + 1; an SE of None, one replicate, counts as 0)."""
+
     def at(k: str) -> tuple[float, float] | None:
         ms = s[f"curve.{k}"]
         if i >= len(ms["mean"]):
             return None
         return ms["mean"][i], (ms["se"][i] if ms["se"] is not None else 0.0) or 0.0
+
     own = at(key)
     if own is None:
         return None
@@ -466,7 +543,8 @@ def verdicts(s: Mapping[str, Any], tasks: Sequence[str], focus: str) -> dict[str
     others = [t for t in tasks if t != focus]
     # forgetting is clear when every other task's loss rose by more than 2 SE (and > 0.05 nats)
     out["forgetting_clear"] = all(
-        s[f"forget_rise.{t}"]["mean"] - 2 * (s[f"forget_rise.{t}"]["se"] or 0.0) > 0.05 for t in others)
+        s[f"forget_rise.{t}"]["mean"] - 2 * (s[f"forget_rise.{t}"]["se"] or 0.0) > 0.05 for t in others
+    )
     out["recovery_stable"] = bool(s["stability.monotone_all"]) and s["stability.eta_lambda_rec"]["mean"] < 2
     for plane in ("task_plane", "task_plane_dw"):
         suffix = "_dw" if plane.endswith("_dw") else ""
@@ -488,8 +566,9 @@ def _code_digest() -> str:
     import updatescope.locallinear as lab
     from updatescope import __version__
 
-    mods = [sys.modules[__name__], lora_gt] + [m for n, m in sorted(sys.modules.items())
-                                               if n.startswith(lab.__name__ + ".") or n == lab.__name__]
+    mods = [sys.modules[__name__], lora_gt] + [
+        m for n, m in sorted(sys.modules.items()) if n.startswith(lab.__name__ + ".") or n == lab.__name__
+    ]
     try:
         src = "".join(inspect.getsource(m) for m in mods)
     except (OSError, TypeError):
@@ -508,13 +587,18 @@ def run(config: LoRARecoveryConfig, out_dir: Path) -> Result:
     for t in config.tasks:
         for split, tokens, dest in (("train", config.train_tokens, data), ("eval", config.eval_tokens, evals)):
             texts = load_texts(t, split, 8 * tokens)
-            dest[t] = lora_gt.capture_block_inputs(model, tok, texts, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len,
-                                                   max_tokens=tokens, desc=f"{t} {split}")
-    counted = {split: {t: int((d["labels"] != IGNORE_INDEX).sum()) for t, d in src.items()}
-               for split, src in (("train", data), ("eval", evals))}
+            dest[t] = lora_gt.capture_block_inputs(
+                model, tok, texts, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len, max_tokens=tokens, desc=f"{t} {split}"
+            )
+    counted = {
+        split: {t: int((d["labels"] != IGNORE_INDEX).sum()) for t, d in src.items()}
+        for split, src in (("train", data), ("eval", evals))
+    }
     seqs = {t: int(d["labels"].shape[0]) for t, d in data.items()}
-    log(f"captured block inputs: train tokens {counted['train']}, eval tokens {counted['eval']} "
-        f"({time.perf_counter() - t0:.0f}s)")
+    log(
+        f"captured block inputs: train tokens {counted['train']}, eval tokens {counted['eval']} "
+        f"({time.perf_counter() - t0:.0f}s)"
+    )
 
     tail = lora_tail(model, data[config.tasks[0]], config)
     mets = _eval_fn(evals)
@@ -523,38 +607,63 @@ def run(config: LoRARecoveryConfig, out_dir: Path) -> Result:
     mt_log = train_phase(tail, _mix(_task_losses(data, lc.batch)), mt, phase="multitask", metrics=mets)
     theta_mt = flat_params(tail).float()
     loss_mt = mets(tail)
-    log(f"multitask LoRA ({theta_mt.numel():,} parameters): eval loss {loss_base['mix_loss']:.3f} -> "
-        f"{loss_mt['mix_loss']:.3f} ({time.perf_counter() - t0:.0f}s)")
+    log(
+        f"multitask LoRA ({theta_mt.numel():,} parameters): eval loss {loss_base['mix_loss']:.3f} -> "
+        f"{loss_mt['mix_loss']:.3f} ({time.perf_counter() - t0:.0f}s)"
+    )
 
     # each replicate is cached under everything it depends on, so a run stopped by a time limit
     # resumes at the first replicate it had not finished (the record lists the ones loaded)
-    key = cache_key(NAME, _code_digest(), fp, config_record(config), _tensor_digest(theta_mt),
-                    {t: {k: _tensor_digest(v) for k, v in sorted(src[t].items())} for src in (data, evals) for t in src})
+    key = cache_key(
+        NAME,
+        _code_digest(),
+        fp,
+        config_record(config),
+        _tensor_digest(theta_mt),
+        {t: {k: _tensor_digest(v) for k, v in sorted(src[t].items())} for src in (data, evals) for t in src},
+    )
     reps, resumed = [], []
     for r in range(config.seeds):
         path = cache_file(f"{NAME}-rep{r}", key)
         if path.is_file():
             resumed.append(r)
             log(f"replicate {r}: loaded from the cache ({path.name})")
-        reps.append(cached(f"{NAME}-rep{r}", key,
-                           lambda r=r: _replicate(config, r, tail, data, evals, theta_mt, loss_mt, log)))
+        reps.append(
+            cached(f"{NAME}-rep{r}", key, lambda r=r: _replicate(config, r, tail, data, evals, theta_mt, loss_mt, log))
+        )
     s = summarise(reps)
     for t in config.tasks:
         s[f"loss_base.{t}"] = loss_base[t]
-    metrics = {"dim": reps[0]["dim"], "dw_dim": reps[0]["dw_dim"], "seeds": config.seeds, "tasks": list(config.tasks),
-               "focus": config.focus, "tokens": counted, "sequences": seqs,
-               # sample sizes the docs state: sequences per task gradient (planes, floor, drift),
-               # micro-batch gradients spanning the static planes, per-sequence gradients per task
-               "plane_n": config.plane_batch, "static_width": len(config.tasks) * config.batches_per_task,
-               "plane_with_replacement": sorted({t for x in reps for t in x["task_plane"]["with_replacement"]}),
-               "rank_n": min(x["rank"][t]["task"]["n"] for x in reps for t in config.tasks), "summary": s,
-               "verdicts": verdicts(s, config.tasks, config.focus),
-               "multitask_history": [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in mt_log],
-               "replicates": reps, "seconds_per_replicate": [x["timings_s"]["rank"] for x in reps],
-               # replicates computed by an earlier, interrupted run of the same code and inputs;
-               # "seconds" above covers this run only, seconds_per_replicate every replicate
-               "resumed_replicates": resumed}
-    record = config_record(config, replicates="shared theta_mt; fresh forgetting, recovery and measurement "
-                                               "minibatches per replicate")
-    return Result(NAME, record, metrics, time.perf_counter() - t0,
-                  figures={FIGURE: lambda path: figures.lora_recovery_figure(metrics, path)})
+    metrics = {
+        "dim": reps[0]["dim"],
+        "dw_dim": reps[0]["dw_dim"],
+        "seeds": config.seeds,
+        "tasks": list(config.tasks),
+        "focus": config.focus,
+        "tokens": counted,
+        "sequences": seqs,
+        # sample sizes the docs state: sequences per task gradient (planes, floor, drift),
+        # micro-batch gradients spanning the static planes, per-sequence gradients per task
+        "plane_n": config.plane_batch,
+        "static_width": len(config.tasks) * config.batches_per_task,
+        "plane_with_replacement": sorted({t for x in reps for t in x["task_plane"]["with_replacement"]}),
+        "rank_n": min(x["rank"][t]["task"]["n"] for x in reps for t in config.tasks),
+        "summary": s,
+        "verdicts": verdicts(s, config.tasks, config.focus),
+        "multitask_history": [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in mt_log],
+        "replicates": reps,
+        "seconds_per_replicate": [x["timings_s"]["rank"] for x in reps],
+        # replicates computed by an earlier, interrupted run of the same code and inputs;
+        # "seconds" above covers this run only, seconds_per_replicate every replicate
+        "resumed_replicates": resumed,
+    }
+    record = config_record(
+        config, replicates="shared theta_mt; fresh forgetting, recovery and measurement minibatches per replicate"
+    )
+    return Result(
+        NAME,
+        record,
+        metrics,
+        time.perf_counter() - t0,
+        figures={FIGURE: lambda path: figures.lora_recovery_figure(metrics, path)},
+    )

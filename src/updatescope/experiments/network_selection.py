@@ -24,6 +24,7 @@ Every target ranks the other domains by each alignment; the selection metrics
 :func:`scoring.truth_noise`) put them side by side.  Also: per-block alignment profiles,
 profile cosine and off-diagonal discrepancy for a few pairs, and the wall time of each sketch.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,8 +32,9 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads, scoring, source_selection
@@ -48,24 +50,33 @@ METHODS = {
     "last_blocks_head": "network sketch of every linear layer of the last blocks + the head, A_F",
 }
 #: (method, baseline) pairs whose per-target metric difference is bootstrapped
-PAIRS = (("lora_layers", "head"), ("lora_layers_bd", "head"), ("last_blocks_head", "head"),
-         ("lora_layers", "lora_layers_bd"), ("head", "family"), ("lora_layers", "family"))
+PAIRS = (
+    ("lora_layers", "head"),
+    ("lora_layers_bd", "head"),
+    ("last_blocks_head", "head"),
+    ("lora_layers", "lora_layers_bd"),
+    ("head", "family"),
+    ("lora_layers", "family"),
+)
 
 
 def read_ground_truth(path: str | Path) -> dict[str, Any]:
     """The parts of a source-selection record this runner needs (InputError if missing)."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"ground_truth_record {str(path)!r} does not exist (run `updatescope reproduce "
-                         "source-selection` first)")
+        raise InputError(
+            f"ground_truth_record {str(path)!r} does not exist (run `updatescope reproduce source-selection` first)"
+        )
     rec = json.loads(p.read_text())
     cfg, m = rec.get("config", {}), rec.get("metrics", {})
     gt = m.get("ground_truth", {})
     need = [k for k in ("domains", "tokens", "sketch_dim", "lora") if k not in cfg]
     need += [f"ground_truth.{k}" for k in ("transfer",) if k not in gt]
     if rec.get("name") != "source-selection" or need:
-        raise InputError(f"{str(path)!r} is not a source-selection record with a ground truth "
-                         f"(name {rec.get('name')!r}, missing {need})")
+        raise InputError(
+            f"{str(path)!r} is not a source-selection record with a ground truth "
+            f"(name {rec.get('name')!r}, missing {need})"
+        )
     if cfg.get("ground_truth", "lora") != "lora":
         raise InputError(f"{str(path)!r} has a {cfg['ground_truth']!r} ground truth; this comparison needs 'lora'")
     return rec
@@ -97,8 +108,9 @@ def lora_layer_names(model: Any, n_last: int, targets: Sequence[str]) -> tuple[l
     return lora, every
 
 
-def token_batches(model: Any, tok: Any, texts: Sequence[Any], max_tokens: int,
-                  token_budget: int = 1024) -> Iterator[dict[str, Any]]:
+def token_batches(
+    model: Any, tok: Any, texts: Sequence[Any], max_tokens: int, token_budget: int = 1024
+) -> Iterator[dict[str, Any]]:
     """The padded batches :func:`capture.causal_lm.capture_causal_lm` forms for ``texts``
     (same chunks, same packing), with labels (B, T) already aligned with the logits and
     cut after the first ``max_tokens`` counted targets, so a layer sketch counts exactly the
@@ -129,7 +141,7 @@ def _pair_tables(names: Sequence[str], sketches: Mapping[str, Any]) -> dict[tupl
 
     out = {}
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             out[a, b] = out[b, a] = network_alignment(sketches[a], sketches[b])
     return out
 
@@ -142,8 +154,10 @@ def profile_pairs(transfer: Mapping[str, Mapping[str, float]], k: int) -> list[t
     """k unordered pairs spread over the truth: highest, median, lowest mean transfer
     (½(T[a][b] + T[b][a])), then the next highest, lowest, ... ."""
     names = list(transfer)
-    sym = sorted(((0.5 * (transfer[a][b] + transfer[b][a]), a, b) for i, a in enumerate(names)
-                  for b in names[i + 1:]), reverse=True)
+    sym = sorted(
+        ((0.5 * (transfer[a][b] + transfer[b][a]), a, b) for i, a in enumerate(names) for b in names[i + 1 :]),
+        reverse=True,
+    )
     order = [0, len(sym) // 2, len(sym) - 1] + [i for j in range(1, len(sym)) for i in (j, len(sym) - 1 - j)]
     picked: list[tuple[str, str]] = []
     for i in order:
@@ -212,8 +226,10 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     if cfg.all_layers:
         sets["last_blocks_head"] = block_names + [head_name]
     ncfgs = {k: network_config(model, v, sketch_dim=m, seed=cfg.seed, mode=cfg.mode) for k, v in sets.items()}
-    log(f"{len(domains)} domains, {n_tok} tokens each, m = {m}, mode {cfg.mode}; LoRA layers: "
-        f"{len(lora_names)} ({', '.join(_short(n) for n in lora_names)})")
+    log(
+        f"{len(domains)} domains, {n_tok} tokens each, m = {m}, mode {cfg.mode}; LoRA layers: "
+        f"{len(lora_names)} ({', '.join(_short(n) for n in lora_names)})"
+    )
 
     head_sigs, net = [], {k: {} for k in sets}
     secs: dict[str, dict[str, float]] = {"head_capture": {}, "head_sketch": {}, **{k: {} for k in sets}}
@@ -225,8 +241,9 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
         cap = heads.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/sketch", use_cache=False)
         secs["head_capture"][name] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        head_sigs.append(heads.sketch_stream(w0, b0, cap["acts"], cap["labels"], sketch_dim=m, seed=cfg.seed,
-                                             fp=fp, name=name))
+        head_sigs.append(
+            heads.sketch_stream(w0, b0, cap["acts"], cap["labels"], sketch_dim=m, seed=cfg.seed, fp=fp, name=name)
+        )
         secs["head_sketch"][name] = time.perf_counter() - t0
         counted["head"][name] = int(cap["labels"].numel())
         del cap
@@ -235,16 +252,19 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
             net[k][name] = sketch_layers(model, ncfg, token_batches(model, tok, texts, n_tok))
             secs[k][name] = time.perf_counter() - t0
             counted[k][name] = net[k][name].count
-        log(f"sketched {name}: {counted['head'][name]} tokens; head {secs['head_capture'][name]:.1f}"
-            f"+{secs['head_sketch'][name]:.1f}s, " + ", ".join(f"{k} {secs[k][name]:.1f}s" for k in sets))
+        log(
+            f"sketched {name}: {counted['head'][name]} tokens; head {secs['head_capture'][name]:.1f}"
+            f"+{secs['head_sketch'][name]:.1f}s, " + ", ".join(f"{k} {secs[k][name]:.1f}s" for k in sets)
+        )
     del model
 
     import updatescope as us
 
     scores: dict[str, dict[str, dict[str, float]]] = {}
     head_mat = us.alignment_matrix(head_sigs)["fisher"]
-    scores["head"] = {t: {s: float(head_mat[i, j]) for j, s in enumerate(domains) if s != t}
-                      for i, t in enumerate(domains)}
+    scores["head"] = {
+        t: {s: float(head_mat[i, j]) for j, s in enumerate(domains) if s != t} for i, t in enumerate(domains)
+    }
     pairs = {k: _pair_tables(domains, net[k]) for k in sets}
     scores["lora_layers"] = _table(domains, pairs["lora_layers"], "full")
     scores["lora_layers_bd"] = _table(domains, pairs["lora_layers"], "block_diagonal")
@@ -264,11 +284,19 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     rec_head = rm.get("scores", {}).get("fisher")
     head_check = None
     if rec_head is not None:
-        diffs = [abs(scores["head"][t][s] - float(rec_head[t][s])) for t in domains for s in domains
-                 if s != t and t in rec_head and s in rec_head[t]]
-        head_check = {"max_abs_diff": max(diffs) if diffs else None, "pairs": len(diffs),
-                      "same_tokens_and_dim": n_tok == rec_tokens and m == int(rcfg["sketch_dim"])
-                      and cfg.seed == int(rcfg.get("seed", 0))}
+        diffs = [
+            abs(scores["head"][t][s] - float(rec_head[t][s]))
+            for t in domains
+            for s in domains
+            if s != t and t in rec_head and s in rec_head[t]
+        ]
+        head_check = {
+            "max_abs_diff": max(diffs) if diffs else None,
+            "pairs": len(diffs),
+            "same_tokens_and_dim": n_tok == rec_tokens
+            and m == int(rcfg["sketch_dim"])
+            and cfg.seed == int(rcfg.get("seed", 0)),
+        }
 
     # per-block profiles and the decomposition diagnostics for a few pairs
     prof_key = "last_blocks_head" if "last_blocks_head" in sets else "lora_layers"
@@ -277,72 +305,124 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     for a, b in profile_pairs(transfer, cfg.profile_pairs):
         al = pairs[prof_key][a, b]
         lo = pairs["lora_layers"][a, b]
-        profiles.append({
-            "pair": [a, b], "transfer_mean": 0.5 * (transfer[a][b] + transfer[b][a]),
-            "sketch": prof_key, "blocks": blocks, "profile": list(al.profile),
-            "profile_se": [al.se.get(f"profile[{n}]", math.nan) for n in blocks],
-            "full": al.full, "block_diagonal": al.block_diagonal, "profile_cosine": al.profile_cosine,
-            "offdiag_share_source": al.offdiag_share_source, "offdiag_share_target": al.offdiag_share_target,
-            "discrepancy": al.discrepancy, "se": dict(al.se),
-            "energy_source": list(al.energy_source), "energy_target": list(al.energy_target),
-            "lora_layers": {"full": lo.full, "block_diagonal": lo.block_diagonal,
-                            "profile_cosine": lo.profile_cosine, "discrepancy": lo.discrepancy},
-            "head": scores["head"][b][a],
-        })
+        profiles.append(
+            {
+                "pair": [a, b],
+                "transfer_mean": 0.5 * (transfer[a][b] + transfer[b][a]),
+                "sketch": prof_key,
+                "blocks": blocks,
+                "profile": list(al.profile),
+                "profile_se": [al.se.get(f"profile[{n}]", math.nan) for n in blocks],
+                "full": al.full,
+                "block_diagonal": al.block_diagonal,
+                "profile_cosine": al.profile_cosine,
+                "offdiag_share_source": al.offdiag_share_source,
+                "offdiag_share_target": al.offdiag_share_target,
+                "discrepancy": al.discrepancy,
+                "se": dict(al.se),
+                "energy_source": list(al.energy_source),
+                "energy_target": list(al.energy_target),
+                "lora_layers": {
+                    "full": lo.full,
+                    "block_diagonal": lo.block_diagonal,
+                    "profile_cosine": lo.profile_cosine,
+                    "discrepancy": lo.discrepancy,
+                },
+                "head": scores["head"][b][a],
+            }
+        )
     diag = {}
     for k in sets:
         vals = list({frozenset(p): al for p, al in pairs[k].items()}.values())
         pcs = [al.profile_cosine for al in vals if math.isfinite(al.profile_cosine)]
         ds = [al.discrepancy for al in vals if math.isfinite(al.discrepancy)]
-        diag[k] = {"profile_cosine_min": min(pcs) if pcs else None, "profile_cosine_median":
-                   statistics.median(pcs) if pcs else None,
-                   "discrepancy_median": statistics.median(ds) if ds else None,
-                   "discrepancy_max_abs": max(map(abs, ds)) if ds else None, "pairs": len(vals)}
+        diag[k] = {
+            "profile_cosine_min": min(pcs) if pcs else None,
+            "profile_cosine_median": statistics.median(pcs) if pcs else None,
+            "discrepancy_median": statistics.median(ds) if ds else None,
+            "discrepancy_max_abs": max(map(abs, ds)) if ds else None,
+            "pairs": len(vals),
+        }
 
     head_total = sum(secs["head_capture"].values()) + sum(secs["head_sketch"].values())
-    cost = {"seconds": secs, "total": {"head": head_total, **{k: sum(secs[k].values()) for k in sets}},
-            "note": "head = forward-only capture + FisherSketch; layer sketches = forward + backward + "
-                    "projections of every chosen layer; same tokens, one pass each, sums over domains"}
+    cost = {
+        "seconds": secs,
+        "total": {"head": head_total, **{k: sum(secs[k].values()) for k in sets}},
+        "note": "head = forward-only capture + FisherSketch; layer sketches = forward + backward + "
+        "projections of every chosen layer; same tokens, one pass each, sums over domains",
+    }
     cost["ratio_to_head"] = {k: cost["total"][k] / head_total for k in sets}
 
-    verdicts = {"lora_layers": _verdict(paired, "lora_layers", "LoRA-layer sketch"),
-                "lora_layers_bd": _verdict(paired, "lora_layers_bd", "block-diagonal LoRA-layer sketch")}
+    verdicts = {
+        "lora_layers": _verdict(paired, "lora_layers", "LoRA-layer sketch"),
+        "lora_layers_bd": _verdict(paired, "lora_layers_bd", "block-diagonal LoRA-layer sketch"),
+    }
     if "last_blocks_head" in sets:
         verdicts["last_blocks_head"] = _verdict(paired, "last_blocks_head", "last-blocks + head sketch")
     ceiling = (noise.get("ceiling") or {}).get("spearman", {}).get("mean") if noise else None
     # methods that could not be scored (every score undefined) carry an error instead of a Spearman
-    scored = [k for k in METHODS if isinstance(summary.get(k, {}).get("spearman"), float)
-              and math.isfinite(summary[k]["spearman"])]
+    scored = [
+        k
+        for k in METHODS
+        if isinstance(summary.get(k, {}).get("spearman"), float) and math.isfinite(summary[k]["spearman"])
+    ]
     best = max(scored, key=lambda k: summary[k]["spearman"]) if scored else None
     verdict = verdicts["lora_layers"] + "."
     if ceiling is not None and best is not None:
-        verdict += (f" Best mean Spearman {summary[best]['spearman']:.3f} ({best}) against a noise ceiling of "
-                    f"{ceiling:.3f}.")
+        verdict += (
+            f" Best mean Spearman {summary[best]['spearman']:.3f} ({best}) against a noise ceiling of {ceiling:.3f}."
+        )
     for k, v in verdicts.items():
         log(f"{k}: {v}")
 
     metrics = {
-        "n_domains": len(domains), "families": families,
+        "n_domains": len(domains),
+        "families": families,
         "layers": {k: list(v) for k, v in sets.items()},
         "methods_described": {k: v for k, v in METHODS.items() if k in scores},
-        "tokens_sketched": counted, "sketch_dim": m, "mode": cfg.mode,
-        "ground_truth": {"record": str(cfg.ground_truth_record), "lora": lcfg, "tokens": rcfg["tokens"],
-                         "n_seeds": len(gt.get("transfer_by_seed", [])) or None, "transfer": transfer,
-                         "transfer_se": gt.get("transfer_se")},
-        "summary": summary, "methods": by_method, "paired": paired, "truth_noise": noise,
+        "tokens_sketched": counted,
+        "sketch_dim": m,
+        "mode": cfg.mode,
+        "ground_truth": {
+            "record": str(cfg.ground_truth_record),
+            "lora": lcfg,
+            "tokens": rcfg["tokens"],
+            "n_seeds": len(gt.get("transfer_by_seed", [])) or None,
+            "transfer": transfer,
+            "transfer_se": gt.get("transfer_se"),
+        },
+        "summary": summary,
+        "methods": by_method,
+        "paired": paired,
+        "truth_noise": noise,
         "record_summary": {k: v for k, v in rm.get("summary", {}).items() if k in ("fisher", "family", "random")},
-        "head_vs_record": head_check, "scores": scores,
-        "profiles": profiles, "diagnostics": diag, "cost": cost,
-        "verdicts": verdicts, "verdict": verdict,
+        "head_vs_record": head_check,
+        "scores": scores,
+        "profiles": profiles,
+        "diagnostics": diag,
+        "cost": cost,
+        "verdicts": verdicts,
+        "verdict": verdict,
     }
     fig_name = "network_selection_profile.png"
-    plot = [{**p, "label": f"{p['pair'][0]} / {p['pair'][1]} (transfer {p['transfer_mean']:+.3f})"}
-            for p in profiles]
+    plot = [{**p, "label": f"{p['pair'][0]} / {p['pair'][1]} (transfer {p['transfer_mean']:+.3f})"} for p in profiles]
     title = f"per-block alignment, {prof_key} sketch, {n_tok} tokens per domain, m = {m}"
-    figs = {fig_name: lambda path: figures.network_selection_profiles([_short(b) for b in blocks], plot, path,
-                                                                      title=title)} if profiles else {}
-    return Result(NAME, config_record(cfg, domains=domains, sketch_tokens_used=n_tok, sketch_dim_used=m),
-                  metrics, time.perf_counter() - t_start, figures=figs)
+    figs = (
+        {
+            fig_name: lambda path: figures.network_selection_profiles(
+                [_short(b) for b in blocks], plot, path, title=title
+            )
+        }
+        if profiles
+        else {}
+    )
+    return Result(
+        NAME,
+        config_record(cfg, domains=domains, sketch_tokens_used=n_tok, sketch_dim_used=m),
+        metrics,
+        time.perf_counter() - t_start,
+        figures=figs,
+    )
 
 
 def _head(model: Any) -> Any:

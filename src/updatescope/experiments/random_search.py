@@ -16,6 +16,7 @@ N (isotropic noise on nested parameter groups, and on a linear toy); (5) signal 
 vs mass (a small aligned subspace vs a larger one containing it, equal step norm).
 Figures: search_sigma_window.png, search_gain_vs_n.png.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,7 +24,6 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -70,6 +70,7 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         def f(vec: torch.Tensor) -> float:
             set_flat_params(model, vec)
             return float(torch.stack([tasks.loss(model, t, 0, split, n=n_eval) for t in TASKS]).mean())
+
         return f
 
     f_sel, f_tune, f_held = objective("select"), objective("tune"), objective("heldout")
@@ -83,11 +84,13 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
 
     # subspaces (r_sub-dimensional) at theta_forg
     with swapped_params(model, theta):
-        g_stack = gradient_stack(model, [(lambda m, t=t, j=j: tasks.loss(m, t, j, "train", n=4))
-                                         for t in TASKS for j in range(4)])
+        g_stack = gradient_stack(
+            model, [(lambda m, t=t, j=j: tasks.loss(m, t, j, "train", n=4)) for t in TASKS for j in range(4)]
+        )
     with swapped_params(model, run_.theta_mt):
-        g_mt = gradient_stack(model, [(lambda m, t=t, j=j: tasks.loss(m, t, j, "train", n=4))
-                                      for t in TASKS for j in range(4)])
+        g_mt = gradient_stack(
+            model, [(lambda m, t=t, j=j: tasks.loss(m, t, j, "train", n=4)) for t in TASKS for j in range(4)]
+        )
     bases = {
         "trajectory_prefix": orthonormal_basis(run_.updates[:r_sub]),
         "local_task_plane": top_directions(g_stack, r_sub),
@@ -109,17 +112,27 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
 
     # (1) scale window
     # isotropic noise spends its norm on D directions, so its window sits at larger rho
-    rhos = {"isotropic": [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0],
-            "trajectory_prefix": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]}
+    rhos = {
+        "isotropic": [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0],
+        "trajectory_prefix": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0],
+    }
     sweep = {}
     for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
         rows = []
         for rho in rhos[name]:
             res = search(basis, rho, n_sweep, seed, f_rep=f_tune)  # tuning split only
             ps, ph = pred(basis, rho, n_sweep, g_rep=g_tune)
-            rows.append({"rho": rho, "sigma": res.sigma, "gain_select": res.gain_select,
-                         "gain_tune": res.gain_heldout, "pred_select": ps, "pred_tune": ph,
-                         "median_candidate_change": float(np.median(np.array(res.select) - res.base_select))})
+            rows.append(
+                {
+                    "rho": rho,
+                    "sigma": res.sigma,
+                    "gain_select": res.gain_select,
+                    "gain_tune": res.gain_heldout,
+                    "pred_select": ps,
+                    "pred_tune": ph,
+                    "median_candidate_change": float(np.median(np.array(res.select) - res.base_select)),
+                }
+            )
         sweep[name] = rows
     timings = {"sweep": time.perf_counter() - t0}
     best = {name: max(rows, key=lambda r: r["gain_tune"])["rho"] for name, rows in sweep.items()}
@@ -135,11 +148,16 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         held = np.array([[r.best_of(n)[1] for n in ns] for r in results])
         p = [pred(basis, rho_n, n) for n in ns]
         gain_vs_n[name] = {
-            "rho": rho_n, "n": ns, "gain_select": sel.mean(0).tolist(), "gain_heldout": held.mean(0).tolist(),
+            "rho": rho_n,
+            "n": ns,
+            "gain_select": sel.mean(0).tolist(),
+            "gain_heldout": held.mean(0).tolist(),
             "gain_heldout_se": (held.std(0, ddof=1) / math.sqrt(reps)).tolist() if reps > 1 else None,
-            "pred_select": [a for a, _ in p], "pred_heldout": [b for _, b in p],
-            "sqrt_2lnN_scaled": [pred(basis, rho_n, 2)[0] / expected_max_normal(2) * math.sqrt(2 * math.log(n))
-                                 for n in ns],
+            "pred_select": [a for a, _ in p],
+            "pred_heldout": [b for _, b in p],
+            "sqrt_2lnN_scaled": [
+                pred(basis, rho_n, 2)[0] / expected_max_normal(2) * math.sqrt(2 * math.log(n)) for n in ns
+            ],
             "seeds": [r.seed for r in results],
         }
     timings["gain_vs_n"] = time.perf_counter() - t0
@@ -149,10 +167,13 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     for name, basis in [("isotropic", None)] + list(bases.items()):
         res = [search(basis, best_rho, n_sweep, seed + 200 + k) for k in range(reps)]
         held = [r.gain_heldout for r in res]
-        compare[name] = {"gain_heldout_mean": float(np.mean(held)), "gain_heldout": held,
-                         "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
-                         "pred_heldout": pred(basis, best_rho, n_sweep)[1],
-                         "capture_of_grad": 1.0 if basis is None else float((basis @ g_sel).pow(2).sum() / g_sel.pow(2).sum())}
+        compare[name] = {
+            "gain_heldout_mean": float(np.mean(held)),
+            "gain_heldout": held,
+            "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
+            "pred_heldout": pred(basis, best_rho, n_sweep)[1],
+            "capture_of_grad": 1.0 if basis is None else float((basis @ g_sel).pow(2).sum() / g_sel.pow(2).sum()),
+        }
     timings["compare"] = time.perf_counter() - t0
 
     # (4) ambient dimension at fixed N: isotropic noise on nested parameter groups, same
@@ -161,12 +182,20 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     sigma_c = best_rho / math.sqrt(d) * 4
     ambient = []
     for label, mask in groups:
-        gs, gh = g_sel * mask, g_held * mask
+        gs, _gh = g_sel * mask, g_held * mask
         res = best_of_n(theta, f_sel, f_held, sigma_c, n_sweep, seed + 300, layout.numels, mask=mask)
-        ambient.append({"group": label, "dim": int(mask.sum()), "sigma": sigma_c, "gain_select": res.gain_select,
-                        "gain_heldout": res.gain_heldout, "norm_grad": float(gs.norm()),
-                        "normalised_gain_select": res.gain_select / (sigma_c * float(gs.norm())),
-                        "expected_max": expected_max_normal(n_sweep)})
+        ambient.append(
+            {
+                "group": label,
+                "dim": int(mask.sum()),
+                "sigma": sigma_c,
+                "gain_select": res.gain_select,
+                "gain_heldout": res.gain_heldout,
+                "norm_grad": float(gs.norm()),
+                "normalised_gain_select": res.gain_select / (sigma_c * float(gs.norm())),
+                "expected_max": expected_max_normal(n_sweep),
+            }
+        )
     toy = _linear_toy(n_sweep, seed)
     timings["ambient"] = time.perf_counter() - t0
 
@@ -176,26 +205,46 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     dens = {}
     for name, basis in [("small_aligned_r2", small), ("large_containing_r40", large)]:
         held = [search(basis, best_rho, n_sweep, seed + 400 + k).gain_heldout for k in range(reps)]
-        dens[name] = {"gain_heldout_mean": float(np.mean(held)), "gain_heldout": held,
-                      "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
-                      "density": float((basis @ g_sel).norm() / math.sqrt(basis.shape[0])),
-                      "mass": float((basis @ g_sel).norm())}
+        dens[name] = {
+            "gain_heldout_mean": float(np.mean(held)),
+            "gain_heldout": held,
+            "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
+            "density": float((basis @ g_sel).norm() / math.sqrt(basis.shape[0])),
+            "mass": float((basis @ g_sel).norm()),
+        }
     set_flat_params(model, theta)
 
     metrics = {
-        "dim": d, "theta_mt_cached": info["cached"], "accuracy_theta_forg": tasks.accuracy(model, n=cfg.eval_n),
-        "base_loss_select": f_sel(theta), "base_loss_tune": f_tune(theta), "base_loss_heldout": f_held(theta),
+        "dim": d,
+        "theta_mt_cached": info["cached"],
+        "accuracy_theta_forg": tasks.accuracy(model, n=cfg.eval_n),
+        "base_loss_select": f_sel(theta),
+        "base_loss_tune": f_tune(theta),
+        "base_loss_heldout": f_held(theta),
         "splits": {"candidate_selection": "select", "sigma_tuning": "tune", "reported": "heldout"},
-        "recover_lr": info["recover_lr"], "eta_lambda": info["eta_lambda"],
-        "grad_norm_select": float(g_sel.norm()), "grad_cos_select_heldout": float(g_sel @ g_held / g_sel.norm() / g_held.norm()),
-        "best_rho": best_rho, "best_rho_per_space": best, "sigma_window": sweep, "gain_vs_n": gain_vs_n, "subspaces": compare,
-        "ambient_dimension": ambient, "linear_toy": toy, "density_vs_mass": dens,
+        "recover_lr": info["recover_lr"],
+        "eta_lambda": info["eta_lambda"],
+        "grad_norm_select": float(g_sel.norm()),
+        "grad_cos_select_heldout": float(g_sel @ g_held / g_sel.norm() / g_held.norm()),
+        "best_rho": best_rho,
+        "best_rho_per_space": best,
+        "sigma_window": sweep,
+        "gain_vs_n": gain_vs_n,
+        "subspaces": compare,
+        "ambient_dimension": ambient,
+        "linear_toy": toy,
+        "density_vs_mass": dens,
         "timings_s": {**timings, "total": time.perf_counter() - t0},
     }
     set_flat_params(model, theta)
     record = config_record(config, lab=dataclasses.asdict(cfg), rhos=rhos)
-    return Result(NAME, record, metrics, time.perf_counter() - t0, figures={
-        name: (lambda path: figures.search_figure(metrics, path)) for name in figures.SEARCH_FIGURES})
+    return Result(
+        NAME,
+        record,
+        metrics,
+        time.perf_counter() - t0,
+        figures={name: (lambda path: figures.search_figure(metrics, path)) for name in figures.SEARCH_FIGURES},
+    )
 
 
 def _nested_groups(layout: ParamLayout) -> list[tuple[str, torch.Tensor]]:
@@ -224,9 +273,15 @@ def _linear_toy(n: int, seed: int) -> dict:
         g = torch.randn(dim, generator=torch.Generator().manual_seed(seed + dim), dtype=torch.float64)
         g /= g.norm()
         f = lambda th: float(g @ th)
-        gains = [best_of_n(torch.zeros(dim, dtype=torch.float64), f, f, 1.0, n, seed + k).gain_select
-                 for k in range(40)]
-        out.append({"dim": dim, "gain_mean": float(np.mean(gains)),
-                    "gain_se": float(np.std(gains, ddof=1) / math.sqrt(len(gains))),
-                    "theory": expected_max_normal(n)})
+        gains = [
+            best_of_n(torch.zeros(dim, dtype=torch.float64), f, f, 1.0, n, seed + k).gain_select for k in range(40)
+        ]
+        out.append(
+            {
+                "dim": dim,
+                "gain_mean": float(np.mean(gains)),
+                "gain_se": float(np.std(gains, ddof=1) / math.sqrt(len(gains))),
+                "theory": expected_max_normal(n),
+            }
+        )
     return {"n": n, "reps": 40, "rows": out}

@@ -23,6 +23,7 @@ Every number is kept per replicate and summarised as mean and standard error.
 Figures: recovery_capture.png, recovery_drift.png, recovery_rank.png, recovery_training.png,
 recovery_krylov.png.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,33 +61,41 @@ NAME = "recovery"
 def _grads(model, tasks, theta, index0: int, m: int, n: int, split: str = "select") -> torch.Tensor:
     """Per-task gradients at theta: m batches of n sequences per task -> (4 m, D), task-major."""
     with swapped_params(model, theta):
-        return gradient_stack(model, [(lambda mod, t=t, j=j: tasks.loss(mod, t, index0 + j, split, n=n))
-                                      for t in TASKS for j in range(m)])
+        return gradient_stack(
+            model, [(lambda mod, t=t, j=j: tasks.loss(mod, t, index0 + j, split, n=n)) for t in TASKS for j in range(m)]
+        )
 
 
 def _example_grads(model: nn.Module, tasks, task: str, index: int, n: int, shuffle: bool) -> torch.Tensor:
     """n per-example gradients (one sequence each) of one task at the model's parameters -> (n, D)."""
     seq = tasks.batch(task, index, "select", n)
-    y = seq[:, tasks.seq_len + 2:]
+    y = seq[:, tasks.seq_len + 2 :]
     if shuffle:  # answers permuted across examples: same inputs, same label marginals
         y = y[torch.randperm(n, generator=torch.Generator().manual_seed(index + 17))]
 
     def loss(i):
-        return lambda mod: nn.functional.cross_entropy(tasks.answer_logits(mod, seq[i:i + 1])[0], y[i])
+        return lambda mod: nn.functional.cross_entropy(tasks.answer_logits(mod, seq[i : i + 1])[0], y[i])
+
     return gradient_stack(model, [loss(i) for i in range(n)])
 
 
 def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
     cfg = config.lab
     t0 = time.perf_counter()
-    model, tasks, run_, info = synthetic_recovery(cfg, replicate=r, lam_draws=config.eta_draws,
-                                                  lam_iters=config.eta_iters)
+    model, tasks, run_, info = synthetic_recovery(
+        cfg, replicate=r, lam_draws=config.eta_draws, lam_iters=config.eta_iters
+    )
     delta = run_.delta_gd.double()
     d = delta.numel()
     kmax = cfg.dense_steps
     upd = run_.updates
-    out: dict[str, Any] = {"replicate": r, "dim": d, "forget_steps": run_.forget_steps,
-                           "theta_mt_cached": info["cached"], "delta_norm": float(delta.norm())}
+    out: dict[str, Any] = {
+        "replicate": r,
+        "dim": d,
+        "forget_steps": run_.forget_steps,
+        "theta_mt_cached": info["cached"],
+        "delta_norm": float(delta.norm()),
+    }
     timings = {"train": time.perf_counter() - t0}
 
     # ---- stability ----------------------------------------------------------------------
@@ -97,17 +106,21 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
     rises = np.diff(losses)
     out["stability"] = {
         **stability,
-        "eval_steps": [0] + [x["step"] for x in rec_rows], "eval_mix_loss": losses,
-        "monotone": bool((rises <= 0).all()), "max_rise": float(max(0.0, rises.max())),
-        "accuracy_mt": {t: info["metrics_mt"][t] for t in TASKS}, "accuracy_forg": {t: forg[t] for t in TASKS},
+        "eval_steps": [0] + [x["step"] for x in rec_rows],
+        "eval_mix_loss": losses,
+        "monotone": bool((rises <= 0).all()),
+        "max_rise": float(max(0.0, rises.max())),
+        "accuracy_mt": {t: info["metrics_mt"][t] for t in TASKS},
+        "accuracy_forg": {t: forg[t] for t in TASKS},
         "accuracy_rec": {t: rec_rows[-1]["metrics"][t] for t in TASKS},
         "min_accuracy_during_recovery": {t: min(x["metrics"][t] for x in rec_rows) for t in TASKS},
         # a collapse: a task falls more than 0.1 below where recovery started
         "collapsed": [t for t in TASKS if min([forg[t]] + [x["metrics"][t] for x in rec_rows]) < forg[t] - 0.1],
     }
     out["step_norms"] = run_.step_norms.tolist()
-    out["history"] = [{k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x}
-                      for x in run_.history if "metrics" in x]
+    out["history"] = [
+        {k: x[k] for k in ("phase", "step", "loss", "metrics") if k in x} for x in run_.history if "metrics" in x
+    ]
 
     # ---- capture and its nulls -----------------------------------------------------------
     curves: dict[str, list[float]] = {}
@@ -136,9 +149,12 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
 
     ref = plane(run_.theta_forg, 100 + 1000 * r)
     floor = subspace_overlap(ref, plane(run_.theta_forg, 200 + 1000 * r))
-    out["task_plane"] = {"capture_forg": capture_fraction(ref, delta),
-                         "capture_mt": capture_fraction(plane(run_.theta_mt, 100 + 1000 * r), delta),
-                         "resample_floor": floor, "random_overlap": len(TASKS) / d}
+    out["task_plane"] = {
+        "capture_forg": capture_fraction(ref, delta),
+        "capture_mt": capture_fraction(plane(run_.theta_mt, 100 + 1000 * r), delta),
+        "resample_floor": floor,
+        "random_overlap": len(TASKS) / d,
+    }
     states = {0: run_.theta_forg}
     for t in config.drift_steps:
         if t <= kmax:
@@ -146,8 +162,11 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
         elif t in run_.snapshots:
             states[t] = run_.snapshots[t]
     drift = {t: subspace_overlap(ref, plane(states[t], 100 + 1000 * r)) for t in sorted(states) if t > 0}
-    out["drift"] = {"steps": list(drift), "overlap": list(drift.values()),
-                    "normalised": [v / floor for v in drift.values()]}
+    out["drift"] = {
+        "steps": list(drift),
+        "overlap": list(drift.values()),
+        "normalised": [v / floor for v in drift.values()],
+    }
     timings["drift"] = time.perf_counter() - t0
 
     # ---- effective rank of per-example gradients ------------------------------------------
@@ -234,11 +253,23 @@ def run(config: RecoveryConfig, out_dir: Path) -> Result:
     """Run every replicate and summarise."""
     t0 = time.perf_counter()
     reps = [_replicate(config, r) for r in range(config.seeds)]
-    metrics = {"dim": reps[0]["dim"], "seeds": config.seeds, "rank_n": config.rank_n, "plane_n": config.plane_n,
-               "eta_rule": {"eta_lambda": config.lab.eta_lambda, "draws": config.eta_draws, "iters": config.eta_iters},
-               "summary": summarise(reps), "replicates": reps, "seconds_per_replicate":
-               [x["timings_s"]["krylov"] for x in reps]}
-    record = config_record(config, replicates="shared theta_mt; fresh forgetting, recovery and measurement "
-                                               "batches per replicate")
-    return Result(NAME, record, metrics, time.perf_counter() - t0, figures={
-        name: (lambda path: figures.recovery_figure(metrics, path)) for name in figures.RECOVERY_FIGURES})
+    metrics = {
+        "dim": reps[0]["dim"],
+        "seeds": config.seeds,
+        "rank_n": config.rank_n,
+        "plane_n": config.plane_n,
+        "eta_rule": {"eta_lambda": config.lab.eta_lambda, "draws": config.eta_draws, "iters": config.eta_iters},
+        "summary": summarise(reps),
+        "replicates": reps,
+        "seconds_per_replicate": [x["timings_s"]["krylov"] for x in reps],
+    }
+    record = config_record(
+        config, replicates="shared theta_mt; fresh forgetting, recovery and measurement batches per replicate"
+    )
+    return Result(
+        NAME,
+        record,
+        metrics,
+        time.perf_counter() - t0,
+        figures={name: (lambda path: figures.recovery_figure(metrics, path)) for name in figures.RECOVERY_FIGURES},
+    )

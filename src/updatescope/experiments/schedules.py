@@ -41,6 +41,7 @@ of freedom).  Verdict on the recovery cost: "more robust" when the interval lies
 "cannot be decided: <reason>" when the regime check fails.
 Figure: schedules.png (recovery curves with ±1 SE bands).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,9 +68,11 @@ from updatescope.report import figures
 
 NAME = "schedules"
 SCHEDULES = ("simultaneous", "sequential")
-VERDICT_RULE = ("recovery cost, paired difference simultaneous - sequential: 'more robust' if its 95% t "
-                "interval lies below 0, 'opposite' if it lies above 0, else 'not shown'; 'cannot be decided: "
-                "<reason>' when the regime check (both starts learned, every recovery stable) fails")
+VERDICT_RULE = (
+    "recovery cost, paired difference simultaneous - sequential: 'more robust' if its 95% t "
+    "interval lies below 0, 'opposite' if it lies above 0, else 'not shown'; 'cannot be decided: "
+    "<reason>' when the regime check (both starts learned, every recovery stable) fails"
+)
 
 
 def resolve_order(config: SchedulesConfig) -> tuple[str, ...]:
@@ -102,8 +105,9 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     lab = config.lab
     set_flat_params(model, theta)
     start = _evaluate(model, tasks, lab.eval_n)
-    run_, info = forget_and_recover(model, tasks, lab, replicate=r, radius=True, lam_draws=config.eta_draws,
-                                    lam_iters=config.check_iters)
+    run_, info = forget_and_recover(
+        model, tasks, lab, replicate=r, radius=True, lam_draws=config.eta_draws, lam_iters=config.check_iters
+    )
     with swapped_params(model, run_.theta_forg):
         forg = _evaluate(model, tasks, lab.eval_n)
     rec = _evaluate(model, tasks, lab.eval_n)  # the model ends at theta_rec
@@ -126,20 +130,33 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     walk = random_walk_prefix_null(run_.step_norms, list(config.capture_k), delta.numel(), seed=1000 + r)
     return {
         "forget_steps": run_.forget_steps,
-        "start": start, "forg": forg, "rec": rec,
+        "start": start,
+        "forg": forg,
+        "rec": rec,
         "damage_accuracy": {t: start["accuracy"][t] - forg["accuracy"][t] for t in others},
         "damage_loss": {t: forg["loss"][t] - start["loss"][t] for t in others},
         "damage_accuracy_mean": float(np.mean([start["accuracy"][t] - forg["accuracy"][t] for t in others])),
         "damage_loss_mean": float(np.mean([forg["loss"][t] - start["loss"][t] for t in others])),
-        "mix_loss_start": l_start, "mix_loss_forg": l_forg, "mix_loss_rec": curve[-1], "mix_loss_rise": rise,
-        "recovery_cost": cost, "censored": censored,
-        "recovery_cost_common": cost_common, "censored_common": censored_common,
-        "eval_steps": steps, "eval_mix_loss": curve, "share_undone_curve": share,
+        "mix_loss_start": l_start,
+        "mix_loss_forg": l_forg,
+        "mix_loss_rec": curve[-1],
+        "mix_loss_rise": rise,
+        "recovery_cost": cost,
+        "censored": censored,
+        "recovery_cost_common": cost_common,
+        "censored_common": censored_common,
+        "eval_steps": steps,
+        "eval_mix_loss": curve,
+        "share_undone_curve": share,
         "share_undone": {str(k): share[steps.index(k)] for k in config.share_steps},
         "capture": {str(k): float(prefix[k - 1]) for k in config.capture_k},
         "capture_walk": {str(k): walk[k]["total"] for k in config.capture_k},
-        "stability": {**stability, "stable": bool(stability["eta_lambda_forg"] < 2 and stability["eta_lambda_rec"] < 2),
-                      "monotone": bool((diffs <= 0).all()), "max_rise": float(max(0.0, diffs.max(initial=0.0)))},
+        "stability": {
+            **stability,
+            "stable": bool(stability["eta_lambda_forg"] < 2 and stability["eta_lambda_rec"] < 2),
+            "monotone": bool((diffs <= 0).all()),
+            "max_rise": float(max(0.0, diffs.max(initial=0.0))),
+        },
         "delta_norm": float(delta.norm()),
     }
 
@@ -148,22 +165,43 @@ def _check_finite(run_, curve: list[float], r: int, eta: float) -> None:
     """A recovery that produced NaN or inf ends the run (train_phase checks each loss before its
     step; this catches the last update and the evaluations)."""
     if not (torch.isfinite(run_.theta_rec).all() and np.isfinite(curve).all()):
-        raise FloatingPointError(f"schedules: recovery of replicate {r} produced NaN/inf "
-                                 f"(eta = {eta:.3g}); lower lab.eta_lambda "
-                                 f"or raise lab.power_iters")
+        raise FloatingPointError(
+            f"schedules: recovery of replicate {r} produced NaN/inf "
+            f"(eta = {eta:.3g}); lower lab.eta_lambda "
+            f"or raise lab.power_iters"
+        )
 
 
 def _scalars(arm: dict[str, Any]) -> dict[str, float]:
     """The per-replicate numbers that are summarised and compared, flat."""
-    out = {k: float(arm[k]) for k in ("recovery_cost", "recovery_cost_common", "forget_steps", "damage_accuracy_mean", "damage_loss_mean",
-                                      "mix_loss_start", "mix_loss_forg", "mix_loss_rec", "mix_loss_rise", "delta_norm")}
+    out = {
+        k: float(arm[k])
+        for k in (
+            "recovery_cost",
+            "recovery_cost_common",
+            "forget_steps",
+            "damage_accuracy_mean",
+            "damage_loss_mean",
+            "mix_loss_start",
+            "mix_loss_forg",
+            "mix_loss_rec",
+            "mix_loss_rise",
+            "delta_norm",
+        )
+    }
     for k, v in arm["share_undone"].items():
         out[f"share_undone.{k}"] = v
     for k, v in arm["capture"].items():
         out[f"capture.{k}"] = v
         out[f"capture_walk.{k}"] = arm["capture_walk"][k]
-    for k in ("eta_lambda_forg", "eta_lambda_rec", "recover_lr", "lambda_max_forg", "lambda_max_forg_check",
-              "max_rise"):
+    for k in (
+        "eta_lambda_forg",
+        "eta_lambda_rec",
+        "recover_lr",
+        "lambda_max_forg",
+        "lambda_max_forg_check",
+        "max_rise",
+    ):
         out[f"stability.{k}"] = arm["stability"][k]
     for part in ("damage_accuracy", "damage_loss"):
         for t, v in arm[part].items():
@@ -183,21 +221,32 @@ def paired(a: list[float], b: list[float]) -> dict[str, Any]:
     return {"mean": mean, "se": se, "ci": [mean - half, mean + half], "n": n, "values": d.tolist()}
 
 
-def regime_check(start: dict[str, Any], phases: list[dict[str, Any]], order: tuple[str, ...], focus: str,
-                 threshold: float) -> dict[str, Any]:
+def regime_check(
+    start: dict[str, Any], phases: list[dict[str, Any]], order: tuple[str, ...], focus: str, threshold: float
+) -> dict[str, Any]:
     """Did both starting points learn?  ``start``: schedule -> evaluation ("accuracy": task ->
     exact match); ``phases``: the sequential phases ({"task", "accuracy"} at the end of each).
     Returns {"passed", "threshold", "checks": name -> {"value", "passed"}, "reasons"}."""
     sim, seq = start["simultaneous"]["accuracy"], start["sequential"]["accuracy"]
     own = {p["task"]: p["accuracy"][p["task"]] for p in phases}
-    values = {"simultaneous_min_task": min(sim.values()),
-              f"sequential_last_task ({order[-1]})": seq[order[-1]],
-              f"sequential_focus_end_of_phase ({focus})": own.get(focus, float("nan"))}
+    values = {
+        "simultaneous_min_task": min(sim.values()),
+        f"sequential_last_task ({order[-1]})": seq[order[-1]],
+        f"sequential_focus_end_of_phase ({focus})": own.get(focus, float("nan")),
+    }
     checks = {k: {"value": v, "passed": bool(v >= threshold)} for k, v in values.items()}
-    reasons = [f"{k} = {c['value']:.3f} < {threshold}" if math.isfinite(c["value"]) else f"{k} not measured"
-               for k, c in checks.items() if not c["passed"]]
-    return {"passed": not reasons, "threshold": threshold, "checks": checks, "reasons": reasons,
-            "sequential_own_phase": own}
+    reasons = [
+        f"{k} = {c['value']:.3f} < {threshold}" if math.isfinite(c["value"]) else f"{k} not measured"
+        for k, c in checks.items()
+        if not c["passed"]
+    ]
+    return {
+        "passed": not reasons,
+        "threshold": threshold,
+        "checks": checks,
+        "reasons": reasons,
+        "sequential_own_phase": own,
+    }
 
 
 def verdict(diff: dict[str, Any], reasons: list[str] | None = None) -> str:
@@ -226,8 +275,10 @@ def summarise(reps: list[dict[str, Any]]) -> dict[str, Any]:
         per[s]["censored_common"] = sum(rep[s]["censored_common"] for rep in reps)
         per[s]["stable_all"] = all(rep[s]["stability"]["stable"] for rep in reps)
         per[s]["monotone_all"] = all(rep[s]["stability"]["monotone"] for rep in reps)
-    diff = {k: paired([x[k] for x in flat["simultaneous"]], [x[k] for x in flat["sequential"]])
-            for k in flat["simultaneous"][0]}
+    diff = {
+        k: paired([x[k] for x in flat["simultaneous"]], [x[k] for x in flat["sequential"]])
+        for k in flat["simultaneous"][0]
+    }
     return {"per_schedule": per, "paired": diff}
 
 
@@ -244,9 +295,13 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
     start = {}
     for s, info in (("simultaneous", info_mt), ("sequential", info_seq)):
         with swapped_params(model, theta[s]):
-            start[s] = {**_evaluate(model, tasks, lab.eval_n), "cached": info["cached"],
-                        "history": [{k: x[k] for k in ("step", "loss", "metrics") if k in x}
-                                    for x in info["history"] if "metrics" in x]}
+            start[s] = {
+                **_evaluate(model, tasks, lab.eval_n),
+                "cached": info["cached"],
+                "history": [
+                    {k: x[k] for k in ("step", "loss", "metrics") if k in x} for x in info["history"] if "metrics" in x
+                ],
+            }
     t_train = time.perf_counter() - t0
     common = start["simultaneous"]["mix_loss"] + config.recover_tol
     reps = []
@@ -261,29 +316,61 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
     summary = summarise(reps)
     cost = summary["paired"]["recovery_cost"]
     regime = regime_check(start, info_seq["phases"], order, lab.focus, config.regime_min)
-    unstable = [f"{s} replicate {rep['replicate']}: eta*lambda_max = {rep[s]['stability']['eta_lambda_forg']:.2f} "
-                f"(theta_forg), {rep[s]['stability']['eta_lambda_rec']:.2f} (theta_rec), not < 2"
-                for rep in reps for s in SCHEDULES if not rep[s]["stability"]["stable"]]
+    unstable = [
+        f"{s} replicate {rep['replicate']}: eta*lambda_max = {rep[s]['stability']['eta_lambda_forg']:.2f} "
+        f"(theta_forg), {rep[s]['stability']['eta_lambda_rec']:.2f} (theta_rec), not < 2"
+        for rep in reps
+        for s in SCHEDULES
+        if not rep[s]["stability"]["stable"]
+    ]
     regime["stable_all"] = not unstable
     reasons = regime["reasons"] + unstable
     metrics = {
-        "tasks": list(TASKS), "focus": lab.focus, "order": list(order), "dim": int(theta["simultaneous"].numel()),
-        "seeds": config.seeds, "recover_tol": config.recover_tol, "common_target": common, "recover_steps": lab.recover_steps,
-        "recover_eval_every": lab.recover_eval_every, "mt_steps": lab.mt_steps,
+        "tasks": list(TASKS),
+        "focus": lab.focus,
+        "order": list(order),
+        "dim": int(theta["simultaneous"].numel()),
+        "seeds": config.seeds,
+        "recover_tol": config.recover_tol,
+        "common_target": common,
+        "recover_steps": lab.recover_steps,
+        "recover_eval_every": lab.recover_eval_every,
+        "mt_steps": lab.mt_steps,
         "steps_per_task_sequential": lab.mt_steps // len(TASKS),
-        "total_steps": {"simultaneous": lab.mt_steps, "sequential": sum(p["steps"] for p in info_seq["phases"])
-                        if info_seq["phases"] else lab.mt_steps},
-        "sequential_phases": info_seq["phases"], "regime": regime,
-        "eta_lambda": lab.eta_lambda, "power_iters": lab.power_iters, "check_iters": config.check_iters,
-        "eta_draws": config.eta_draws, "replay": config.replay,
-        "share_steps": list(config.share_steps), "capture_k": list(config.capture_k),
-        "start": start, "replicates": reps, "summary": summary,
-        "verdict": {"rule": VERDICT_RULE, "metric": "recovery_cost", "result": verdict(cost, reasons),
-                    "difference": cost},
+        "total_steps": {
+            "simultaneous": lab.mt_steps,
+            "sequential": sum(p["steps"] for p in info_seq["phases"]) if info_seq["phases"] else lab.mt_steps,
+        },
+        "sequential_phases": info_seq["phases"],
+        "regime": regime,
+        "eta_lambda": lab.eta_lambda,
+        "power_iters": lab.power_iters,
+        "check_iters": config.check_iters,
+        "eta_draws": config.eta_draws,
+        "replay": config.replay,
+        "share_steps": list(config.share_steps),
+        "capture_k": list(config.capture_k),
+        "start": start,
+        "replicates": reps,
+        "summary": summary,
+        "verdict": {
+            "rule": VERDICT_RULE,
+            "metric": "recovery_cost",
+            "result": verdict(cost, reasons),
+            "difference": cost,
+        },
         "seconds_training": t_train,
     }
-    record = config_record(config, order=list(order),
-                           replicates="shared starting points; replicate r gives both schedules the same fresh "
-                                      "forgetting and recovery batches")
-    return Result(NAME, record, metrics, time.perf_counter() - t0,
-                  figures={"schedules.png": lambda path: figures.schedules_figure(metrics, path)})
+    record = config_record(
+        config,
+        order=list(order),
+        replicates="shared starting points; replicate r gives both schedules the same fresh "
+        "forgetting and recovery batches",
+    )
+    return Result(
+        NAME,
+        record,
+        metrics,
+        time.perf_counter() - t0,
+        figures={"schedules.png": lambda path: figures.schedules_figure(metrics, path)},
+    )

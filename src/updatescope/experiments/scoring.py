@@ -9,28 +9,47 @@ without any similarity computation (family label, easiness, size); ``evaluate_me
 ``paired_comparisons`` and ``truth_noise`` put every method beside them and beside the
 noise ceiling of the ground truth.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from updatescope.errors import InputError
 from updatescope.experiments.heads import errors_of, sketch_stream
 
-__all__ = ["SKETCH_KINDS", "PAIRED", "mean_gradients", "score_methods", "trivial_scores", "evaluate_methods",
-           "paired_comparisons", "truth_noise", "eval_noise", "sketch_vs_exact", "sketch_resolution", "headline", "method_metrics"]
+__all__ = [
+    "SKETCH_KINDS",
+    "PAIRED",
+    "mean_gradients",
+    "score_methods",
+    "trivial_scores",
+    "evaluate_methods",
+    "paired_comparisons",
+    "truth_noise",
+    "eval_noise",
+    "sketch_vs_exact",
+    "sketch_resolution",
+    "headline",
+    "method_metrics",
+]
 
 
 SKETCH_KINDS = ("fisher", "activation", "error", "coupling")
 #: (method, baseline) pairs whose per-target difference every selection runner bootstraps
-PAIRED = (("fisher", "cka"), ("fisher", "family"), ("fisher", "activation"), ("fisher", "easiness"),
-          ("exact_fisher", "family"), ("fisher", "exact_fisher"))
+PAIRED = (
+    ("fisher", "cka"),
+    ("fisher", "family"),
+    ("fisher", "activation"),
+    ("fisher", "easiness"),
+    ("exact_fisher", "family"),
+    ("fisher", "exact_fisher"),
+)
 #: per-target metrics compared in pairs (regret: lower is better, so a negative difference favours the first)
 PAIRED_METRICS = ("spearman", "top1", "oracle_normalised_transfer", "regret", "within_spearman", "within_top1")
 
@@ -40,35 +59,56 @@ def _table(names: Sequence[str], mat: Tensor) -> dict[str, dict[str, float]]:
     return {t: {s: float(mat[i, j]) for j, s in enumerate(names) if j != i} for i, t in enumerate(names)}
 
 
-def mean_gradients(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]],
-                   chunk: int = 256) -> dict[str, Tensor]:
+def mean_gradients(
+    w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]], chunk: int = 256
+) -> dict[str, Tensor]:
     """Per task the mean head gradient G = Eᵀ A / n (K×d, float64), errors formed chunk by chunk."""
     from updatescope.select.baselines import mean_gradient
 
-    return {name: mean_gradient((t["acts"][i : i + chunk], errors_of(w0, b0, t["acts"][i : i + chunk],
-                                                                     t["labels"][i : i + chunk]))
-                                for i in range(0, t["acts"].shape[0], chunk))
-            for name, t in tasks.items()}
+    return {
+        name: mean_gradient(
+            (t["acts"][i : i + chunk], errors_of(w0, b0, t["acts"][i : i + chunk], t["labels"][i : i + chunk]))
+            for i in range(0, t["acts"].shape[0], chunk)
+        )
+        for name, t in tasks.items()
+    }
 
 
-def sketch_tables(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]], *,
-                  sketch_dim: int, seed: int, fp: str = "") -> dict[str, dict[str, dict[str, float]]]:
+def sketch_tables(
+    w0: Tensor,
+    b0: Tensor | None,
+    tasks: Mapping[str, Mapping[str, Tensor]],
+    *,
+    sketch_dim: int,
+    seed: int,
+    fp: str = "",
+) -> dict[str, dict[str, dict[str, float]]]:
     """FisherSketch's pair values: one signature per task (streaming pass), all pairs from
     the signatures.  -> {kind: {target: {source: value}}} for every kind in SKETCH_KINDS."""
     import updatescope as us
 
     names = list(tasks)
-    sigs = [sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=sketch_dim, seed=seed, fp=fp,
-                          name=n) for n in names]
+    sigs = [
+        sketch_stream(w0, b0, tasks[n]["acts"], tasks[n]["labels"], sketch_dim=sketch_dim, seed=seed, fp=fp, name=n)
+        for n in names
+    ]
     mats = us.alignment_matrix(sigs)
     return {kind: _table(names, mats[kind]) for kind in SKETCH_KINDS}
 
 
-def score_methods(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]], *,
-                  fp: str = "", sketch_dim: int = 4096, seed: int = 0, exact_n: int | None = 400,
-                  baseline_n: int | None = 400, baselines: Sequence[str] = ("cka", "rsa", "svcca", "logme",
-                                                                               "hscore", "leep"),
-                  log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def score_methods(
+    w0: Tensor,
+    b0: Tensor | None,
+    tasks: Mapping[str, Mapping[str, Tensor]],
+    *,
+    fp: str = "",
+    sketch_dim: int = 4096,
+    seed: int = 0,
+    exact_n: int | None = 400,
+    baseline_n: int | None = 400,
+    baselines: Sequence[str] = ("cka", "rsa", "svcca", "logme", "hscore", "leep"),
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Score every (target, source) pair with every method.
 
     tasks: name -> {"acts" (n, d), "labels" (n,)}: the data a user would sketch.
@@ -131,7 +171,7 @@ def score_methods(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str
     norms = {n: float(g.square().sum().sqrt()) for n, g in grads.items()}
     gc: dict[str, dict[str, float]] = {t: {} for t in names}
     for i, t in enumerate(names):
-        for s in names[i + 1:]:
+        for s in names[i + 1 :]:
             v = float((grads[s] * grads[t]).sum()) / (norms[s] * norms[t])
             gc[t][s] = gc[s][t] = v
     del grads
@@ -156,12 +196,22 @@ def score_methods(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str
         say(f"{method}: {'cannot run' if method in cannot else 'ok'} ({secs[method]:.1f}s)")
     del streams
     scores["random"] = {t: random_scores([s for s in names if s != t], seed, salt=t) for t in names}
-    return {"scores": scores, "cannot_run": cannot, "seconds": secs, "sketch_alignment": sketch_al,
-            "exact_alignment": exact_tab, "exact_n": used}
+    return {
+        "scores": scores,
+        "cannot_run": cannot,
+        "seconds": secs,
+        "sketch_alignment": sketch_al,
+        "exact_alignment": exact_tab,
+        "exact_n": used,
+    }
 
 
-def trivial_scores(names: Sequence[str], *, groups: Mapping[str, str] | None = None,
-                   per_source: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+def trivial_scores(
+    names: Sequence[str],
+    *,
+    groups: Mapping[str, str] | None = None,
+    per_source: Mapping[str, Mapping[str, float]] | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
     """The baselines a user has without any model-side computation, as score tables.
 
     ``groups``: name -> family / collection; method "family" scores 1 for a same-group
@@ -179,8 +229,12 @@ def trivial_scores(names: Sequence[str], *, groups: Mapping[str, str] | None = N
     return out
 
 
-def evaluate_methods(scores: Mapping[str, Any], transfer: Mapping[str, Mapping[str, float]],
-                     seed: int = 0, groups: Mapping[str, str] | None = None) -> dict[str, Any]:
+def evaluate_methods(
+    scores: Mapping[str, Any],
+    transfer: Mapping[str, Mapping[str, float]],
+    seed: int = 0,
+    groups: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """summarise() for every method against the transfer table (self pairs dropped); with
     ``groups`` also "within_family": top-1, its chance and Spearman among same-group sources."""
     from updatescope.select.metrics import metric_report, summarise, within_group
@@ -202,7 +256,7 @@ def _per_target(m: Mapping[str, Any], metric: str) -> dict[str, float] | None:
     if "error" in m:
         return None
     if metric.startswith("within_"):
-        block = m.get("within_family", {}).get(metric[len("within_"):])
+        block = m.get("within_family", {}).get(metric[len("within_") :])
     else:
         block = m.get(metric)
     if block is None:
@@ -215,8 +269,12 @@ def _per_target(m: Mapping[str, Any], metric: str) -> dict[str, float] | None:
     return out
 
 
-def paired_comparisons(by_method: Mapping[str, Any], pairs: Sequence[tuple[str, str]] = PAIRED,
-                       metrics: Sequence[str] = PAIRED_METRICS, seed: int = 0) -> dict[str, Any]:
+def paired_comparisons(
+    by_method: Mapping[str, Any],
+    pairs: Sequence[tuple[str, str]] = PAIRED,
+    metrics: Sequence[str] = PAIRED_METRICS,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Per pair "a - b" and metric: the paired bootstrap of the per-target difference
     (:func:`select.metrics.paired_difference`).  Pairs with a missing method are skipped."""
     from updatescope.select.metrics import paired_difference
@@ -234,8 +292,12 @@ def paired_comparisons(by_method: Mapping[str, Any], pairs: Sequence[tuple[str, 
     return out
 
 
-def truth_noise(gt: Mapping[str, Any], groups: Mapping[str, str] | None = None, seed: int = 0,
-                tables: Sequence[Mapping[str, Mapping[str, float]]] | None = None) -> dict[str, Any]:
+def truth_noise(
+    gt: Mapping[str, Any],
+    groups: Mapping[str, str] | None = None,
+    seed: int = 0,
+    tables: Sequence[Mapping[str, Mapping[str, float]]] | None = None,
+) -> dict[str, Any]:
     """How noisy the ground truth is: the noise ceiling (:func:`select.metrics.noise_ceiling`)
     and, per target, the gap between the best and second-best source against the median SE.
 
@@ -257,11 +319,15 @@ def truth_noise(gt: Mapping[str, Any], groups: Mapping[str, str] | None = None, 
         ses.extend(v for v in se[t].values() if math.isfinite(v))
         bests = [max(tab[t], key=tab[t].get) for tab in tables]
         same_best[t] = len(set(bests)) == 1
-    out = {"n_seeds": len(tables),
-           "ceiling": noise_ceiling(tables, groups=groups, seed=seed),
-           "best_gap": gaps, "median_best_gap": float(np.median(list(gaps.values()))),
-           "median_se": float(np.median(ses)) if ses else None,
-           "best_same_in_every_seed": sum(same_best.values()), "n_targets": len(same_best)}
+    out = {
+        "n_seeds": len(tables),
+        "ceiling": noise_ceiling(tables, groups=groups, seed=seed),
+        "best_gap": gaps,
+        "median_best_gap": float(np.median(list(gaps.values()))),
+        "median_se": float(np.median(ses)) if ses else None,
+        "best_same_in_every_seed": sum(same_best.values()),
+        "n_targets": len(same_best),
+    }
     if "eval_sequences" in gt:
         out["eval"] = eval_noise(gt["eval_sequences"], seed=seed)
     return out
@@ -309,11 +375,14 @@ def eval_noise(seq: Mapping[str, Any], n_boot: int = 1000, seed: int = 0) -> dic
         ses.extend(sd.tolist())
         stable.append(share)
         n_seq.append(n)
-    return {"per_target": per, "n_boot": n_boot,
-            "median_se": float(np.median(ses)) if ses else None,
-            "mean_best_stable": float(np.mean(stable)) if stable else None,
-            "median_gap_se": float(np.median(gap_ses)) if gap_ses else None,
-            "n_sequences": float(np.median(n_seq)) if n_seq else None}
+    return {
+        "per_target": per,
+        "n_boot": n_boot,
+        "median_se": float(np.median(ses)) if ses else None,
+        "mean_best_stable": float(np.mean(stable)) if stable else None,
+        "median_gap_se": float(np.median(gap_ses)) if gap_ses else None,
+        "n_sequences": float(np.median(n_seq)) if n_seq else None,
+    }
 
 
 def sketch_vs_exact(sketch: Mapping[str, Any], exact: Mapping[str, Any]) -> dict[str, Any]:
@@ -334,20 +403,37 @@ def sketch_vs_exact(sketch: Mapping[str, Any], exact: Mapping[str, Any]) -> dict
         ok = np.isfinite(x) & np.isfinite(y)
         x, y = x[ok], y[ok]
         rho = float(stats.spearmanr(x, y).statistic) if x.size >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0 else math.nan
-        out[kind] = {"spearman": rho, "mean_abs_err": float(np.abs(x - y).mean()) if x.size else math.nan,
-                     "max_abs_err": float(np.abs(x - y).max()) if x.size else math.nan, "pairs": int(x.size)}
+        out[kind] = {
+            "spearman": rho,
+            "mean_abs_err": float(np.abs(x - y).mean()) if x.size else math.nan,
+            "max_abs_err": float(np.abs(x - y).max()) if x.size else math.nan,
+            "pairs": int(x.size),
+        }
     return out
 
 
 def _finite_summary(values: Sequence[float]) -> dict[str, Any]:
     v = np.asarray([x for x in values if math.isfinite(x)], dtype=np.float64)
-    return {"mean": float(v.mean()) if v.size else None, "sd": float(v.std(ddof=1)) if v.size > 1 else None,
-            "n": int(v.size), "values": [float(x) for x in values]}
+    return {
+        "mean": float(v.mean()) if v.size else None,
+        "sd": float(v.std(ddof=1)) if v.size > 1 else None,
+        "n": int(v.size),
+        "values": [float(x) for x in values],
+    }
 
 
-def sketch_resolution(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]],
-                      exact: Mapping[str, Any], *, dims: Sequence[int], seeds: int, base_seed: int = 0,
-                      fp: str = "", log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def sketch_resolution(
+    w0: Tensor,
+    b0: Tensor | None,
+    tasks: Mapping[str, Mapping[str, Tensor]],
+    exact: Mapping[str, Any],
+    *,
+    dims: Sequence[int],
+    seeds: int,
+    base_seed: int = 0,
+    fp: str = "",
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """At which sketch size the sketch resolves the pairs: :func:`sketch_vs_exact` of the
     signatures at each sketch dimension in ``dims``, over ``seeds`` independent bases
     (seeds ``base_seed``, ``base_seed + 1``, …), against the same ``exact`` tables.
@@ -371,8 +457,10 @@ def sketch_resolution(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping
         out["by_dim"][str(m)] = {kind: {key: _finite_summary(v) for key, v in d.items()} for kind, d in per.items()}
         if log:
             f = out["by_dim"][str(m)].get("fisher", {})
-            log(f"sketch resolution m={m}: A_F Spearman vs exact {f.get('spearman', {}).get('mean')}, "
-                f"mean |err| {f.get('mean_abs_err', {}).get('mean')}")
+            log(
+                f"sketch resolution m={m}: A_F Spearman vs exact {f.get('spearman', {}).get('mean')}, "
+                f"mean |err| {f.get('mean_abs_err', {}).get('mean')}"
+            )
     return out
 
 
@@ -384,22 +472,33 @@ def headline(metrics: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             out[method] = {"error": m["error"]}
             continue
         out[method] = {
-            "top1": m["top1"]["mean"], "chance_top1": m["chance_top1"],
+            "top1": m["top1"]["mean"],
+            "chance_top1": m["chance_top1"],
             "oracle_normalised": m["oracle_normalised_transfer"]["mean"],
             "oracle_normalised_n": m["oracle_normalised_transfer"]["n"],
-            "regret_mean": m["regret"]["mean"], "regret_max": m["regret"]["max"],
-            "spearman": m["spearman"]["mean"], "pooled_spearman": m["pooled_spearman"]["rho"],
+            "regret_mean": m["regret"]["mean"],
+            "regret_max": m["regret"]["max"],
+            "spearman": m["spearman"]["mean"],
+            "pooled_spearman": m["pooled_spearman"]["rho"],
             "pooled_spearman_p": m["pooled_spearman"]["p"],
         }
         if "within_family" in m:
             w = m["within_family"]
-            out[method].update(within_top1=w["top1"]["mean"], within_chance=w["chance_top1"]["mean"],
-                               within_spearman=w["spearman"]["mean"])
+            out[method].update(
+                within_top1=w["top1"]["mean"],
+                within_chance=w["chance_top1"]["mean"],
+                within_spearman=w["spearman"]["mean"],
+            )
     return out
 
 
-def method_metrics(sc: Mapping[str, Any], by_method: Mapping[str, Any], summary: Any,
-                   paired: Mapping[str, Any] | None = None, noise: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def method_metrics(
+    sc: Mapping[str, Any],
+    by_method: Mapping[str, Any],
+    summary: Any,
+    paired: Mapping[str, Any] | None = None,
+    noise: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The metrics every selection runner reports from a ``score_methods`` result ``sc``:
     every method's score table (sketch, exact, baselines, trivial) is kept so any number can
     be recomputed from the record."""

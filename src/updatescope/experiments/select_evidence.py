@@ -31,6 +31,7 @@ high-water above the level at the start of the scoring, sampled every 5 ms from
 ``/proc/self/statm`` (``getrusage`` ``ru_maxrss`` growth where /proc is missing), and the
 bytes a reusable index keeps per document to score it against a new target.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,9 @@ import math
 import resource
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -80,7 +82,7 @@ class Cost:
     """Wall time and peak memory of a block: ``with Cost() as c: ...`` -> ``c.seconds``,
     ``c.peak_bytes`` (RSS high-water above the start, sampled; see the module docstring)."""
 
-    def __enter__(self) -> "Cost":
+    def __enter__(self) -> Cost:
         self.start_rss = _rss()
         self.peak = self.start_rss or 0
         self.maxrss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -131,22 +133,28 @@ def document_gradients(tail: torch.nn.Module, parts: Sequence[dict[str, Tensor]]
     return torch.stack(rows)
 
 
-def document_blocks(model: Any, tok: Any, texts: Sequence[str], *, n_last: int, fp: str,
-                    seq_len: int) -> list[dict[str, Tensor]]:
+def document_blocks(
+    model: Any, tok: Any, texts: Sequence[str], *, n_last: int, fp: str, seq_len: int
+) -> list[dict[str, Tensor]]:
     """Block inputs (:func:`groundtruth.lora.capture_block_inputs`) of each document on its own.
 
     One batched capture when every document is a single chunk (then row i is document i,
     trimmed to its length); otherwise one capture per document."""
-    whole = lora_gt.capture_block_inputs(model, tok, list(texts), n_last=n_last, fp=fp, seq_len=seq_len,
-                                         desc="documents", use_cache=False)
+    whole = lora_gt.capture_block_inputs(
+        model, tok, list(texts), n_last=n_last, fp=fp, seq_len=seq_len, desc="documents", use_cache=False
+    )
     if whole["hidden"].shape[0] == len(texts):
         out = []
         for i in range(len(texts)):
             n = int(whole["mask"][i].sum())
             out.append({k: v[i : i + 1, :n] for k, v in whole.items()})
         return out
-    return [lora_gt.capture_block_inputs(model, tok, [x], n_last=n_last, fp=fp, seq_len=seq_len,
-                                         desc=f"document {i}", use_cache=False) for i, x in enumerate(texts)]
+    return [
+        lora_gt.capture_block_inputs(
+            model, tok, [x], n_last=n_last, fp=fp, seq_len=seq_len, desc=f"document {i}", use_cache=False
+        )
+        for i, x in enumerate(texts)
+    ]
 
 
 def stack_parts(parts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -157,9 +165,11 @@ def stack_parts(parts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
         extra = width - x.shape[1]
         return x if extra == 0 else F.pad(x, (0, 0, 0, extra) if x.ndim == 3 else (0, extra), value=value)
 
-    return {"hidden": torch.cat([pad(p["hidden"], 0.0) for p in parts]),
-            "labels": torch.cat([pad(p["labels"], IGNORE_INDEX) for p in parts]),
-            "mask": torch.cat([pad(p["mask"], 0) for p in parts])}
+    return {
+        "hidden": torch.cat([pad(p["hidden"], 0.0) for p in parts]),
+        "labels": torch.cat([pad(p["labels"], IGNORE_INDEX) for p in parts]),
+        "mask": torch.cat([pad(p["mask"], 0) for p in parts]),
+    }
 
 
 def top_k(scores: Tensor, k: int) -> list[int]:
@@ -175,8 +185,15 @@ def _cos(x: Tensor, v: Tensor) -> Tensor:
     return (x @ v) / (x.norm(dim=1) * v.norm()).clamp_min(1e-300)
 
 
-def score_all(model: Any, tok: Any, fp: str, pool: list[str], target: list[str], cfg: SelectEvidenceConfig,
-              log: Callable[[str], None]) -> tuple[dict[str, Tensor], dict[str, dict[str, Any]], list[dict[str, Tensor]]]:
+def score_all(
+    model: Any,
+    tok: Any,
+    fp: str,
+    pool: list[str],
+    target: list[str],
+    cfg: SelectEvidenceConfig,
+    log: Callable[[str], None],
+) -> tuple[dict[str, Tensor], dict[str, dict[str, Any]], list[dict[str, Tensor]]]:
     """Every deterministic selector's scores (N,) and its cost; also the per-document block
     inputs (captured for the gradient baseline, reused for fine-tuning)."""
     from updatescope.capture.chunks import tokenize
@@ -191,9 +208,12 @@ def score_all(model: Any, tok: Any, fp: str, pool: list[str], target: list[str],
 
     def record(names: Sequence[str], c: Cost, per_doc: int, *extra: Cost) -> None:
         for n in names:
-            cost[n] = {"seconds": c.seconds + sum(e.seconds for e in extra),
-                       "peak_bytes": max([c.peak_bytes, *(e.peak_bytes for e in extra)]),
-                       "bytes_per_doc": per_doc, "memory": c.how}
+            cost[n] = {
+                "seconds": c.seconds + sum(e.seconds for e in extra),
+                "peak_bytes": max([c.peak_bytes, *(e.peak_bytes for e in extra)]),
+                "bytes_per_doc": per_doc,
+                "memory": c.how,
+            }
 
     with Cost() as c:  # forward only: target signature + one scoring pass over the pool
         t = heads.capture_acts(model, tok, target, fp=fp, use_cache=False, desc="target")
@@ -212,8 +232,12 @@ def score_all(model: Any, tok: Any, fp: str, pool: list[str], target: list[str],
     doc_acts = split_rows(acts["acts"], counts)
     doc_labels = split_rows(acts["labels"], counts)
     with Cost() as c:
-        emb = torch.stack([a.to(torch.float64).mean(0) if a.shape[0] else torch.full((d,), math.nan, dtype=torch.float64)
-                           for a in doc_acts])
+        emb = torch.stack(
+            [
+                a.to(torch.float64).mean(0) if a.shape[0] else torch.full((d,), math.nan, dtype=torch.float64)
+                for a in doc_acts
+            ]
+        )
         scores["embedding"] = _cos(emb, t["acts"].to(torch.float64).mean(0))
     record(("embedding",), c, 8 * d, cap)
     with Cost() as c:
@@ -229,20 +253,32 @@ def score_all(model: Any, tok: Any, fp: str, pool: list[str], target: list[str],
         scores["mean_gradient"] = torch.tensor(vals, dtype=torch.float64)
         del g_t
     record(("mean_gradient",), c, 8 * k_out * d, cap)  # the dense K×d mean head gradient
-    log(f"embedding and mean-gradient scores: {cost['embedding']['seconds']:.1f}s, "
-        f"{cost['mean_gradient']['seconds']:.1f}s")
+    log(
+        f"embedding and mean-gradient scores: {cost['embedding']['seconds']:.1f}s, "
+        f"{cost['mean_gradient']['seconds']:.1f}s"
+    )
     del acts, doc_acts, t
 
     lc = cfg.lora
     with Cost() as c:  # block inputs per document, LoRA warm-up, backward per document, projection
         parts = document_blocks(model, tok, pool, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
         tparts = document_blocks(model, tok, target, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
-        tail = lora_gt.finetune_lora(model, stack_parts(parts), n_last=lc.n_last, r=lc.r, alpha=lc.alpha, lr=lc.lr,
-                                     steps=cfg.warmup_steps, batch=lc.batch, seed=cfg.seed, targets=lc.targets)
+        tail = lora_gt.finetune_lora(
+            model,
+            stack_parts(parts),
+            n_last=lc.n_last,
+            r=lc.r,
+            alpha=lc.alpha,
+            lr=lc.lr,
+            steps=cfg.warmup_steps,
+            batch=lc.batch,
+            seed=cfg.seed,
+            targets=lc.targets,
+        )
         g_pool = document_gradients(tail, parts)
         g_tgt = document_gradients(tail, tparts)
         both = project_rows(torch.cat([g_pool, g_tgt]), p, cfg.seed)
-        scores["per_example_gradient"] = _cos(both[: len(parts)], both[len(parts):].mean(0))
+        scores["per_example_gradient"] = _cos(both[: len(parts)], both[len(parts) :].mean(0))
         n_params = g_pool.shape[1]
         del tail, g_pool, g_tgt, both
     record(("per_example_gradient",), c, 8 * p)
@@ -284,8 +320,12 @@ def noise(by_method: dict[str, list[float]]) -> dict[str, Any]:
     n = len(next(iter(fixed.values())))
     pooled = math.sqrt(sum(var) / len(var))
     floor = float(stats.t.ppf(0.975, 2 * (n - 1))) * pooled * math.sqrt(2.0 / n)
-    return {"pooled_sd": pooled, "floor": floor, "n_seeds": n,
-            "sd_by_method": {k: math.sqrt(x) for k, x in zip(fixed, var)}}
+    return {
+        "pooled_sd": pooled,
+        "floor": floor,
+        "n_seeds": n,
+        "sd_by_method": {k: math.sqrt(x) for k, x in zip(fixed, var)},
+    }
 
 
 def verdicts(methods: dict[str, Any], paired_vs: dict[str, Any], floor: float) -> dict[str, dict[str, Any]]:
@@ -306,8 +346,10 @@ def verdicts(methods: dict[str, Any], paired_vs: dict[str, Any], floor: float) -
         v = "undecided"
     r = paired_vs["random"]
     vr = "reproduced" if r["ci"][0] > 0 else "not reproduced" if r["ci"][1] < 0 else "undecided"
-    return {CLAIM: {"verdict": v, "difference": d, "cost_ratio": ratio, "noise_floor": floor},
-            "FisherSketch selection beats random": {"verdict": vr, "difference": r}}
+    return {
+        CLAIM: {"verdict": v, "difference": d, "cost_ratio": ratio, "noise_floor": floor},
+        "FisherSketch selection beats random": {"verdict": vr, "difference": r},
+    }
 
 
 # ------------------------------------------------------------------------------ run
@@ -329,24 +371,30 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
     if len(pool) <= cfg.k or not target or not evals:
         from updatescope.errors import InputError
 
-        raise InputError(f"pool of {len(pool)} documents for k={cfg.k}, {len(target)} target and {len(evals)} "
-                         "eval documents: too few")
-    log(f"pool: {len(pool)} documents from {len(cfg.pool)} domains; target {cfg.target}: {len(target)} sketch, "
-        f"{len(evals)} eval documents")
+        raise InputError(
+            f"pool of {len(pool)} documents for k={cfg.k}, {len(target)} target and {len(evals)} "
+            "eval documents: too few"
+        )
+    log(
+        f"pool: {len(pool)} documents from {len(cfg.pool)} domains; target {cfg.target}: {len(target)} sketch, "
+        f"{len(evals)} eval documents"
+    )
 
     scores, cost, parts = score_all(model, tok, fp, pool, target, cfg, log)
     doc_tokens = [int((p["labels"] != IGNORE_INDEX).sum()) for p in parts]
     lc = cfg.lora
-    eval_data = lora_gt.capture_block_inputs(model, tok, evals, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len,
-                                             desc="target eval")
+    eval_data = lora_gt.capture_block_inputs(
+        model, tok, evals, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len, desc="target eval"
+    )
     base_loss = lora_gt.mean_loss(lora_gt.tail_model(model, lc.n_last), eval_data)
 
     seeds = [gt_seeds.gt_seed(cfg.seed, j) for j in range(cfg.seeds)]
     selections: dict[str, list[list[int]]] = {}
     for name in METHODS:
         if name == "random":
-            selections[name] = [torch.randperm(len(pool), generator=torch.Generator().manual_seed(s))[: cfg.k].tolist()
-                                for s in seeds]
+            selections[name] = [
+                torch.randperm(len(pool), generator=torch.Generator().manual_seed(s))[: cfg.k].tolist() for s in seeds
+            ]
         else:
             selections[name] = [top_k(scores[name], cfg.k)] * len(seeds)
     reduction: dict[str, list[float]] = {}
@@ -354,13 +402,24 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
         reduction[name] = []
         for s, sel in zip(seeds, selections[name]):
             t1 = time.perf_counter()
-            tail = lora_gt.finetune_lora(model, stack_parts([parts[i] for i in sel]), n_last=lc.n_last, r=lc.r,
-                                         alpha=lc.alpha, lr=lc.lr, steps=lc.steps, batch=lc.batch, seed=s,
-                                         targets=lc.targets)
+            tail = lora_gt.finetune_lora(
+                model,
+                stack_parts([parts[i] for i in sel]),
+                n_last=lc.n_last,
+                r=lc.r,
+                alpha=lc.alpha,
+                lr=lc.lr,
+                steps=lc.steps,
+                batch=lc.batch,
+                seed=s,
+                targets=lc.targets,
+            )
             reduction[name].append(base_loss - lora_gt.mean_loss(tail, eval_data))
             del tail
-            log(f"{name}, seed {s}: target eval loss reduction {reduction[name][-1]:+.4f} "
-                f"({time.perf_counter() - t1:.1f}s)")
+            log(
+                f"{name}, seed {s}: target eval loss reduction {reduction[name][-1]:+.4f} "
+                f"({time.perf_counter() - t1:.1f}s)"
+            )
 
     nz = noise(reduction)
     methods: dict[str, Any] = {}
@@ -368,34 +427,78 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
         sels = selections[name]
         own = [sum(origin[i] == cfg.target for i in sel) / len(sel) for sel in sels]
         toks = [sum(doc_tokens[i] for i in sel) for sel in sels]
-        methods[name] = {"loss_reduction": summary(reduction[name]), "by_seed": reduction[name],
-                         "own_domain_fraction": sum(own) / len(own), "selection_tokens": sum(toks) / len(toks),
-                         "selected": sels[0] if name != "random" else sels, "cost": cost[name]}
+        methods[name] = {
+            "loss_reduction": summary(reduction[name]),
+            "by_seed": reduction[name],
+            "own_domain_fraction": sum(own) / len(own),
+            "selection_tokens": sum(toks) / len(toks),
+            "selected": sels[0] if name != "random" else sels,
+            "cost": cost[name],
+        }
     paired_vs = {n: paired(reduction["fisher"], reduction[n]) for n in METHODS if n != "fisher"}
     for n, d in paired_vs.items():
-        methods[n]["minus_fisher"] = {"mean": -d["mean"], "ci": None if d["ci"] is None else
-                                      [-d["ci"][1], -d["ci"][0]], "n": d["n"]}
+        methods[n]["minus_fisher"] = {
+            "mean": -d["mean"],
+            "ci": None if d["ci"] is None else [-d["ci"][1], -d["ci"][0]],
+            "n": d["n"],
+        }
     verdict = verdicts(methods, paired_vs, nz["floor"])
 
-    console.print_rows(f"select: top {cfg.k} of {len(pool)} documents for {cfg.target}",
-                       ("method", "loss reduction ± SE", "− fisher (95% CI)", "own domain", "tokens", "scoring s",
-                        "peak MiB", "bytes/doc"),
-                       [(n, console.fmt(m["loss_reduction"]["mean"], m["loss_reduction"]["se"], digits=4),
-                         "" if n == "fisher" else f"{m['minus_fisher']['mean']:+.4f} "
-                         f"[{m['minus_fisher']['ci'][0]:+.4f}, {m['minus_fisher']['ci'][1]:+.4f}]",
-                         f"{m['own_domain_fraction']:.2f}", f"{m['selection_tokens']:.0f}",
-                         f"{m['cost']['seconds']:.1f}", f"{m['cost']['peak_bytes'] / 2**20:.0f}",
-                         m["cost"]["bytes_per_doc"]) for n, m in methods.items()],
-                       right=("tokens", "scoring s", "peak MiB", "bytes/doc"))
+    console.print_rows(
+        f"select: top {cfg.k} of {len(pool)} documents for {cfg.target}",
+        (
+            "method",
+            "loss reduction ± SE",
+            "− fisher (95% CI)",
+            "own domain",
+            "tokens",
+            "scoring s",
+            "peak MiB",
+            "bytes/doc",
+        ),
+        [
+            (
+                n,
+                console.fmt(m["loss_reduction"]["mean"], m["loss_reduction"]["se"], digits=4),
+                ""
+                if n == "fisher"
+                else f"{m['minus_fisher']['mean']:+.4f} "
+                f"[{m['minus_fisher']['ci'][0]:+.4f}, {m['minus_fisher']['ci'][1]:+.4f}]",
+                f"{m['own_domain_fraction']:.2f}",
+                f"{m['selection_tokens']:.0f}",
+                f"{m['cost']['seconds']:.1f}",
+                f"{m['cost']['peak_bytes'] / 2**20:.0f}",
+                m["cost"]["bytes_per_doc"],
+            )
+            for n, m in methods.items()
+        ],
+        right=("tokens", "scoring s", "peak MiB", "bytes/doc"),
+    )
     for claim, v in verdict.items():
         log(f"{claim}: {v['verdict']}")
 
     title = f"top {cfg.k} of {len(pool)} documents for {cfg.target}, LoRA fine-tuning, {cfg.seeds} seeds"
-    metrics = {"n_pool": len(pool), "pool_origin_counts": {n: origin.count(n) for n in cfg.pool},
-               "pool_tokens": sum(doc_tokens), "target_eval_tokens": int((eval_data["labels"] != IGNORE_INDEX).sum()),
-               "base_loss": base_loss, "seeds": seeds, "methods": methods, "noise": nz, "verdicts": verdict,
-               "scores": {n: [None if not math.isfinite(x) else x for x in v.tolist()] for n, v in scores.items()},
-               "origin": origin}
-    return Result(NAME, config_record(cfg), metrics, time.perf_counter() - t0, figures={
-        "select.png": lambda path: figures.selection_bars(
-            {n: m["loss_reduction"] for n, m in methods.items()}, path, title, noise_floor=nz["floor"])})
+    metrics = {
+        "n_pool": len(pool),
+        "pool_origin_counts": {n: origin.count(n) for n in cfg.pool},
+        "pool_tokens": sum(doc_tokens),
+        "target_eval_tokens": int((eval_data["labels"] != IGNORE_INDEX).sum()),
+        "base_loss": base_loss,
+        "seeds": seeds,
+        "methods": methods,
+        "noise": nz,
+        "verdicts": verdict,
+        "scores": {n: [None if not math.isfinite(x) else x for x in v.tolist()] for n, v in scores.items()},
+        "origin": origin,
+    }
+    return Result(
+        NAME,
+        config_record(cfg),
+        metrics,
+        time.perf_counter() - t0,
+        figures={
+            "select.png": lambda path: figures.selection_bars(
+                {n: m["loss_reduction"] for n, m in methods.items()}, path, title, noise_floor=nz["floor"]
+            )
+        },
+    )

@@ -6,6 +6,7 @@ else as a string, then checked against the field's type; the config's ``__post_i
 checks the value itself.  An unknown key, a value of the wrong type or a value the config
 refuses raises ``InputError`` naming the key — before anything is loaded.  Torch-free.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +14,8 @@ import json
 import math
 import types
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from updatescope.errors import InputError
 
@@ -71,7 +73,7 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         return value
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
-            raise InputError(f"setting {key!r} must be a list (JSON, e.g. [\"a\", \"b\"]); got {value!r}")
+            raise InputError(f'setting {key!r} must be a list (JSON, e.g. ["a", "b"]); got {value!r}')
         item = args[0] if args else Any
         return tuple(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
     if hint is bool:

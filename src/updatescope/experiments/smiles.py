@@ -45,13 +45,15 @@ per-target Spearman is undefined and counts as 0 in the paired bootstrap) and fl
 source is binned by the same property as the target), "easiness" and "size"; the paired
 bootstrap compares FisherSketch with each of them and with every similarity method.
 """
+
 from __future__ import annotations
 
 import functools
 import math
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,19 +99,40 @@ def property_of(name: str) -> str:
 QUICK_WITHIN_PROPERTIES = ("tpsa", "logp", "fsp3")
 
 #: within one collection, FisherSketch against every method whose per-target difference is bootstrapped
-WITHIN_PAIRED = tuple(("fisher", m) for m in ("exact_fisher", "activation", "error", "cka", "grad_cos", "family",
-                                              "easiness", "size", "collection", "random"))
+WITHIN_PAIRED = tuple(
+    ("fisher", m)
+    for m in (
+        "exact_fisher",
+        "activation",
+        "error",
+        "cka",
+        "grad_cos",
+        "family",
+        "easiness",
+        "size",
+        "collection",
+        "random",
+    )
+)
 
 
 def collection_indicator(collections: Mapping[str, str]) -> dict[str, Any]:
     """Whether the same-collection indicator can rank anything among these domains."""
     values = sorted(set(collections.values()))
-    return {"collections": values, "constant": len(values) == 1,
-            "note": ("one collection: the same-collection indicator is 1 for every pair and cannot rank"
-                     if len(values) == 1 else "several collections: the indicator varies across pairs")}
+    return {
+        "collections": values,
+        "constant": len(values) == 1,
+        "note": (
+            "one collection: the same-collection indicator is 1 for every pair and cannot rank"
+            if len(values) == 1
+            else "several collections: the indicator varies across pairs"
+        ),
+    }
 
 
-def ppl_reduction(base_loss: Mapping[str, float], loss: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+def ppl_reduction(
+    base_loss: Mapping[str, float], loss: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict[str, float]]:
     """{target: {source: 1 − exp(−(L_T − L_T|S))}} (relative perplexity reduction; > 0 = helped)."""
     return {t: {s: 1.0 - math.exp(-(base_loss[t] - v)) for s, v in row.items()} for t, row in loss.items()}
 
@@ -137,9 +160,14 @@ def _rowwise_spearman(xs: np.ndarray, y: np.ndarray) -> np.ndarray:
         return (rx @ ry) / den
 
 
-def correlation_tests(names: Sequence[str], scores: Mapping[str, Mapping[str, float]],
-                      truth: Mapping[str, Mapping[str, float]], *, n_perm: int = 5000,
-                      seed: int = 0) -> dict[str, Any]:
+def correlation_tests(
+    names: Sequence[str],
+    scores: Mapping[str, Mapping[str, float]],
+    truth: Mapping[str, Mapping[str, float]],
+    *,
+    n_perm: int = 5000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Pooled Spearman (scipy p and Mantel permutation p) and per-target Spearman.
 
     -> {"pooled": {rho, p, p_perm, n_perm, n}, "per_target": {mean, sd, n, rho: {t}, p: {t}}}
@@ -150,16 +178,15 @@ def correlation_tests(names: Sequence[str], scores: Mapping[str, Mapping[str, fl
     mask = ~np.eye(len(names), dtype=bool)
     x, y = sm[mask], tr[mask]
     ok = np.isfinite(x) & np.isfinite(y)
-    pooled: dict[str, Any] = {"rho": math.nan, "p": math.nan, "p_perm": math.nan, "n_perm": n_perm,
-                              "n": int(ok.sum())}
+    pooled: dict[str, Any] = {"rho": math.nan, "p": math.nan, "p_perm": math.nan, "n_perm": n_perm, "n": int(ok.sum())}
     if ok.sum() >= 3 and np.ptp(x[ok]) > 0 and np.ptp(y[ok]) > 0:
         res = stats.spearmanr(x[ok], y[ok])
         rho = float(res.statistic)
         pooled.update(rho=rho, p=float(res.pvalue))
         if ok.all():  # permutation test needs every pair's score
             rng = np.random.default_rng(seed)
-            perms = np.stack([rng.permutation(len(names)) for _ in range(n_perm)])   # (P, T)
-            xp = sm[perms[:, :, None], perms[:, None, :]][:, mask]                   # (P, pairs)
+            perms = np.stack([rng.permutation(len(names)) for _ in range(n_perm)])  # (P, T)
+            xp = sm[perms[:, :, None], perms[:, None, :]][:, mask]  # (P, pairs)
             r = _rowwise_spearman(xp, y)
             hits = int(np.sum(np.isfinite(r) & (np.abs(r) >= abs(rho) - 1e-12)))
             pooled["p_perm"] = (1 + hits) / (1 + n_perm)
@@ -170,9 +197,13 @@ def correlation_tests(names: Sequence[str], scores: Mapping[str, Mapping[str, fl
             res = stats.spearmanr(xi, yi)
             per_rho[t], per_p[t] = float(res.statistic), float(res.pvalue)
     vals = np.array(list(per_rho.values()))
-    per = {"mean": float(vals.mean()) if vals.size else None,
-           "sd": float(vals.std(ddof=1)) if vals.size > 1 else None,
-           "n": int(vals.size), "rho": per_rho, "p": per_p}
+    per = {
+        "mean": float(vals.mean()) if vals.size else None,
+        "sd": float(vals.std(ddof=1)) if vals.size > 1 else None,
+        "n": int(vals.size),
+        "rho": per_rho,
+        "p": per_p,
+    }
     return {"pooled": pooled, "per_target": per}
 
 
@@ -192,16 +223,34 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
     w0, b0 = heads.head_weights(model)
-    budget = (source_selection.choose_budget(model, tok, fp, domains, cfg, log, loader=load_texts)
-              if cfg.budget_grid else None)
+    budget = (
+        source_selection.choose_budget(model, tok, fp, domains, cfg, log, loader=load_texts)
+        if cfg.budget_grid
+        else None
+    )
     if cfg.budget_only:  # the probe alone: no ground truth, no scores
         log(f"budget probe only: {budget['chosen']} LoRA steps chosen; no ground truth measured")
-        return Result(NAME, config_record(cfg, domains=domains, lora_steps_chosen=budget["chosen"]),
-                      {"n_domains": len(domains), "budget": budget}, time.perf_counter() - t0)
+        return Result(
+            NAME,
+            config_record(cfg, domains=domains, lora_steps_chosen=budget["chosen"]),
+            {"n_domains": len(domains), "budget": budget},
+            time.perf_counter() - t0,
+        )
     wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = source_selection.capture_domains(model, tok, fp, domains, wanted, log, loader=load_texts)
-    gt = source_selection.ground_truth(model, tok, fp, w0, b0, domains, cfg, log, loader=load_texts, data=data,
-                                       steps=None if budget is None else budget["chosen"])
+    gt = source_selection.ground_truth(
+        model,
+        tok,
+        fp,
+        w0,
+        b0,
+        domains,
+        cfg,
+        log,
+        loader=load_texts,
+        data=data,
+        steps=None if budget is None else budget["chosen"],
+    )
     del model
     truth = ppl_reduction(gt["base_loss"], gt["loss"])
     collections = {d: collection_of(d) for d in domains}
@@ -209,26 +258,41 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     groups = {d: property_of(d) for d in domains} if cfg.collection else collections
     per_source = source_selection.trivial_values(w0, b0, data["sketch"], gt)
     if cfg.collection:
-        sc = scoring.score_methods(w0, b0, data["sketch"], fp=fp, sketch_dim=cfg.sketch_dim, seed=cfg.seed,
-                                   exact_n=cfg.exact_n, baseline_n=cfg.baseline_n, log=log)
+        sc = scoring.score_methods(
+            w0,
+            b0,
+            data["sketch"],
+            fp=fp,
+            sketch_dim=cfg.sketch_dim,
+            seed=cfg.seed,
+            exact_n=cfg.exact_n,
+            baseline_n=cfg.baseline_n,
+            log=log,
+        )
         sc["scores"].update(scoring.trivial_scores(domains, groups=groups, per_source=per_source))
         sc["scores"]["collection"] = scoring.trivial_scores(domains, groups=collections)["family"]
         by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed, groups=groups)
         head = scoring.headline(by_method)
     else:
         sc, by_method, head = source_selection.score_and_evaluate(
-            w0, b0, data["sketch"], truth, fp=fp, cfg=cfg, log=log, groups=groups, per_source=per_source)
-    noise = scoring.truth_noise(gt, groups=groups, seed=cfg.seed,
-                                tables=[ppl_reduction(gt["base_loss"], lo) for lo in gt["loss_by_seed"]])
-    paired = scoring.paired_comparisons(by_method, seed=cfg.seed,
-                                        **({"pairs": WITHIN_PAIRED} if cfg.collection else {}))
-    tests = {m: correlation_tests(domains, table, truth, n_perm=cfg.n_perm, seed=cfg.seed)
-             for m, table in sc["scores"].items()}
+            w0, b0, data["sketch"], truth, fp=fp, cfg=cfg, log=log, groups=groups, per_source=per_source
+        )
+    noise = scoring.truth_noise(
+        gt, groups=groups, seed=cfg.seed, tables=[ppl_reduction(gt["base_loss"], lo) for lo in gt["loss_by_seed"]]
+    )
+    paired = scoring.paired_comparisons(
+        by_method, seed=cfg.seed, **({"pairs": WITHIN_PAIRED} if cfg.collection else {})
+    )
+    tests = {
+        m: correlation_tests(domains, table, truth, n_perm=cfg.n_perm, seed=cfg.seed)
+        for m, table in sc["scores"].items()
+    }
     console.print_correlation_table(tests, sc["cannot_run"])
 
     mask = ~np.eye(len(domains), dtype=bool)
-    pairs = {m: _offdiag(domains, sc["scores"][m])[mask].tolist() for m in ("fisher", "activation")
-             if m in sc["scores"]}
+    pairs = {
+        m: _offdiag(domains, sc["scores"][m])[mask].tolist() for m in ("fisher", "activation") if m in sc["scores"]
+    }
     y = _offdiag(domains, truth)[mask].tolist()
     where = f"within {cfg.collection.upper()}, " if cfg.collection else ""
     title = f"SMILES, SmolLM2-135M, {where}{len(domains)} domains, {cfg.ground_truth} fine-tuning ground truth"
@@ -243,10 +307,19 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     }
     if cfg.collection:
         scores = sc["scores"]
-        metrics.update(property_families=groups, collection_indicator=collection_indicator(collections),
-                       constant_methods=sorted(m for m, tab in scores.items()
-                                               if len({v for row in tab.values() for v in row.values()}) <= 1))
+        metrics.update(
+            property_families=groups,
+            collection_indicator=collection_indicator(collections),
+            constant_methods=sorted(
+                m for m, tab in scores.items() if len({v for row in tab.values() for v in row.values()}) <= 1
+            ),
+        )
     fig = f"smiles_{cfg.collection}.png" if cfg.collection else "smiles.png"
     used = {} if budget is None else {"lora_steps_used": budget["chosen"]}
-    return Result(NAME, config_record(cfg, domains=domains, **used), metrics, time.perf_counter() - t0, figures={
-        fig: lambda path: figures.plot_smiles(pairs, y, tests, path, title)})
+    return Result(
+        NAME,
+        config_record(cfg, domains=domains, **used),
+        metrics,
+        time.perf_counter() - t0,
+        figures={fig: lambda path: figures.plot_smiles(pairs, y, tests, path, title)},
+    )

@@ -25,19 +25,21 @@ measured (:func:`scoring.truth_noise`).
 Every target is scored against every other domain as a candidate source (leave the target
 out) — or, with ``candidates = k`` (the paper's shape: every built-in domain,
 ``domains = "all"``, 24 candidates per target), against a seeded random ``k`` of them, and
-only those pairs are fine-tuned and evaluated — by every method in :func:`scoring.score_methods` and the trivial baselines (same
-family, easiness = −base loss on the source, source size); metrics from
+only those pairs are fine-tuned and evaluated — by every method in :func:`scoring.score_methods`
+and the trivial baselines (same family, easiness = −base loss on the source, source size); metrics from
 ``select.metrics.summarise``, within-family metrics and paired bootstrap differences
 (:func:`scoring.paired_comparisons`).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,8 +73,9 @@ def family_of(name: str) -> str:
     return fams.get(name, name.split("_")[0])
 
 
-def capture_domains(model: Any, tok: Any, fp: str, domains: list[str], tokens: dict[str, int],
-                    log: Any = print, loader: Any = None) -> dict[str, dict[str, Any]]:
+def capture_domains(
+    model: Any, tok: Any, fp: str, domains: list[str], tokens: dict[str, int], log: Any = print, loader: Any = None
+) -> dict[str, dict[str, Any]]:
     """split -> domain -> {"acts", "labels"} (cached).  ``loader(name, split, max_chars)``
     defaults to :func:`load_texts`."""
     loader = loader or load_texts
@@ -82,13 +85,24 @@ def capture_domains(model: Any, tok: Any, fp: str, domains: list[str], tokens: d
             t0 = time.perf_counter()
             texts = loader(name, split, n_tok * CHARS_PER_TOKEN_CAP)
             out[split][name] = heads.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/{split}")
-            log(f"captured {name}/{split}: {out[split][name]['labels'].numel()} tokens "
-                f"({time.perf_counter() - t0:.1f}s)")
+            log(
+                f"captured {name}/{split}: {out[split][name]['labels'].numel()} tokens "
+                f"({time.perf_counter() - t0:.1f}s)"
+            )
     return out
 
 
-def capture_blocks(model: Any, tok: Any, fp: str, domains: list[str], tokens: dict[str, int], n_last: int,
-                   log: Any = print, loader: Any = None, seq_len: int = 128) -> dict[str, dict[str, Any]]:
+def capture_blocks(
+    model: Any,
+    tok: Any,
+    fp: str,
+    domains: list[str],
+    tokens: dict[str, int],
+    n_last: int,
+    log: Any = print,
+    loader: Any = None,
+    seq_len: int = 128,
+) -> dict[str, dict[str, Any]]:
     """split -> domain -> cached block inputs for the LoRA ground truth (:mod:`groundtruth.lora`)."""
     loader = loader or load_texts
     out: dict[str, dict[str, Any]] = {s: {} for s in tokens}
@@ -96,8 +110,9 @@ def capture_blocks(model: Any, tok: Any, fp: str, domains: list[str], tokens: di
         for split, n_tok in tokens.items():
             t0 = time.perf_counter()
             texts = loader(name, split, n_tok * CHARS_PER_TOKEN_CAP)
-            out[split][name] = lora_gt.capture_block_inputs(model, tok, texts, n_last=n_last, fp=fp,
-                                                          max_tokens=n_tok, seq_len=seq_len, desc=f"{name}/{split}")
+            out[split][name] = lora_gt.capture_block_inputs(
+                model, tok, texts, n_last=n_last, fp=fp, max_tokens=n_tok, seq_len=seq_len, desc=f"{name}/{split}"
+            )
             n = int((out[split][name]["labels"] != IGNORE_INDEX).sum())
             log(f"captured block inputs {name}/{split}: {n} tokens ({time.perf_counter() - t0:.1f}s)")
     return out
@@ -159,12 +174,15 @@ def budget_signal(gt: dict[str, Any]) -> dict[str, float]:
         top = np.sort(vals)[::-1]
         snr.append(float(vals.std(ddof=1)) / noise)
         gap.append(float(top[0] - top[1]) / noise)
-    return {"median_snr": float(np.median(snr)) if snr else float("nan"),
-            "median_gap_over_se": float(np.median(gap)) if gap else float("nan")}
+    return {
+        "median_snr": float(np.median(snr)) if snr else float("nan"),
+        "median_gap_over_se": float(np.median(gap)) if gap else float("nan"),
+    }
 
 
-def choose_budget(model: Any, tok: Any, fp: str, domains: list[str], cfg: SelectionConfig, log: Any,
-                  loader: Any = None) -> dict[str, Any]:
+def choose_budget(
+    model: Any, tok: Any, fp: str, domains: list[str], cfg: SelectionConfig, log: Any, loader: Any = None
+) -> dict[str, Any]:
     """Choose the LoRA steps from ``cfg.budget_grid`` on a validation split, before the
     ground truth is measured: ``cfg.budget_domains`` (default :data:`BUDGET_DOMAINS`) domains
     (:func:`budget_probe_domains`)
@@ -175,18 +193,33 @@ def choose_budget(model: Any, tok: Any, fp: str, domains: list[str], cfg: Select
     median_gap_over_se}], "validation_split": "sketch"}."""
     lc = cfg.lora
     probe = budget_probe_domains(domains, cfg.budget_domains or min(BUDGET_DOMAINS, len(domains)))
-    blocks = capture_blocks(model, tok, fp, probe, {"train": cfg.tokens.train, "sketch": cfg.tokens.sketch},
-                            lc.n_last, log, loader, lc.seq_len)
+    blocks = capture_blocks(
+        model,
+        tok,
+        fp,
+        probe,
+        {"train": cfg.tokens.train, "sketch": cfg.tokens.sketch},
+        lc.n_last,
+        log,
+        loader,
+        lc.seq_len,
+    )
 
     def truth_at(steps: int, seed: int) -> dict[str, Any]:
-        return lora_gt.transfer_from_config(model, blocks["train"], blocks["sketch"],
-                                            dataclasses.replace(lc, steps=steps), seed=seed, resume_tag=fp)
-    return {**probe_budget(cfg.budget_grid or (), truth_at, cfg.seed, log), "domains": probe,
-            "validation_split": "sketch"}
+        return lora_gt.transfer_from_config(
+            model, blocks["train"], blocks["sketch"], dataclasses.replace(lc, steps=steps), seed=seed, resume_tag=fp
+        )
+
+    return {
+        **probe_budget(cfg.budget_grid or (), truth_at, cfg.seed, log),
+        "domains": probe,
+        "validation_split": "sketch",
+    }
 
 
-def probe_budget(grid: Sequence[int], truth_at: Callable[[int, int], dict[str, Any]], seed: int,
-                 log: Any = None, seeds: int = 2) -> dict[str, Any]:
+def probe_budget(
+    grid: Sequence[int], truth_at: Callable[[int, int], dict[str, Any]], seed: int, log: Any = None, seeds: int = 2
+) -> dict[str, Any]:
     """The budget rule shared by the experiments: ``truth_at(steps, seed)`` (a transfer table
     on a validation split) over ``seeds`` seeds per budget; the budget with the largest
     :func:`budget_signal` median SNR wins (the smaller one on a tie).
@@ -196,8 +229,10 @@ def probe_budget(grid: Sequence[int], truth_at: Callable[[int, int], dict[str, A
         gt = gt_seeds.over_seeds(lambda s, steps=steps: truth_at(steps, s), seed, seeds)
         rows.append({"steps": steps, **budget_signal(gt)})
         if log is not None:
-            log(f"budget probe: {steps} steps -> median SNR {rows[-1]['median_snr']:.2f}, "
-                f"gap/SE {rows[-1]['median_gap_over_se']:.2f}")
+            log(
+                f"budget probe: {steps} steps -> median SNR {rows[-1]['median_snr']:.2f}, "
+                f"gap/SE {rows[-1]['median_gap_over_se']:.2f}"
+            )
     ok = [r for r in rows if math.isfinite(r["median_snr"])]
     if not ok:
         raise InputError("budget probe: no budget gave a measurable signal-to-noise ratio (all SEs zero?)")
@@ -205,9 +240,20 @@ def probe_budget(grid: Sequence[int], truth_at: Callable[[int, int], dict[str, A
     return {"chosen": best["steps"], "grid": rows, "seeds": seeds}
 
 
-def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[str], cfg: SelectionConfig,
-                 log: Any, loader: Any = None, data: dict[str, Any] | None = None,
-                 candidates: dict[str, list[str]] | None = None, steps: int | None = None) -> dict[str, Any]:
+def ground_truth(
+    model: Any,
+    tok: Any,
+    fp: str,
+    w0: Any,
+    b0: Any,
+    domains: list[str],
+    cfg: SelectionConfig,
+    log: Any,
+    loader: Any = None,
+    data: dict[str, Any] | None = None,
+    candidates: dict[str, list[str]] | None = None,
+    steps: int | None = None,
+) -> dict[str, Any]:
     """The transfer table from ``cfg.ground_truth`` ("lora" or "head") fine-tuning, over
     ``cfg.gt_seeds`` seeds, each target's row cut to its ``candidates`` (all: None); LoRA
     trains ``steps`` steps (default ``cfg.lora.steps``).
@@ -221,8 +267,9 @@ def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[
         blocks = capture_blocks(model, tok, fp, domains, splits, lc.n_last, log, loader, lc.seq_len)
 
         def one(seed: int) -> dict[str, Any]:
-            return lora_gt.transfer_from_config(model, blocks["train"], blocks["eval"], lc, seed=seed,
-                                                candidates=candidates, resume_tag=fp, log=log)
+            return lora_gt.transfer_from_config(
+                model, blocks["train"], blocks["eval"], lc, seed=seed, candidates=candidates, resume_tag=fp, log=log
+            )
     else:
         if data is None or "train" not in data:
             data = capture_domains(model, tok, fp, domains, splits, log, loader)
@@ -230,11 +277,27 @@ def ground_truth(model: Any, tok: Any, fp: str, w0: Any, b0: Any, domains: list[
         train, evals = data["train"], data["eval"]
 
         def one(seed: int) -> dict[str, Any]:
-            out = head_gt.transfer_matrix(w0, b0, train, evals, steps=ft.steps, lr=ft.lr,
-                                          batch=ft.batch or 10**9, seed=seed, extra_rows=ft.extra_rows,
-                                          max_cached_logits=cfg.max_cached_logits, log=log)
-            return {**out, "tokens": {"train": {n: int(d["labels"].numel()) for n, d in train.items()},
-                                      "eval": {n: int(d["labels"].numel()) for n, d in evals.items()}}}
+            out = head_gt.transfer_matrix(
+                w0,
+                b0,
+                train,
+                evals,
+                steps=ft.steps,
+                lr=ft.lr,
+                batch=ft.batch or 10**9,
+                seed=seed,
+                extra_rows=ft.extra_rows,
+                max_cached_logits=cfg.max_cached_logits,
+                log=log,
+            )
+            return {
+                **out,
+                "tokens": {
+                    "train": {n: int(d["labels"].numel()) for n, d in train.items()},
+                    "eval": {n: int(d["labels"].numel()) for n, d in evals.items()},
+                },
+            }
+
     return restrict(gt_seeds.over_seeds(one, cfg.seed, cfg.gt_seeds, log), candidates)
 
 
@@ -244,16 +307,33 @@ def base_loss_on(w0: Any, b0: Any, tasks: dict[str, Any]) -> dict[str, float]:
     return {n: head_gt.mean_loss(w0, b0, t["acts"], t["labels"]) for n, t in tasks.items()}
 
 
-def score_and_evaluate(w0: Any, b0: Any, tasks: dict[str, Any], truth: dict[str, Any], *, fp: str, cfg: Any,
-                       log: Any, groups: dict[str, str] | None = None,
-                       per_source: dict[str, dict[str, float]] | None = None,
-                       ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def score_and_evaluate(
+    w0: Any,
+    b0: Any,
+    tasks: dict[str, Any],
+    truth: dict[str, Any],
+    *,
+    fp: str,
+    cfg: Any,
+    log: Any,
+    groups: dict[str, str] | None = None,
+    per_source: dict[str, dict[str, float]] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Every method's scores on the sketch streams plus the trivial baselines
     (:func:`scoring.trivial_scores`), its selection metrics against ``truth`` (within
     ``groups`` too) and the headline table (printed).  -> (scores record, metrics by method,
     headline)."""
-    sc = scoring.score_methods(w0, b0, tasks, fp=fp, sketch_dim=cfg.sketch_dim, seed=cfg.seed,
-                               exact_n=cfg.exact_n, baseline_n=cfg.baseline_n, log=log)
+    sc = scoring.score_methods(
+        w0,
+        b0,
+        tasks,
+        fp=fp,
+        sketch_dim=cfg.sketch_dim,
+        seed=cfg.seed,
+        exact_n=cfg.exact_n,
+        baseline_n=cfg.baseline_n,
+        log=log,
+    )
     sc["scores"].update(scoring.trivial_scores(list(tasks), groups=groups, per_source=per_source))
     by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed, groups=groups)
     return sc, by_method, scoring.headline(by_method)
@@ -262,8 +342,10 @@ def score_and_evaluate(w0: Any, b0: Any, tasks: dict[str, Any], truth: dict[str,
 def trivial_values(w0: Any, b0: Any, tasks: dict[str, Any], gt: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Target-independent trivial baselines: "easiness" (−base loss on the source's sketch
     stream) and "size" (the source's fine-tuning tokens)."""
-    return {"easiness": {n: -v for n, v in base_loss_on(w0, b0, tasks).items()},
-            "size": {n: float(v) for n, v in gt["tokens"]["train"].items()}}
+    return {
+        "easiness": {n: -v for n, v in base_loss_on(w0, b0, tasks).items()},
+        "size": {n: float(v) for n, v in gt["tokens"]["train"].items()},
+    }
 
 
 def run(cfg: SelectionConfig, out_dir: Path) -> Result:
@@ -278,18 +360,41 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
     if cfg.budget_only:  # the probe alone: nothing else is captured or fine-tuned
         budget = choose_budget(model, tok, fp, domains, cfg, log)
         log(f"budget probe only: {budget['chosen']} LoRA steps chosen; no ground truth measured")
-        return Result(NAME, config_record(cfg, families=families, lora_steps_chosen=budget["chosen"]),
-                      {"n_domains": len(domains), "n_families": len(set(families.values())), "budget": budget},
-                      time.perf_counter() - t0)
+        return Result(
+            NAME,
+            config_record(cfg, families=families, lora_steps_chosen=budget["chosen"]),
+            {"n_domains": len(domains), "n_families": len(set(families.values())), "budget": budget},
+            time.perf_counter() - t0,
+        )
     wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
     data = capture_domains(model, tok, fp, domains, wanted, log)
     candidates = candidate_sets(domains, cfg.candidates, cfg.seed)
     budget = choose_budget(model, tok, fp, domains, cfg, log) if cfg.budget_grid else None
-    gt = ground_truth(model, tok, fp, w0, b0, domains, cfg, log, data=data, candidates=candidates,
-                      steps=None if budget is None else budget["chosen"])
+    gt = ground_truth(
+        model,
+        tok,
+        fp,
+        w0,
+        b0,
+        domains,
+        cfg,
+        log,
+        data=data,
+        candidates=candidates,
+        steps=None if budget is None else budget["chosen"],
+    )
     del model
-    sc, by_method, head = score_and_evaluate(w0, b0, data["sketch"], gt["transfer"], fp=fp, cfg=cfg, log=log,
-                                             groups=families, per_source=trivial_values(w0, b0, data["sketch"], gt))
+    sc, by_method, head = score_and_evaluate(
+        w0,
+        b0,
+        data["sketch"],
+        gt["transfer"],
+        fp=fp,
+        cfg=cfg,
+        log=log,
+        groups=families,
+        per_source=trivial_values(w0, b0, data["sketch"], gt),
+    )
     console.print_method_table(head, sc["cannot_run"])
     noise = scoring.truth_noise(gt, groups=families, seed=cfg.seed)
     paired = scoring.paired_comparisons(by_method, seed=cfg.seed)
@@ -300,11 +405,14 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
         best = max((s for s in row if s != t), key=lambda s: row[s])
         same_family_best[t] = families[best] == families[t]
 
-    title = (f"natural shift, SmolLM2-135M, {len(domains)} domains"
-             + (f" ({cfg.candidates} candidates per target)" if cfg.candidates else "")
-             + f", {cfg.ground_truth} fine-tuning ground truth")
+    title = (
+        f"natural shift, SmolLM2-135M, {len(domains)} domains"
+        + (f" ({cfg.candidates} candidates per target)" if cfg.candidates else "")
+        + f", {cfg.ground_truth} fine-tuning ground truth"
+    )
     metrics = {
-        "n_domains": len(domains), "n_families": len(set(families.values())),
+        "n_domains": len(domains),
+        "n_families": len(set(families.values())),
         "candidates": candidates,
         "budget": budget,
         "tokens_captured": {s: {d: int(v["labels"].numel()) for d, v in data[s].items()} for s in data},
@@ -312,6 +420,14 @@ def run(cfg: SelectionConfig, out_dir: Path) -> Result:
         "best_source_same_family": same_family_best,
         **scoring.method_metrics(sc, by_method, head, paired, noise),
     }
-    return Result(NAME, config_record(cfg, families=families, **({} if budget is None else {"lora_steps_used": budget["chosen"]})), metrics, time.perf_counter() - t0, figures={
-        "source_selection.png": lambda path: figures.plot_selection(head, gt["transfer"], sc["scores"]["fisher"],
-                                                                    path, title)})
+    return Result(
+        NAME,
+        config_record(cfg, families=families, **({} if budget is None else {"lora_steps_used": budget["chosen"]})),
+        metrics,
+        time.perf_counter() - t0,
+        figures={
+            "source_selection.png": lambda path: figures.plot_selection(
+                head, gt["transfer"], sc["scores"]["fisher"], path, title
+            )
+        },
+    )

@@ -20,13 +20,15 @@ the answer is predicted):
    bias-only baseline (the base margins with a threshold fitted on the select split).
    CAA, the one-step shift, the searched shifts and the random vectors share this path.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -60,7 +62,7 @@ def _displaced(model: torch.nn.Module, names: list[str], u: Tensor, saved: dict[
             off = 0
             for k in names:
                 p = params[k]
-                p.add_(u[off:off + p.numel()].view_as(p).to(device=p.device, dtype=p.dtype))
+                p.add_(u[off : off + p.numel()].view_as(p).to(device=p.device, dtype=p.dtype))
                 off += p.numel()
         yield
     finally:
@@ -73,16 +75,25 @@ def _split(config: SteeringConfig, name: str, limit: int | None) -> list[Any]:
     from updatescope.data.statements import load_statements
 
     items = load_statements(config.task, name)
-    return items if limit is None else items[:2 * limit]  # pairs are adjacent: limit subjects
+    return items if limit is None else items[: 2 * limit]  # pairs are adjacent: limit subjects
 
 
 def run(config: SteeringConfig, out_dir: Path) -> Result:
-    from updatescope.data.statements import answer_ids, answer_margins, margin_summary, prompt_of
     from updatescope.constants import IGNORE_INDEX
+    from updatescope.data.statements import answer_ids, answer_margins, margin_summary, prompt_of
     from updatescope.errors import InputError
     from updatescope.locallinear.search import best_of_n, candidate_direction
-    from updatescope.steering import (capture_residuals, decoder_layers, direction_norm, encode_prompts,
-                                      gradient_step, pad_sequences, pushforward, random_direction, steer)
+    from updatescope.steering import (
+        capture_residuals,
+        decoder_layers,
+        direction_norm,
+        encode_prompts,
+        gradient_step,
+        pad_sequences,
+        pushforward,
+        random_direction,
+        steer,
+    )
 
     t0 = time.perf_counter()
     model, tok = heads.load_model(config.model)
@@ -134,7 +145,7 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
         perm = y[torch.randperm(len(y), generator=g)]
         shuffled.append(_cos_rows(caa(torch.nonzero(perm == 1).flatten(), torch.nonzero(perm == 0).flatten()), v_caa))
         order = subjects[torch.randperm(len(subjects), generator=g)]
-        a, b = order[: len(order) // 2], order[len(order) // 2:]
+        a, b = order[: len(order) // 2], order[len(order) // 2 :]
         halves.append(_cos_rows(caa(2 * a, 2 * a + 1), caa(2 * b, 2 * b + 1)))
 
     def band(rows: list[list[float]]) -> dict[str, list[float]]:
@@ -165,14 +176,24 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
                 signed = m * sign
                 last.update(u=u, select=-float(signed[:n_sel].mean()), test=-float(signed[n_sel:].mean()))
             return last[split]
+
         return f
 
     search, search_shift, search_cos = [], [], []
     for k in range(config.search_seeds):
         seed_k = config.seed * 1000 + 500 + k
-        runs = [best_of_n(origin, search_loss("select"), search_loss("test"),
-                          rho * step_norm / math.sqrt(origin.numel()), config.search_n, seed_k, numels)
-                for rho in config.search_norms]
+        runs = [
+            best_of_n(
+                origin,
+                search_loss("select"),
+                search_loss("test"),
+                rho * step_norm / math.sqrt(origin.numel()),
+                config.search_n,
+                seed_k,
+                numels,
+            )
+            for rho in config.search_norms
+        ]
         j = max(range(len(runs)), key=lambda i: runs[i].gain_select)  # the norm is chosen on select too
         res = runs[j]
         u = res.sigma * candidate_direction(numels, seed_k, res.best)
@@ -183,15 +204,27 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
         search_shift.append(shift)
         search_cos.append(_cos_rows(shift, v_caa))
         # gain_select / gain_heldout: the weight perturbation itself, in mean signed margin
-        search.append({**res.as_dict(), "norm": config.search_norms[j], "direction_norm": direction_norm(kept),
-                       "gain_select_per_norm": [r.gain_select for r in runs], "cosine": search_cos[-1]})
+        search.append(
+            {
+                **res.as_dict(),
+                "norm": config.search_norms[j],
+                "direction_norm": direction_norm(kept),
+                "gain_select_per_norm": [r.gain_select for r in runs],
+                "cosine": search_cos[-1],
+            }
+        )
     saved.clear()  # the clones of θ are not needed past the search
 
-    cosine = {"layers": list(range(n_layers)), "pushforward_mean": _cos_rows(pf_mean, v_caa),
-              "pushforward_contrast": _cos_rows(pf_contrast, v_caa),
-              "random_step_mean": band(rand_mean), "random_step_contrast": band(rand_contrast),
-              "search_mean": band(search_cos),
-              "shuffled_caa": band(shuffled), "half_caa": band(halves)}
+    cosine = {
+        "layers": list(range(n_layers)),
+        "pushforward_mean": _cos_rows(pf_mean, v_caa),
+        "pushforward_contrast": _cos_rows(pf_contrast, v_caa),
+        "random_step_mean": band(rand_mean),
+        "random_step_contrast": band(rand_contrast),
+        "search_mean": band(search_cos),
+        "shuffled_caa": band(shuffled),
+        "half_caa": band(halves),
+    }
 
     # --- steering: select (layer, scale) on the select split, report on the test split
     def margins(split: str, vec: Tensor | None = None, layer: int = 0, scale: float = 0.0) -> Tensor:
@@ -218,19 +251,30 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     for name, vec in vectors.items():
         rows = []
         for layer in steer_layers:
-            rows.append([margin_summary(margins("select", vec[layer], layer, s), labels["select"])
-                         for s in config.scales])
-        grid[name] = {"layers": steer_layers, "scales": list(config.scales),
-                      "accuracy": [[c["accuracy"] for c in r] for r in rows],
-                      "signed_margin": [[c["signed_margin"] for c in r] for r in rows]}
-        best = max(((li, si) for li in range(len(steer_layers)) for si in range(len(config.scales))),
-                   key=lambda t: (rows[t[0]][t[1]]["accuracy"], rows[t[0]][t[1]]["signed_margin"]))
+            rows.append(
+                [margin_summary(margins("select", vec[layer], layer, s), labels["select"]) for s in config.scales]
+            )
+        grid[name] = {
+            "layers": steer_layers,
+            "scales": list(config.scales),
+            "accuracy": [[c["accuracy"] for c in r] for r in rows],
+            "signed_margin": [[c["signed_margin"] for c in r] for r in rows],
+        }
+        best = max(
+            ((li, si) for li in range(len(steer_layers)) for si in range(len(config.scales))),
+            key=lambda t: (rows[t[0]][t[1]]["accuracy"], rows[t[0]][t[1]]["signed_margin"]),
+        )
         layer, scale = steer_layers[best[0]], config.scales[best[1]]
         m_test = margins("test", vec[layer], layer, scale)
         diff = correct(m_test, "test") - correct(base["test"], "test")
-        chosen[name] = {"layer": layer, "scale": scale, "select": rows[best[0]][best[1]],
-                        "test": margin_summary(m_test, labels["test"]),
-                        "gain": float(diff.mean()), "gain_se": float(diff.std() / math.sqrt(len(diff)))}
+        chosen[name] = {
+            "layer": layer,
+            "scale": scale,
+            "select": rows[best[0]][best[1]],
+            "test": margin_summary(m_test, labels["test"]),
+            "gain": float(diff.mean()),
+            "gain_se": float(diff.std() / math.sqrt(len(diff))),
+        }
     for kind, count in (("search", config.search_seeds), ("random", config.seeds)):
         gains = [chosen[f"{kind}_{k}"]["gain"] for k in range(count)]
         chosen[f"{kind}_mean"] = {"gain": sum(gains) / len(gains), "gain_se": _se(gains)}
@@ -243,24 +287,33 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     diff = correct(base["test"] - th, "test") - correct(base["test"], "test")
 
     metrics = {
-        "n": {s: len(v) for s, v in splits.items()}, "n_layers": n_layers, "step_norm": step_norm,
+        "n": {s: len(v) for s, v in splits.items()},
+        "n_layers": n_layers,
+        "step_norm": step_norm,
         "base": {s: margin_summary(base[s], labels[s]) for s in ("select", "test")},
-        "cosine": cosine, "search": search, "grid_select": grid, "steering_test": chosen,
-        "bias_only": {"threshold": th, "test": bias_test, "gain": float(diff.mean()),
-                      "gain_se": float(diff.std() / math.sqrt(len(diff)))},
+        "cosine": cosine,
+        "search": search,
+        "grid_select": grid,
+        "steering_test": chosen,
+        "bias_only": {
+            "threshold": th,
+            "test": bias_test,
+            "gain": float(diff.mean()),
+            "gain_se": float(diff.std() / math.sqrt(len(diff))),
+        },
         "resid_norm": resid_norm.tolist(),
     }
     _print(metrics)
 
     def draw_cosine(path: Path) -> None:
         from updatescope.report.figures import pyplot
+
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(7, 4))
         x = cosine["layers"]
         ax.plot(x, cosine["pushforward_mean"], "o-", label="one-step shift (mean)")
         ax.plot(x, cosine["pushforward_contrast"], "s-", label="one-step shift (true-false)")
-        for key, style in (("search_mean", "-"), ("random_step_mean", ":"), ("shuffled_caa", "--"),
-                           ("half_caa", "-.")):
+        for key, style in (("search_mean", "-"), ("random_step_mean", ":"), ("shuffled_caa", "--"), ("half_caa", "-.")):
             m, s = cosine[key]["mean"], cosine[key]["se"]
             ax.errorbar(x, m, yerr=s, ls=style, label=key.replace("_", " "))
         ax.axhline(0.58, color="grey", lw=0.8)
@@ -273,13 +326,13 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
 
     def draw_scale(path: Path) -> None:
         from updatescope.report.figures import pyplot
+
         plt = pyplot()
         fig, axes = plt.subplots(1, len(steer_layers), figsize=(4 * len(steer_layers), 3.5), squeeze=False)
         for i, layer in enumerate(steer_layers):
             ax = axes[0][i]
             for name, tab in grid.items():
-                ax.plot(tab["scales"], tab["accuracy"][i], "o-" if not name.startswith("random") else ".:",
-                        label=name)
+                ax.plot(tab["scales"], tab["accuracy"][i], "o-" if not name.startswith("random") else ".:", label=name)
             ax.axhline(metrics["base"]["select"]["accuracy"], color="grey", lw=0.8)
             ax.set_title(f"layer {layer} (select split)")
             ax.set_xlabel("scale (x residual norm)")
@@ -289,26 +342,58 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
         fig.savefig(path, dpi=110)
         plt.close(fig)
 
-    return Result(NAME, config_record(config, steer_layers_used=steer_layers), metrics,
-                  time.perf_counter() - t0,
-                  {"steering_cosine.png": draw_cosine, "steering_scale.png": draw_scale})
+    return Result(
+        NAME,
+        config_record(config, steer_layers_used=steer_layers),
+        metrics,
+        time.perf_counter() - t0,
+        {"steering_cosine.png": draw_cosine, "steering_scale.png": draw_scale},
+    )
 
 
 def _print(m: dict[str, Any]) -> None:
     from updatescope.report.console import print_rows
 
     c = m["cosine"]
-    rows = [[str(layer), f"{c['pushforward_mean'][i]:.3f}", f"{c['pushforward_contrast'][i]:.3f}",
-             f"{c['random_step_mean']['mean'][i]:.3f}", f"{c['shuffled_caa']['mean'][i]:.3f}",
-             f"{c['half_caa']['mean'][i]:.3f}"] for i, layer in enumerate(c["layers"])]
+    rows = [
+        [
+            str(layer),
+            f"{c['pushforward_mean'][i]:.3f}",
+            f"{c['pushforward_contrast'][i]:.3f}",
+            f"{c['random_step_mean']['mean'][i]:.3f}",
+            f"{c['shuffled_caa']['mean'][i]:.3f}",
+            f"{c['half_caa']['mean'][i]:.3f}",
+        ]
+        for i, layer in enumerate(c["layers"])
+    ]
     for i, row in enumerate(rows):
         row.insert(4, f"{c['search_mean']['mean'][i]:.3f}")
-    print_rows("cosine with CAA per layer", ["layer", "step mean", "step contrast", "random step",
-                                             "searched step", "shuffled CAA", "half CAA"], rows)
-    rows = [[k, str(v.get("layer", "")), str(v.get("scale", "")),
-             f"{v['test']['accuracy']:.3f}" if "test" in v else "", f"{v['gain']:+.3f} ± {v['gain_se']:.3f}"]
-            for k, v in m["steering_test"].items()]
-    rows.append(["bias only", "", "", f"{m['bias_only']['test']['accuracy']:.3f}",
-                 f"{m['bias_only']['gain']:+.3f} ± {m['bias_only']['gain_se']:.3f}"])
-    print_rows(f"test accuracy (base {m['base']['test']['accuracy']:.3f})",
-               ["vector", "layer", "scale", "accuracy", "gain vs base"], rows)
+    print_rows(
+        "cosine with CAA per layer",
+        ["layer", "step mean", "step contrast", "random step", "searched step", "shuffled CAA", "half CAA"],
+        rows,
+    )
+    rows = [
+        [
+            k,
+            str(v.get("layer", "")),
+            str(v.get("scale", "")),
+            f"{v['test']['accuracy']:.3f}" if "test" in v else "",
+            f"{v['gain']:+.3f} ± {v['gain_se']:.3f}",
+        ]
+        for k, v in m["steering_test"].items()
+    ]
+    rows.append(
+        [
+            "bias only",
+            "",
+            "",
+            f"{m['bias_only']['test']['accuracy']:.3f}",
+            f"{m['bias_only']['gain']:+.3f} ± {m['bias_only']['gain_se']:.3f}",
+        ]
+    )
+    print_rows(
+        f"test accuracy (base {m['base']['test']['accuracy']:.3f})",
+        ["vector", "layer", "scale", "accuracy", "gain vs base"],
+        rows,
+    )

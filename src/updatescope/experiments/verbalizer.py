@@ -41,6 +41,7 @@ Designs (``design`` in the config):
   identical except the control's: activation-only methods are constant over the
   identical-prefix candidates and see only "the control reads different sentences".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -65,18 +66,25 @@ NAME = "verbalizer"
 #: (positive word, negative word); the quick run uses the first 6 (5 candidates per target,
 #: the paper's chance level of 20%).
 VERBALIZERS: tuple[tuple[str, str], ...] = (
-    ("Yes", "No"), ("True", "False"), ("Positive", "Negative"), ("Good", "Bad"),
-    ("yes", "no"), ("positive", "negative"), ("true", "false"), ("good", "bad"),
-    ("great", "terrible"), ("Right", "Wrong"),
+    ("Yes", "No"),
+    ("True", "False"),
+    ("Positive", "Negative"),
+    ("Good", "Bad"),
+    ("yes", "no"),
+    ("positive", "negative"),
+    ("true", "false"),
+    ("good", "bad"),
+    ("great", "terrible"),
+    ("Right", "Wrong"),
 )
 #: design "contrast": (name, positive word, negative word, train half).  Half 0 / 1 = first /
 #: second half of the train sentences; the family label is the unordered word pair.
 CONTRAST: tuple[tuple[str, str, str, int], ...] = (
     ("Yes/No", "Yes", "No", 0),
-    ("Yes/No, other half", "Yes", "No", 1),   # same words, disjoint sentences: the control
-    ("No/Yes, flipped", "No", "Yes", 0),      # same words, label mapping flipped
-    ("Yes/Bad", "Yes", "Bad", 0),             # shares the positive word
-    ("Good/No", "Good", "No", 0),             # shares the negative word
+    ("Yes/No, other half", "Yes", "No", 1),  # same words, disjoint sentences: the control
+    ("No/Yes, flipped", "No", "Yes", 0),  # same words, label mapping flipped
+    ("Yes/Bad", "Yes", "Bad", 0),  # shares the positive word
+    ("Good/No", "Good", "No", 0),  # shares the negative word
     ("Good/Bad", "Good", "Bad", 0),
 )
 
@@ -124,10 +132,19 @@ def word_mass(w0: Any, b0: Any, acts: torch.Tensor, word_ids: dict[str, dict[str
     return {n: float((p[:, ids["positive"]] + p[:, ids["negative"]]).mean()) for n, ids in word_ids.items()}
 
 
-def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], tasks: dict[str, torch.Tensor],
-                      n_train: int, lc: LoRAConfig, seed: int, log: Any,
-                      rows: dict[str, torch.Tensor] | None = None,
-                      eval_rows: torch.Tensor | None = None) -> dict[str, Any]:
+def lora_ground_truth(
+    model: Any,
+    tok: Any,
+    fp: str,
+    prompts: list[list[int]],
+    tasks: dict[str, torch.Tensor],
+    n_train: int,
+    lc: LoRAConfig,
+    seed: int,
+    log: Any,
+    rows: dict[str, torch.Tensor] | None = None,
+    eval_rows: torch.Tensor | None = None,
+) -> dict[str, Any]:
     """LoRA transfer table: the prompts' block inputs are captured once (with the first set's
     answer appended; causal attention keeps every earlier position independent of it) and each
     set relabels the one counted position per prompt.  ``rows``: per set, its train rows
@@ -136,17 +153,29 @@ def lora_ground_truth(model: Any, tok: Any, fp: str, prompts: list[list[int]], t
     first = next(iter(tasks.values()))
     texts = [p + [int(first[i])] for i, p in enumerate(prompts)]
     width = max(len(t) for t in texts)
-    blocks = lora_gt.capture_block_inputs(model, tok, texts, n_last=lc.n_last, fp=fp, positions=[[-1]] * len(texts),
-                                        seq_len=width, desc="verbalizer prompts")
+    blocks = lora_gt.capture_block_inputs(
+        model,
+        tok,
+        texts,
+        n_last=lc.n_last,
+        fp=fp,
+        positions=[[-1]] * len(texts),
+        seq_len=width,
+        desc="verbalizer prompts",
+    )
     keep = blocks["labels"] != IGNORE_INDEX
-    if blocks["labels"].shape[0] != len(texts) or not torch.equal(keep.sum(1), torch.ones(len(texts), dtype=torch.long)):
+    if blocks["labels"].shape[0] != len(texts) or not torch.equal(
+        keep.sum(1), torch.ones(len(texts), dtype=torch.long)
+    ):
         raise RuntimeError("verbalizer: expected one counted answer position per prompt")
     split: dict[str, dict[str, Any]] = {"train": {}, "eval": {}}
     for name, y in tasks.items():
         lab = torch.full_like(blocks["labels"], IGNORE_INDEX)
         lab[keep] = y
-        parts = {"train": torch.arange(n_train) if rows is None else rows[name],
-                 "eval": torch.arange(n_train, len(texts)) if eval_rows is None else eval_rows}
+        parts = {
+            "train": torch.arange(n_train) if rows is None else rows[name],
+            "eval": torch.arange(n_train, len(texts)) if eval_rows is None else eval_rows,
+        }
         for part, sl in parts.items():
             split[part][name] = {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab[sl]}
     return lora_gt.transfer_from_config(model, split["train"], split["eval"], lc, seed=seed, log=log)
@@ -191,8 +220,11 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         tasks[name] = labels
     assert base_acts is not None
     act_scale = base_acts.abs().max().item()
-    log(f"activation check: max |Δa| = {max((v['max_abs_diff_vs_first_set'] for v in verify.values()), default=0.0):.3g}"
-        f" (max |a| = {act_scale:.3g})")
+    log(
+        "activation check: max |Δa| = "
+        f"{max((v['max_abs_diff_vs_first_set'] for v in verify.values()), default=0.0):.3g}"
+        f" (max |a| = {act_scale:.3g})"
+    )
 
     rows = {name: train_rows(half, n_train) for name, _p, _n, half in specs}
     ev = slice(n_train, len(data))
@@ -209,10 +241,26 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
             val = torch.arange(n_fit, n_train)
 
             def truth_at(steps: int, s: int) -> dict[str, Any]:
-                return lora_ground_truth(model, tok, fp, prompts, tasks, n_train,
-                                         dataclasses.replace(lc, steps=steps), s, log, rows=fit, eval_rows=val)
-            budget = {**source_selection.probe_budget(cfg.budget_grid, truth_at, seed, log),
-                      "domains": names, "validation_split": "held-out tail of the train", "validation_n": len(val)}
+                return lora_ground_truth(
+                    model,
+                    tok,
+                    fp,
+                    prompts,
+                    tasks,
+                    n_train,
+                    dataclasses.replace(lc, steps=steps),
+                    s,
+                    log,
+                    rows=fit,
+                    eval_rows=val,
+                )
+
+            budget = {
+                **source_selection.probe_budget(cfg.budget_grid, truth_at, seed, log),
+                "domains": names,
+                "validation_split": "held-out tail of the train",
+                "validation_n": len(val),
+            }
             lc = dataclasses.replace(lc, steps=budget["chosen"])
 
         def one(s: int) -> dict[str, Any]:
@@ -221,20 +269,33 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         ft = cfg.finetune
 
         def one(s: int) -> dict[str, Any]:
-            return head_gt.transfer_matrix(w0, b0, train, evals, steps=ft.steps, lr=ft.lr,
-                                           batch=ft.batch or 10**9, seed=s, extra_rows=ft.extra_rows, log=log)
+            return head_gt.transfer_matrix(
+                w0,
+                b0,
+                train,
+                evals,
+                steps=ft.steps,
+                lr=ft.lr,
+                batch=ft.batch or 10**9,
+                seed=s,
+                extra_rows=ft.extra_rows,
+                log=log,
+            )
+
     gt = gt_seeds.over_seeds(one, seed, cfg.gt_seeds, log)
     # the family label: "same words up to case" (sets), the unordered word pair (contrast)
-    groups = {name: (name.lower() if cfg.design == "sets" else "/".join(sorted((p.lower(), q.lower()))))
-              for name, p, q, _h in specs}
+    groups = {
+        name: (name.lower() if cfg.design == "sets" else "/".join(sorted((p.lower(), q.lower()))))
+        for name, p, q, _h in specs
+    }
     per_source = {
         "easiness": {n: -v for n, v in source_selection.base_loss_on(w0, b0, train).items()},
         "size": {n: float(len(rows[n])) for n in names},  # identical by construction: a chance-level control
         "word_prob": {n: word_mass(w0, b0, train[n]["acts"], {n: word_ids[n]})[n] for n in names},
     }
-    sc, metrics_by_method, head = source_selection.score_and_evaluate(w0, b0, train, gt["transfer"], fp=fp,
-                                                                      cfg=cfg, log=log, groups=groups,
-                                                                      per_source=per_source)
+    sc, metrics_by_method, head = source_selection.score_and_evaluate(
+        w0, b0, train, gt["transfer"], fp=fp, cfg=cfg, log=log, groups=groups, per_source=per_source
+    )
     console.print_method_table(head, sc["cannot_run"])
     noise = scoring.truth_noise(gt, groups=groups, seed=seed)
     paired = scoring.paired_comparisons(metrics_by_method, seed=seed)
@@ -247,18 +308,33 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
 
     resolution = None
     if cfg.resolution_dims and sc["exact_alignment"]:
-        resolution = scoring.sketch_resolution(w0, b0, train, sc["exact_alignment"], dims=cfg.resolution_dims,
-                                               seeds=cfg.resolution_seeds or 3, base_seed=seed, fp=fp, log=log)
+        resolution = scoring.sketch_resolution(
+            w0,
+            b0,
+            train,
+            sc["exact_alignment"],
+            dims=cfg.resolution_dims,
+            seeds=cfg.resolution_seeds or 3,
+            base_seed=seed,
+            fp=fp,
+            log=log,
+        )
 
-    title = (f"verbalizer shift ({cfg.design}), SmolLM2-135M, {len(names)} sets, "
-             f"{cfg.ground_truth} fine-tuning ground truth")
+    title = (
+        f"verbalizer shift ({cfg.design}), SmolLM2-135M, {len(names)} sets, {cfg.ground_truth} fine-tuning ground truth"
+    )
     metrics = {
-        "n_sentences": len(data), "n_train": n_train, "n_eval": len(data) - n_train, "design": cfg.design,
+        "n_sentences": len(data),
+        "n_train": n_train,
+        "n_eval": len(data) - n_train,
+        "design": cfg.design,
         "train_rows_per_set": {n: int(len(r)) for n, r in rows.items()},
         "verbalizer_token_ids": word_ids,
-        "activation_identity": {"per_set": verify, "max_abs_diff": max((v["max_abs_diff_vs_first_set"]
-                                                                        for v in verify.values()), default=0.0),
-                                "max_abs_activation": act_scale},
+        "activation_identity": {
+            "per_set": verify,
+            "max_abs_diff": max((v["max_abs_diff_vs_first_set"] for v in verify.values()), default=0.0),
+            "max_abs_activation": act_scale,
+        },
         "ground_truth": gt,
         "score_spread": spread,
         "word_groups": groups,
@@ -267,7 +343,14 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         **scoring.method_metrics(sc, metrics_by_method, head, paired, noise),
     }
     used = {} if budget is None else {"lora_steps_used": budget["chosen"]}
-    return Result(NAME, config_record(cfg, verbalizers=names, **used), metrics,
-                  time.perf_counter() - t0, figures={
-                      "verbalizer.png": lambda path: figures.plot_selection(head, gt["transfer"],
-                                                                            sc["scores"]["fisher"], path, title)})
+    return Result(
+        NAME,
+        config_record(cfg, verbalizers=names, **used),
+        metrics,
+        time.perf_counter() - t0,
+        figures={
+            "verbalizer.png": lambda path: figures.plot_selection(
+                head, gt["transfer"], sc["scores"]["fisher"], path, title
+            )
+        },
+    )

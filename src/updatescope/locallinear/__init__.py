@@ -10,6 +10,7 @@ The namespace is lazy (PEP 562): importing a submodule such as ``locallinear.con
 (the lab's torch-free settings) does not import torch; a public name imports its module on
 first use.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -11,6 +11,7 @@ Nulls:
   squared norms)/(sum of all) of its end-point -- the capture a prefix gets merely by
   being part of the displacement it is scored on (:func:`random_walk_prefix_null`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -18,8 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from updatescope.locallinear.subspaces import _gs_step, random_basis
 from updatescope.errors import InputError
+from updatescope.locallinear.subspaces import _gs_step, random_basis
 
 __all__ = [
     "capture_fraction",
@@ -33,9 +34,7 @@ __all__ = [
 def capture_fraction(basis: Tensor, delta: Tensor) -> float:
     """||Q delta||^2 / ||delta||^2 for orthonormal rows Q.  basis (r, D), delta (D,) -> float."""
     if basis.ndim != 2 or delta.ndim != 1 or basis.shape[1] != delta.shape[0]:
-        raise InputError(
-            f"need basis (r, D) and delta (D,), got {tuple(basis.shape)} and {tuple(delta.shape)}"
-        )
+        raise InputError(f"need basis (r, D) and delta (D,), got {tuple(basis.shape)} and {tuple(delta.shape)}")
     d = delta.to(torch.float64)
     nd = float(d @ d)
     if nd == 0.0:

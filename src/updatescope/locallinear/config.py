@@ -1,5 +1,6 @@
 """Settings of the synthetic lab (model shape, recovery protocol).  Torch-free, so experiment
 configs can be built and validated without importing torch."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -66,8 +67,16 @@ class LabConfig:
             raise InputError(f"recover_lr must be >= 0 (0 = automatic), got {self.recover_lr}")
         if not 0 < self.eta_lambda < 2:
             raise InputError(f"eta_lambda must lie in (0, 2) for stable gradient descent, got {self.eta_lambda}")
-        for name in ("hessian_n", "power_iters", "recover_eval_every", "recover_steps", "dense_steps",
-                     "snapshot_every", "eval_n", "batch_size"):
+        for name in (
+            "hessian_n",
+            "power_iters",
+            "recover_eval_every",
+            "recover_steps",
+            "dense_steps",
+            "snapshot_every",
+            "eval_n",
+            "batch_size",
+        ):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.dense_steps > self.recover_steps:

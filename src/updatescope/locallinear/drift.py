@@ -10,12 +10,14 @@ overlap(U, V) = ||U V^T||_F^2 / min(p, q) = mean of cos^2 over the min(p, q) ang
 1 when the smaller subspace lies inside the larger one, 0 when they are orthogonal, and
 about max(p, q)/D for independent random subspaces of R^D.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+
 from updatescope.errors import InputError
 
 __all__ = ["principal_angles", "subspace_overlap", "drift_curve"]

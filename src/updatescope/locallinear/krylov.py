@@ -11,6 +11,7 @@ and never forms H.  The basis is built with Arnoldi (each new H q orthogonalised
 against all previous directions), which spans the same space as the power sequence but
 stays numerically independent.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,9 +20,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from updatescope.errors import InputError
 from updatescope.locallinear.params import flat_grad, swapped_params
 from updatescope.locallinear.subspaces import _gs_step
-from updatescope.errors import InputError
 
 __all__ = ["hvp", "make_hvp", "krylov_basis", "krylov_curves", "matched_horizon", "top_eigenvalue"]
 
@@ -33,9 +34,7 @@ def hvp(loss_fn: Callable[[nn.Module], Tensor], model: nn.Module, v: Tensor) -> 
         raise InputError(f"v has shape {tuple(v.shape)}, expected {tuple(g.shape)}")
     params = [p for p in model.parameters() if p.requires_grad]
     hv = torch.autograd.grad(g @ v.to(g.dtype), params, allow_unused=True)
-    return torch.cat(
-        [(torch.zeros_like(p) if h is None else h).reshape(-1) for p, h in zip(params, hv)]
-    ).detach()
+    return torch.cat([(torch.zeros_like(p) if h is None else h).reshape(-1) for p, h in zip(params, hv)]).detach()
 
 
 def make_hvp(loss_fn: Callable[[nn.Module], Tensor], model: nn.Module) -> Callable[[Tensor], Tensor]:
@@ -82,7 +81,9 @@ def krylov_curves(basis: Tensor, steps: Tensor, tag: str = "") -> dict[str, list
     from updatescope.locallinear.subspaces import orthonormal_basis
 
     if basis.ndim != 2 or steps.ndim != 2 or basis.shape[1] != steps.shape[1]:
-        raise InputError(f"basis (r, D) and steps (k, D) must share D, got {tuple(basis.shape)} and {tuple(steps.shape)}")
+        raise InputError(
+            f"basis (r, D) and steps (k, D) must share D, got {tuple(basis.shape)} and {tuple(steps.shape)}"
+        )
     cap, ov = [], []
     disp = torch.zeros(steps.shape[1], dtype=torch.float64)
     for k in range(1, min(steps.shape[0], basis.shape[0]) + 1):
@@ -92,8 +93,9 @@ def krylov_curves(basis: Tensor, steps: Tensor, tag: str = "") -> dict[str, list
     return {f"{tag}capture": cap, f"{tag}overlap": ov}
 
 
-def matched_horizon(model: nn.Module, loss_fn: Callable[[nn.Module], Tensor], theta: Tensor, eta: float, k: int,
-                    sgd_steps: Tensor) -> dict[str, Any]:
+def matched_horizon(
+    model: nn.Module, loss_fn: Callable[[nn.Module], Tensor], theta: Tensor, eta: float, k: int, sgd_steps: Tensor
+) -> dict[str, Any]:
     """Krylov at a matched horizon from ``theta``: K_k(H, g_0) of the fixed ``loss_fn`` against
     deterministic full-batch GD on it at step ``eta`` (``gd_`` curves, exact on a quadratic)
     and against ``sgd_steps`` (the first k real updates, ``sgd_`` curves), by
@@ -106,16 +108,30 @@ def matched_horizon(model: nn.Module, loss_fn: Callable[[nn.Module], Tensor], th
         g0 = flat_grad(loss0, model).detach()
         loss0 = float(loss0.detach())
         basis = krylov_basis(make_hvp(loss_fn, model), g0, k)
-        gd = record_phase(model, lambda m, i: loss_fn(m), PhaseConfig(steps=k, lr=eta, optimizer="sgd"),
-                          dense_steps=k, snapshot_every=k, phase="full-batch GD")
+        gd = record_phase(
+            model,
+            lambda m, i: loss_fn(m),
+            PhaseConfig(steps=k, lr=eta, optimizer="sgd"),
+            dense_steps=k,
+            snapshot_every=k,
+            phase="full-batch GD",
+        )
     with swapped_params(model, gd.end), torch.no_grad():
         loss_gd = float(loss_fn(model))
-    return {"dim": int(basis.shape[0]), "gd_loss": [loss0, loss_gd], **krylov_curves(basis, gd.updates, "gd_"),
-            **krylov_curves(basis, sgd_steps[:k], "sgd_")}
+    return {
+        "dim": int(basis.shape[0]),
+        "gd_loss": [loss0, loss_gd],
+        **krylov_curves(basis, gd.updates, "gd_"),
+        **krylov_curves(basis, sgd_steps[:k], "sgd_"),
+    }
 
 
 def top_eigenvalue(
-    matvec: Callable[[Tensor], Tensor], dim: int, iters: int = 30, seed: int = 0, rtol: float = 1e-3,
+    matvec: Callable[[Tensor], Tensor],
+    dim: int,
+    iters: int = 30,
+    seed: int = 0,
+    rtol: float = 1e-3,
     dtype: torch.dtype = torch.float32,
 ) -> tuple[float, Tensor]:
     """Largest-magnitude eigenvalue of a symmetric operator by power iteration.  -> (lambda, v (D,)).

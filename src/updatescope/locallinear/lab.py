@@ -21,24 +21,24 @@ Defaults and why:
 Replicates ("seeds" of the experiments) share theta_mt and draw fresh forgetting and
 recovery batch streams: ``replicate`` r shifts every batch index by r * 10^5.
 """
+
 from __future__ import annotations
 
 import functools
 import hashlib
 import io
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from updatescope.paths import cache_dir
-from updatescope.records import write_bytes_atomic
+from updatescope.errors import InputError
+from updatescope.locallinear.config import LabConfig
 from updatescope.locallinear.krylov import make_hvp, top_eigenvalue
 from updatescope.locallinear.params import flat_params, set_flat_params, swapped_params
-from updatescope.locallinear.config import LabConfig, quick
-from updatescope.locallinear.synthetic import TASKS, DigitTasks, ModelConfig, TinyTransformer
+from updatescope.locallinear.synthetic import TASKS, DigitTasks, TinyTransformer
 from updatescope.locallinear.trajectory import (
     PhaseConfig,
     PhaseRecord,
@@ -46,11 +46,24 @@ from updatescope.locallinear.trajectory import (
     record_phase,
     train_phase,
 )
-from updatescope.errors import InputError
+from updatescope.paths import cache_dir
+from updatescope.records import write_bytes_atomic
 
-__all__ = ["LabConfig", "task_losses", "accuracy_fn", "multitask_model", "synthetic_recovery", "mix_loss_fn",
-           "lambda_max", "independent_recovery", "STREAM", "sequential_model", "sequential_blocks", "forget_and_recover",
-           "recovery_stability"]
+__all__ = [
+    "LabConfig",
+    "task_losses",
+    "accuracy_fn",
+    "multitask_model",
+    "synthetic_recovery",
+    "mix_loss_fn",
+    "lambda_max",
+    "independent_recovery",
+    "STREAM",
+    "sequential_model",
+    "sequential_blocks",
+    "forget_and_recover",
+    "recovery_stability",
+]
 
 STREAM = 100_000  # batch-index shift between replicates
 
@@ -70,6 +83,7 @@ def accuracy_fn(tasks: DigitTasks, n: int, with_loss: bool = False):
         with torch.no_grad():
             out["mix_loss"] = float(torch.stack([tasks.loss(m, t, 0, "eval", n=n) for t in TASKS]).mean())
         return out
+
     return metrics
 
 
@@ -78,8 +92,9 @@ def mix_loss_fn(tasks: DigitTasks, index: int, n: int, split: str = "select"):
     return lambda m: torch.stack([tasks.loss(m, t, index, split, n=n) for t in TASKS]).mean()
 
 
-def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters: int, seed: int = 0,
-               radius: bool = False) -> float:
+def lambda_max(
+    model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters: int, seed: int = 0, radius: bool = False
+) -> float:
     """Top Hessian eigenvalue of the mix loss (n sequences per task) at theta (power iteration).
 
     Power iteration finds the eigenvalue of largest magnitude.  Far from a minimum it can be
@@ -106,8 +121,16 @@ def lambda_max(model: nn.Module, tasks: DigitTasks, theta: Tensor, n: int, iters
 def _key(cfg: LabConfig, **extra) -> str:
     # ``extra`` names another training schedule; without it the key is theta_mt's (unchanged)
     blob = json.dumps(
-        {"model": asdict(cfg.model), "seed": cfg.seed, "bs": cfg.batch_size, "steps": cfg.mt_steps,
-         "lr": cfg.mt_lr, "torch": torch.__version__, "v": 2, **extra},
+        {
+            "model": asdict(cfg.model),
+            "seed": cfg.seed,
+            "bs": cfg.batch_size,
+            "steps": cfg.mt_steps,
+            "lr": cfg.mt_lr,
+            "torch": torch.__version__,
+            "v": 2,
+            **extra,
+        },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -116,10 +139,12 @@ def _key(cfg: LabConfig, **extra) -> str:
 def _own_rng(fn):
     """Run ``fn`` on a fork of torch's global CPU generator: the lab seeds it for bit-identical
     runs (model init, training order), and the caller's random state is left as it was."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with torch.random.fork_rng(devices=[]):
             return fn(*args, **kwargs)
+
     return wrapper
 
 
@@ -146,8 +171,9 @@ def multitask_model(cfg: LabConfig, use_cache: bool = True) -> tuple[TinyTransfo
 
 def _train_phase_config(cfg: LabConfig) -> PhaseConfig:
     """The training schedule of theta_mt (Adam, warm-up, cosine decay), shared by every schedule."""
-    return PhaseConfig(steps=cfg.mt_steps, lr=cfg.mt_lr, warmup=50, schedule="cosine",
-                       eval_every=max(1, cfg.mt_steps // 10))
+    return PhaseConfig(
+        steps=cfg.mt_steps, lr=cfg.mt_lr, warmup=50, schedule="cosine", eval_every=max(1, cfg.mt_steps // 10)
+    )
 
 
 def _save_theta(model: nn.Module, path: Path) -> None:
@@ -165,8 +191,9 @@ def sequential_blocks(steps: int, order: tuple[str, ...]) -> list[tuple[str, int
 
 
 @_own_rng
-def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = True, replay: float = 0.0
-                     ) -> tuple[TinyTransformer, DigitTasks, dict]:
+def sequential_model(
+    cfg: LabConfig, order: tuple[str, ...], use_cache: bool = True, replay: float = 0.0
+) -> tuple[TinyTransformer, DigitTasks, dict]:
     """The sequential-specialisation counterpart of :func:`multitask_model`.
 
     Same initialisation (``torch.manual_seed(cfg.seed)``) and the same total step budget
@@ -198,7 +225,10 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
     model = TinyTransformer(cfg.model)
     tasks = DigitTasks(seq_len=cfg.model.seq_len, batch_size=cfg.batch_size, seed=cfg.seed)
     extra = {} if replay == 0 else {"replay": replay}  # replay 0 keeps the earlier cache key
-    path = cache_dir("locallinear") / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order), phases='restart', **extra)}.pt"
+    path = (
+        cache_dir("locallinear")
+        / f"theta_seq_{_key(cfg, schedule='sequential', order=list(order), phases='restart', **extra)}.pt"
+    )
     info: dict = {"order": list(order), "replay": replay}
     side = path.with_suffix(".json")  # the per-phase accuracies of the cached run
     cached = use_cache and path.exists() and side.exists()
@@ -215,8 +245,13 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
             steps = last - first + 1
             if steps < 1:
                 continue
-            phase = PhaseConfig(steps=steps, lr=cfg.mt_lr, warmup=min(50, max(1, steps // 4)), schedule="cosine",
-                                eval_every=max(1, cfg.mt_steps // 10))
+            phase = PhaseConfig(
+                steps=steps,
+                lr=cfg.mt_lr,
+                warmup=min(50, max(1, steps // 4)),
+                schedule="cosine",
+                eval_every=max(1, cfg.mt_steps // 10),
+            )
             prev = list(seen)
             if replay and prev:
                 n_rep = max(1, round(n * replay / len(prev)))
@@ -229,8 +264,7 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
             else:
                 loss = lambda m, i, task=task: tasks.loss(m, task, i, n=n)  # noqa: E731
             # index_offset + t is the global step, so the batches are those of the one-run rule
-            rows = train_phase(model, loss, phase, phase=f"sequential:{task}", index_offset=first - 1,
-                               metrics=metrics)
+            rows = train_phase(model, loss, phase, phase=f"sequential:{task}", index_offset=first - 1, metrics=metrics)
             seen.append(task)
             for r in rows:
                 r["step"] += first - 1
@@ -239,8 +273,11 @@ def sequential_model(cfg: LabConfig, order: tuple[str, ...], use_cache: bool = T
         if use_cache:
             _save_theta(model, path)
             write_bytes_atomic(json.dumps({"phases": phases}).encode(), side)
-    return model, tasks, {"cached": cached, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist,
-                          "phases": phases, **info}
+    return (
+        model,
+        tasks,
+        {"cached": cached, "accuracy": tasks.accuracy(model, n=cfg.eval_n), "history": hist, "phases": phases, **info},
+    )
 
 
 def _recover_phase(cfg: LabConfig, lr: float, steps: int) -> PhaseConfig:
@@ -249,7 +286,11 @@ def _recover_phase(cfg: LabConfig, lr: float, steps: int) -> PhaseConfig:
 
 @_own_rng
 def synthetic_recovery(
-    cfg: LabConfig, use_cache: bool = True, replicate: int = 0, lam_draws: int = 1, lam_iters: int | None = None,
+    cfg: LabConfig,
+    use_cache: bool = True,
+    replicate: int = 0,
+    lam_draws: int = 1,
+    lam_iters: int | None = None,
 ) -> tuple[TinyTransformer, DigitTasks, RecoveryRun, dict]:
     """theta_mt (cached) -> forget on ``cfg.focus`` -> recover with SGD at a stable step.
 
@@ -258,15 +299,22 @@ def synthetic_recovery(
     ``lam_draws``, ``lam_iters``: as in :func:`forget_and_recover`.
     """
     model, tasks, info = multitask_model(cfg, use_cache)
-    run, extra = forget_and_recover(model, tasks, cfg, replicate, history=info["history"], lam_draws=lam_draws,
-                                    lam_iters=lam_iters)
+    run, extra = forget_and_recover(
+        model, tasks, cfg, replicate, history=info["history"], lam_draws=lam_draws, lam_iters=lam_iters
+    )
     return model, tasks, run, {**info, **extra}
 
 
 @_own_rng
 def forget_and_recover(
-    model: TinyTransformer, tasks: DigitTasks, cfg: LabConfig, replicate: int = 0, history: list | None = None,
-    radius: bool = False, lam_draws: int = 1, lam_iters: int | None = None,
+    model: TinyTransformer,
+    tasks: DigitTasks,
+    cfg: LabConfig,
+    replicate: int = 0,
+    history: list | None = None,
+    radius: bool = False,
+    lam_draws: int = 1,
+    lam_iters: int | None = None,
 ) -> tuple[RecoveryRun, dict]:
     """Forgetting and stable recovery from the model's *current* parameters (any start).
 
@@ -297,29 +345,72 @@ def forget_and_recover(
     torch.manual_seed(cfg.seed + 1 + replicate)
     forget = PhaseConfig(steps=cfg.forget_cap, lr=cfg.forget_lr, eval_every=10)
     history = list(history or []) + train_phase(
-        model, lambda m, i: losses[cfg.focus](m, i), forget, phase="forget",
-        index_offset=1_000_000 + replicate * STREAM, metrics=mets, stop=stop)
+        model,
+        lambda m, i: losses[cfg.focus](m, i),
+        forget,
+        phase="forget",
+        index_offset=1_000_000 + replicate * STREAM,
+        metrics=mets,
+        stop=stop,
+    )
     forget_steps = sum(1 for r in history if r["phase"] == "forget")
     theta_forg = flat_params(model).float()
-    draws = [lambda_max(model, tasks, theta_forg, cfg.hessian_n, lam_iters or cfg.power_iters,
-                        seed=replicate + 1000 * j, radius=radius) for j in range(lam_draws)]
+    draws = [
+        lambda_max(
+            model,
+            tasks,
+            theta_forg,
+            cfg.hessian_n,
+            lam_iters or cfg.power_iters,
+            seed=replicate + 1000 * j,
+            radius=radius,
+        )
+        for j in range(lam_draws)
+    ]
     lam = max(draws)
     lr = cfg.recover_lr if cfg.recover_lr > 0 else cfg.eta_lambda / lam
     mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
-    rec = record_phase(model, mix, _recover_phase(cfg, lr, cfg.recover_steps), dense_steps=cfg.dense_steps,
-                       snapshot_every=cfg.snapshot_every, index_offset=2_000_000 + replicate * STREAM,
-                       metrics=mets)
-    run = RecoveryRun(theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=flat_params(model).float(),
-                      updates=rec.updates, snapshots=rec.snapshots, step_norms=rec.step_norms,
-                      history=history + rec.history, forget_steps=forget_steps)
+    rec = record_phase(
+        model,
+        mix,
+        _recover_phase(cfg, lr, cfg.recover_steps),
+        dense_steps=cfg.dense_steps,
+        snapshot_every=cfg.snapshot_every,
+        index_offset=2_000_000 + replicate * STREAM,
+        metrics=mets,
+    )
+    run = RecoveryRun(
+        theta_mt=theta_mt,
+        theta_forg=theta_forg,
+        theta_rec=flat_params(model).float(),
+        updates=rec.updates,
+        snapshots=rec.snapshots,
+        step_norms=rec.step_norms,
+        history=history + rec.history,
+        forget_steps=forget_steps,
+    )
     forg = [r["metrics"] for r in history if r["phase"] == "forget" and "metrics" in r]
-    info = {"lambda_max_forg": lam, "lambda_max_forg_draws": draws, "recover_lr": lr, "eta_lambda": lr * lam,
-            "replicate": replicate, "metrics_mt": base, "metrics_forg": forg[-1] if forg else base}
+    info = {
+        "lambda_max_forg": lam,
+        "lambda_max_forg_draws": draws,
+        "recover_lr": lr,
+        "eta_lambda": lr * lam,
+        "replicate": replicate,
+        "metrics_mt": base,
+        "metrics_forg": forg[-1] if forg else base,
+    }
     return run, info
 
 
-def recovery_stability(model: nn.Module, tasks: DigitTasks, cfg: LabConfig, run: RecoveryRun, info: dict,
-                       check_iters: int, radius: bool = False) -> dict:
+def recovery_stability(
+    model: nn.Module,
+    tasks: DigitTasks,
+    cfg: LabConfig,
+    run: RecoveryRun,
+    info: dict,
+    check_iters: int,
+    radius: bool = False,
+) -> dict:
     """eta * lambda_max of a :func:`forget_and_recover` run, measured where eta was not set from.
 
     eta * lambda_max_forg is eta_lambda by construction for the estimate eta came from, so it is
@@ -332,19 +423,33 @@ def recovery_stability(model: nn.Module, tasks: DigitTasks, cfg: LabConfig, run:
     r, eta = info["replicate"], info["recover_lr"]
     lam_rec = lambda_max(model, tasks, run.theta_rec, cfg.hessian_n, cfg.power_iters, seed=r)
     lam_check = lambda_max(model, tasks, run.theta_forg, cfg.hessian_n, check_iters, seed=500 + r, radius=radius)
-    return {"recover_lr": eta, "lambda_max_forg": info["lambda_max_forg"],
-            "lambda_max_forg_draws": info["lambda_max_forg_draws"], "lambda_max_forg_check": lam_check,
-            "lambda_max_rec": lam_rec, "eta_lambda_set": info["eta_lambda"],
-            "eta_lambda_forg": eta * max(info["lambda_max_forg"], lam_check), "eta_lambda_rec": eta * lam_rec}
+    return {
+        "recover_lr": eta,
+        "lambda_max_forg": info["lambda_max_forg"],
+        "lambda_max_forg_draws": info["lambda_max_forg_draws"],
+        "lambda_max_forg_check": lam_check,
+        "lambda_max_rec": lam_rec,
+        "eta_lambda_set": info["eta_lambda"],
+        "eta_lambda_forg": eta * max(info["lambda_max_forg"], lam_check),
+        "eta_lambda_rec": eta * lam_rec,
+    }
 
 
 @_own_rng
-def independent_recovery(model: nn.Module, tasks: DigitTasks, cfg: LabConfig, theta_forg: Tensor, lr: float,
-                         stream: int, steps: int) -> PhaseRecord:
+def independent_recovery(
+    model: nn.Module, tasks: DigitTasks, cfg: LabConfig, theta_forg: Tensor, lr: float, stream: int, steps: int
+) -> PhaseRecord:
     """A second recovery from the same theta_forg on other batches (``stream``): a null for
     the prefix basis.  Leaves the model's parameters as they were."""
     losses = task_losses(tasks)
     mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
     with swapped_params(model, theta_forg):
-        return record_phase(model, mix, PhaseConfig(steps=steps, lr=lr, optimizer="sgd"), dense_steps=steps,
-                            snapshot_every=steps, phase="independent", index_offset=3_000_000 + stream * STREAM)
+        return record_phase(
+            model,
+            mix,
+            PhaseConfig(steps=steps, lr=lr, optimizer="sgd"),
+            dense_steps=steps,
+            snapshot_every=steps,
+            phase="independent",
+            index_offset=3_000_000 + stream * STREAM,
+        )

@@ -18,6 +18,7 @@ Plain LoRA on ``nn.Linear``-like modules only: DoRA's magnitude vector and peft'
 ``nn.Linear``).  Nothing here imports peft; the modules are found by the names peft gives
 its tensors (``<module>.lora_A.<adapter>.weight``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -90,8 +91,9 @@ def push_w(v: Tensor, theta0: Tensor, pairs: Sequence[tuple]) -> Tensor:
     return torch.cat(parts).float()
 
 
-def ba_increments(thetas: Sequence[Tensor], theta0: Tensor, pairs: Sequence[tuple],
-                  keep: int) -> tuple[Tensor, Tensor, Tensor]:
+def ba_increments(
+    thetas: Sequence[Tensor], theta0: Tensor, pairs: Sequence[tuple], keep: int
+) -> tuple[Tensor, Tensor, Tensor]:
     """Weight-space increments x_t - x_{t-1} of a parameter sequence starting at theta0.
 
     thetas: T vectors (D,) after steps 1..T; x_t = delta_w(thetas[t], theta0).  Computed

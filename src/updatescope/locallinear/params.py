@@ -4,6 +4,7 @@ Every analysis in the lab works on vectors of length D (the number of trainable
 parameters, concatenated in ``named_parameters`` order).  :class:`ParamLayout` records
 where each tensor lives in that vector, so per-layer analyses slice the same vectors.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+
 from updatescope.errors import InputError
 
 __all__ = ["ParamLayout", "flat_params", "set_flat_params", "flat_grad", "swapped_params"]
@@ -24,7 +26,7 @@ class ParamLayout:
     shapes: tuple[tuple[int, ...], ...]
 
     @classmethod
-    def of(cls, model: nn.Module) -> "ParamLayout":
+    def of(cls, model: nn.Module) -> ParamLayout:
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
             raise InputError("model has no trainable parameters")
@@ -91,9 +93,7 @@ def flat_grad(loss: Tensor, model: nn.Module, create_graph: bool = False) -> Ten
     """
     params = _trainable(model)
     grads = torch.autograd.grad(loss, params, create_graph=create_graph, allow_unused=True)
-    return torch.cat(
-        [(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)]
-    )
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)])
 
 
 class swapped_params:

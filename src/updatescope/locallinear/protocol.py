@@ -30,6 +30,7 @@ range of indices (:data:`INDEX_OFFSETS`), so nothing is measured on a training b
 run is reproducible; a loss that ignores the index is full-batch.  ``replicate`` r shifts
 every range but ``eval`` by r * 10^5: an independent replicate from the same theta_mt.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,8 +62,16 @@ __all__ = ["INDEX_OFFSETS", "ProtocolConfig", "ProtocolRecord", "run_protocol", 
 LossFn = Callable[[nn.Module, int], Tensor]
 
 #: first batch index of each phase / measurement; a range holds at most STREAM indices
-INDEX_OFFSETS = {"multitask": 0, "forget": 1_000_000, "recover": 2_000_000, "independent": 3_000_000,
-                 "plane": 4_000_000, "rank": 5_000_000, "hessian": 6_000_000, "eval": 7_000_000}
+INDEX_OFFSETS = {
+    "multitask": 0,
+    "forget": 1_000_000,
+    "recover": 2_000_000,
+    "independent": 3_000_000,
+    "plane": 4_000_000,
+    "rank": 5_000_000,
+    "hessian": 6_000_000,
+    "eval": 7_000_000,
+}
 STREAM = 100_000  # index shift between replicates
 
 
@@ -92,8 +101,10 @@ class ProtocolConfig:
 
     def __post_init__(self) -> None:
         if self.multitask_steps < 0 or self.forget_steps < 1 or self.recover_steps < 1:
-            raise InputError(f"need multitask_steps >= 0, forget_steps >= 1 and recover_steps >= 1, got "
-                             f"{self.multitask_steps}, {self.forget_steps}, {self.recover_steps}")
+            raise InputError(
+                f"need multitask_steps >= 0, forget_steps >= 1 and recover_steps >= 1, got "
+                f"{self.multitask_steps}, {self.forget_steps}, {self.recover_steps}"
+            )
         if max(self.multitask_steps, self.forget_steps, self.recover_steps) >= STREAM:
             raise InputError(f"each phase must have fewer than {STREAM} steps")
         for name in ("multitask_lr", "forget_lr", "recover_lr", "eta_lambda", "forget_rise"):
@@ -106,8 +117,10 @@ class ProtocolConfig:
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.krylov_k <= self.dense_steps:
-            raise InputError(f"krylov_k must lie in [0, dense_steps={self.dense_steps}] (the SGD steps it is "
-                             f"compared with are the first dense_steps updates), got {self.krylov_k}")
+            raise InputError(
+                f"krylov_k must lie in [0, dense_steps={self.dense_steps}] (the SGD steps it is "
+                f"compared with are the first dense_steps updates), got {self.krylov_k}"
+            )
         if self.rank_n == 1 or self.rank_n < 0:
             raise InputError(f"rank_n must be 0 (skip) or >= 2, got {self.rank_n}")
         if not 0 <= self.replicate < 10:
@@ -147,9 +160,27 @@ class ProtocolRecord:
         return self.theta_rec - self.theta_forg
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("tasks", "focus", "params", "dim", "forget_steps", "trajectory",
-                                             "step_norms", "losses", "eval_losses", "stability", "curves", "task_plane",
-                                             "drift", "rank", "weight_space", "krylov")}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "tasks",
+                "focus",
+                "params",
+                "dim",
+                "forget_steps",
+                "trajectory",
+                "step_norms",
+                "losses",
+                "eval_losses",
+                "stability",
+                "curves",
+                "task_plane",
+                "drift",
+                "rank",
+                "weight_space",
+                "krylov",
+            )
+        }
         out["config"] = asdict(self.config)
         return _jsonable(out)
 
@@ -228,8 +259,9 @@ def run_protocol(
         return _run(model, dict(task_losses), focus, config, names)
 
 
-def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolConfig,
-         names: list[str]) -> ProtocolRecord:
+def _run(
+    model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolConfig, names: list[str]
+) -> ProtocolRecord:
     tasks = list(losses)
     others = [t for t in tasks if t != focus]
     off = {k: v + (0 if k == "eval" else cfg.replicate * STREAM) for k, v in INDEX_OFFSETS.items()}
@@ -239,32 +271,44 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
 
     def evaluate(m: nn.Module) -> dict[str, float]:
         with torch.no_grad():
-            out = {t: sum(float(losses[t](m, off["eval"] + j)) for j in range(cfg.eval_batches)) / cfg.eval_batches
-                   for t in tasks}
+            out = {
+                t: sum(float(losses[t](m, off["eval"] + j)) for j in range(cfg.eval_batches)) / cfg.eval_batches
+                for t in tasks
+            }
         out["mix_loss"] = sum(out[t] for t in tasks) / len(tasks)
         return out
 
     # ---- the three phases -------------------------------------------------------------------
     mt_log = []
     if cfg.multitask_steps:
-        mt_log = train_phase(model, mix, PhaseConfig(steps=cfg.multitask_steps, lr=cfg.multitask_lr),
-                             phase="multitask", index_offset=off["multitask"])
+        mt_log = train_phase(
+            model,
+            mix,
+            PhaseConfig(steps=cfg.multitask_steps, lr=cfg.multitask_lr),
+            phase="multitask",
+            index_offset=off["multitask"],
+        )
     theta_mt = flat_params(model).float()
     eval_mt = evaluate(model)
     stop, mets = None, None
     if cfg.forget_rise is not None:
         mets = evaluate
         stop = lambda m: sum(m[t] - eval_mt[t] for t in others) / len(others) >= cfg.forget_rise
-    flog = train_phase(model, losses[focus], PhaseConfig(steps=cfg.forget_steps, lr=cfg.forget_lr,
-                                                         eval_every=cfg.eval_every),
-                       phase="forget", index_offset=off["forget"], metrics=mets, stop=stop)
+    flog = train_phase(
+        model,
+        losses[focus],
+        PhaseConfig(steps=cfg.forget_steps, lr=cfg.forget_lr, eval_every=cfg.eval_every),
+        phase="forget",
+        index_offset=off["forget"],
+        metrics=mets,
+        stop=stop,
+    )
     theta_forg = flat_params(model).float()
     eval_forg = evaluate(model)
     d = theta_forg.numel()
 
     def full(m: nn.Module) -> Tensor:  # the fixed loss lambda_max is measured on
-        return torch.stack([losses[t](m, off["hessian"] + j) for t in tasks
-                            for j in range(cfg.hessian_batches)]).mean()
+        return torch.stack([losses[t](m, off["hessian"] + j) for t in tasks for j in range(cfg.hessian_batches)]).mean()
 
     def lam_at(theta: Tensor) -> float:
         with swapped_params(model, theta):
@@ -274,41 +318,68 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
     eta = cfg.recover_lr if cfg.recover_lr is not None else cfg.eta_lambda / max(abs(lam_forg), 1e-12)
     pairs = ba_pairs(model)
     k, steps = cfg.dense_steps, cfg.recover_steps
-    rec = record_phase(model, mix, PhaseConfig(steps=steps, lr=eta, optimizer="sgd", eval_every=cfg.eval_every),
-                       dense_steps=k, snapshot_every=1 if pairs else cfg.drift_every, phase="recover",
-                       index_offset=off["recover"], metrics=evaluate)
+    rec = record_phase(
+        model,
+        mix,
+        PhaseConfig(steps=steps, lr=eta, optimizer="sgd", eval_every=cfg.eval_every),
+        dense_steps=k,
+        snapshot_every=1 if pairs else cfg.drift_every,
+        phase="recover",
+        index_offset=off["recover"],
+        metrics=evaluate,
+    )
     theta_rec = rec.end
     lam_rec = lam_at(theta_rec)
     rows = [x for x in rec.history if "metrics" in x]
     evl = [eval_forg["mix_loss"]] + [x["metrics"]["mix_loss"] for x in rows]
     rises = [b - a for a, b in zip(evl, evl[1:])]
-    stability = {"recover_lr": eta, "lambda_max_forg": lam_forg, "lambda_max_rec": lam_rec,
-                 "eta_lambda_forg": eta * lam_forg, "eta_lambda_rec": eta * lam_rec,
-                 "stable": eta * lam_forg < 2 and eta * lam_rec < 2,
-                 "monotone": all(x <= 0 for x in rises), "max_rise": max([0.0] + rises)}
+    stability = {
+        "recover_lr": eta,
+        "lambda_max_forg": lam_forg,
+        "lambda_max_rec": lam_rec,
+        "eta_lambda_forg": eta * lam_forg,
+        "eta_lambda_rec": eta * lam_rec,
+        "stable": eta * lam_forg < 2 and eta * lam_rec < 2,
+        "monotone": all(x <= 0 for x in rises),
+        "max_rise": max([0.0] + rises),
+    }
     delta = (theta_rec - theta_forg).double()
     undo = (theta_mt - theta_forg).double()
-    trajectory = {"theta_mt_norm": float(theta_mt.norm()), "forget_norm": float(undo.norm()),
-                  "delta_gd_norm": float(delta.norm()), "rec_to_mt_norm": float((theta_rec - theta_mt).norm()),
-                  "path_length": float(rec.step_norms.sum()),
-                  "cos_delta_gd_undo_forget": float(delta @ undo / (delta.norm() * undo.norm()).clamp_min(1e-30))}
+    trajectory = {
+        "theta_mt_norm": float(theta_mt.norm()),
+        "forget_norm": float(undo.norm()),
+        "delta_gd_norm": float(delta.norm()),
+        "rec_to_mt_norm": float((theta_rec - theta_mt).norm()),
+        "path_length": float(rec.step_norms.sum()),
+        "cos_delta_gd_undo_forget": float(delta @ undo / (delta.norm() * undo.norm()).clamp_min(1e-30)),
+    }
 
     # ---- capture and its nulls ----------------------------------------------------------------
     upd, ks = rec.updates, list(range(1, k + 1))
-    c: dict[str, list[float]] = {"prefix": prefix_capture_curve(upd, delta).tolist(),
-                                 "prefix_rest": rest_capture_curve(upd, delta).tolist()}
+    c: dict[str, list[float]] = {
+        "prefix": prefix_capture_curve(upd, delta).tolist(),
+        "prefix_rest": rest_capture_curve(upd, delta).tolist(),
+    }
     walk = random_walk_prefix_null(rec.step_norms, ks, d, seed=cfg.seed + 1000)
     c["walk"], c["walk_rest"] = [walk[j]["total"] for j in ks], [walk[j]["rest"] for j in ks]
     with swapped_params(model, theta_forg):
-        indep = record_phase(model, mix, PhaseConfig(steps=k, lr=eta, optimizer="sgd"), dense_steps=k,
-                             snapshot_every=k, phase="independent", index_offset=off["independent"])
+        indep = record_phase(
+            model,
+            mix,
+            PhaseConfig(steps=k, lr=eta, optimizer="sgd"),
+            dense_steps=k,
+            snapshot_every=k,
+            phase="independent",
+            index_offset=off["independent"],
+        )
     c["independent"] = prefix_capture_curve(indep.updates, delta).tolist()
     c["independent_rest"] = rest_capture_curve(indep.updates, delta, steps=upd).tolist()
 
     def grads(theta: Tensor, index0: int, m: int) -> Tensor:  # task-major (len(tasks) * m, D)
         with swapped_params(model, theta):
-            return gradient_stack(model, [(lambda mod, t=t, j=j: losses[t](mod, index0 + j))
-                                          for t in tasks for j in range(m)])
+            return gradient_stack(
+                model, [(lambda mod, t=t, j=j: losses[t](mod, index0 + j)) for t in tasks for j in range(m)]
+            )
 
     width = len(tasks) * cfg.plane_batches
     local = top_directions(grads(theta_forg, off["plane"], cfg.plane_batches), width)
@@ -323,24 +394,35 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
     first, second = off["plane"] + STREAM // 2, off["plane"] + STREAM // 2 + 1
     ref = plane(theta_forg, first)
     floor = subspace_overlap(ref, plane(theta_forg, second))
-    task_plane = {"capture_forg": capture_fraction(ref, delta), "capture_mt": capture_fraction(plane(theta_mt, first), delta),
-                  "resample_floor": floor, "random_overlap": len(tasks) / d}
+    task_plane = {
+        "capture_forg": capture_fraction(ref, delta),
+        "capture_mt": capture_fraction(plane(theta_mt, first), delta),
+        "resample_floor": floor,
+        "random_overlap": len(tasks) / d,
+    }
     drift_steps = sorted({t for t in rec.snapshots if t > 0 and (t % cfg.drift_every == 0 or t == steps)})
     overlap = [subspace_overlap(ref, plane(rec.snapshots[t], first)) for t in drift_steps]
-    drift = {"steps": drift_steps, "overlap": overlap,
-             "normalised": [v / floor if floor > 0 else float("nan") for v in overlap]}
+    drift = {
+        "steps": drift_steps,
+        "overlap": overlap,
+        "normalised": [v / floor if floor > 0 else float("nan") for v in overlap],
+    }
 
     # ---- effective rank of per-batch gradients --------------------------------------------------
     rank: dict[str, dict] = {}
     if cfg.rank_n:
         with swapped_params(model, theta_forg):
             for i, t in enumerate(tasks):
-                g = gradient_stack(model, [(lambda mod, j=j: losses[t](mod, off["rank"] + j))
-                                           for j in range(cfg.rank_n)])
+                g = gradient_stack(
+                    model, [(lambda mod, j=j: losses[t](mod, off["rank"] + j)) for j in range(cfg.rank_n)]
+                )
                 gauss = gaussian_like(g, 31 * cfg.seed + i)
-                rank[t] = {"task": effective_rank(g).as_dict(), "task_unit": effective_rank(unit_rows(g)).as_dict(),
-                           "gaussian": effective_rank(gauss).as_dict(),
-                           "gaussian_unit": effective_rank(unit_rows(gauss)).as_dict()}
+                rank[t] = {
+                    "task": effective_rank(g).as_dict(),
+                    "task_unit": effective_rank(unit_rows(g)).as_dict(),
+                    "gaussian": effective_rank(gauss).as_dict(),
+                    "gaussian_unit": effective_rank(unit_rows(gauss)).as_dict(),
+                }
 
     # ---- Krylov at a matched horizon ------------------------------------------------------------
     # For GD on a quadratic, theta_k - theta_0 lies in K_k(H, g_0).  Here H and g_0 are those of
@@ -357,8 +439,10 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
         snaps = [rec.snapshots[t] for t in range(1, steps + 1)]
         incr, w_norms, target = ba_increments(snaps, theta_forg, pairs, k)  # (k, P), (T,), (P,)
         p_dim = target.numel()
-        wc = {"prefix": prefix_capture_curve(incr, target).tolist(),
-              "prefix_rest": rest_capture_curve(incr, target).tolist()}
+        wc = {
+            "prefix": prefix_capture_curve(incr, target).tolist(),
+            "prefix_rest": rest_capture_curve(incr, target).tolist(),
+        }
         wwalk = random_walk_prefix_null(w_norms, ks, p_dim, seed=cfg.seed + 2000)
         wc["walk"], wc["walk_rest"] = [wwalk[j]["total"] for j in ks], [wwalk[j]["rest"] for j in ks]
         ind_w = ba_increments(list(theta_forg + indep.updates.cumsum(0)), theta_forg, pairs, k)[0]
@@ -367,17 +451,44 @@ def _run(model: nn.Module, losses: dict[str, LossFn], focus: str, cfg: ProtocolC
         mapped = torch.stack([push_w(v.float(), theta_forg, pairs) for v in local])
         wc["static"] = prefix_capture_curve(mapped, target).tolist()
         wc["static_rest"] = rest_capture_curve(mapped[:w], target, steps=incr[:w]).tolist()
-        weight_space = {"dim": p_dim, "modules": len(pairs), "delta_norm": float(target.norm()),
-                        "step_norms": w_norms.tolist(), "curves": wc}
+        weight_space = {
+            "dim": p_dim,
+            "modules": len(pairs),
+            "delta_norm": float(target.norm()),
+            "step_norms": w_norms.tolist(),
+            "curves": wc,
+        }
 
     return ProtocolRecord(
-        config=cfg, tasks=tasks, focus=focus, params=names, dim=d, forget_steps=len(flog), trajectory=trajectory,
+        config=cfg,
+        tasks=tasks,
+        focus=focus,
+        params=names,
+        dim=d,
+        forget_steps=len(flog),
+        trajectory=trajectory,
         step_norms=rec.step_norms.tolist(),
-        losses={"multitask": [x["loss"] for x in mt_log], "forget": [x["loss"] for x in flog],
-                "recover": [x["loss"] for x in rec.history]},
-        eval_losses={"mt": eval_mt, "forg": eval_forg, "rec": rows[-1]["metrics"], "recover_steps": [0] + [x["step"] for x in rows],
-              "recover_mix_loss": evl},
-        stability=stability, curves=c, task_plane=task_plane, drift=drift, rank=rank, weight_space=weight_space,
+        losses={
+            "multitask": [x["loss"] for x in mt_log],
+            "forget": [x["loss"] for x in flog],
+            "recover": [x["loss"] for x in rec.history],
+        },
+        eval_losses={
+            "mt": eval_mt,
+            "forg": eval_forg,
+            "rec": rows[-1]["metrics"],
+            "recover_steps": [0] + [x["step"] for x in rows],
+            "recover_mix_loss": evl,
+        },
+        stability=stability,
+        curves=c,
+        task_plane=task_plane,
+        drift=drift,
+        rank=rank,
+        weight_space=weight_space,
         krylov=krylov,
-        theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=theta_rec, updates=upd,
+        theta_mt=theta_mt,
+        theta_forg=theta_forg,
+        theta_rec=theta_rec,
+        updates=upd,
     )

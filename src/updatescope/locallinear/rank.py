@@ -8,12 +8,14 @@ Low values mean the rows share a few directions.  Baselines of the same shape te
 "low" means: a Gaussian stack with the same row norms (no shared directions at all) and
 gradients of the same model under shuffled labels (the model's own anisotropy, no task).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
+
 from updatescope.errors import InputError
 
 __all__ = ["RankStats", "gram", "singular_values", "effective_rank", "effective_ranks", "gaussian_like"]
@@ -36,7 +38,7 @@ def gram(g: Tensor, chunk: int = 1 << 16) -> Tensor:
         raise InputError(f"need a non-empty (n, D) stack, got shape {tuple(g.shape)}")
     out = torch.zeros(g.shape[0], g.shape[0], dtype=torch.float64)
     for j in range(0, g.shape[1], chunk):
-        c = g[:, j:j + chunk].double()
+        c = g[:, j : j + chunk].double()
         out += c @ c.T
     return out
 
@@ -66,8 +68,10 @@ def effective_ranks(g: Tensor) -> tuple[RankStats, RankStats]:
     gm = gram(g)
     norms = gm.diagonal().clamp_min(0.0).sqrt()
     inv = torch.where(norms > 0, 1.0 / norms, torch.zeros_like(norms))
-    return (_stats(_singular_from_gram(gm), g.shape[0]),
-            _stats(_singular_from_gram(gm * inv[:, None] * inv[None, :]), g.shape[0]))
+    return (
+        _stats(_singular_from_gram(gm), g.shape[0]),
+        _stats(_singular_from_gram(gm * inv[:, None] * inv[None, :]), g.shape[0]),
+    )
 
 
 def effective_rank(g: Tensor) -> RankStats:

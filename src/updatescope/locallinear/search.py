@@ -16,6 +16,7 @@ sigma ||P g|| E[max of N standard normals] ~ sigma ||P g|| sqrt(2 ln N): it grow
 budget like sqrt(ln N), not with D.  Curvature adds sigma^2 z^T H z / 2 ~ sigma^2 tr(P H P)/2,
 which grows with the dimension searched: hence a window of useful sigma.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 from scipy import integrate, stats
 from torch import Tensor
+
 from updatescope.errors import InputError
 
 __all__ = [
@@ -43,9 +45,7 @@ def candidate_seed(seed: int, candidate: int, tensor: int) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def candidate_direction(
-    numels: Sequence[int], seed: int, candidate: int, basis: Tensor | None = None
-) -> Tensor:
+def candidate_direction(numels: Sequence[int], seed: int, candidate: int, basis: Tensor | None = None) -> Tensor:
     """The unscaled perturbation z of one candidate.  -> (D,) float32, D = sum(numels).
 
     ``numels`` gives the per-tensor sizes (``ParamLayout.numels``); with a ``basis``
@@ -96,10 +96,17 @@ class SearchResult:
 
     def as_dict(self) -> dict:
         return {
-            "sigma": self.sigma, "seed": self.seed, "n": self.n, "best": self.best,
-            "gain_select": self.gain_select, "gain_heldout": self.gain_heldout,
-            "base_select": self.base_select, "base_heldout": self.base_heldout,
-            "select": list(self.select), "heldout": list(self.heldout), **self.extra,
+            "sigma": self.sigma,
+            "seed": self.seed,
+            "n": self.n,
+            "best": self.best,
+            "gain_select": self.gain_select,
+            "gain_heldout": self.gain_heldout,
+            "base_select": self.base_select,
+            "base_heldout": self.base_heldout,
+            "select": list(self.select),
+            "heldout": list(self.heldout),
+            **self.extra,
         }
 
 
@@ -135,8 +142,12 @@ def best_of_n(
         sel.append(float(select_fn(cand)))
         held.append(float(heldout_fn(cand)))
     return SearchResult(
-        sigma=sigma, seed=seed, base_select=float(select_fn(theta)),
-        base_heldout=float(heldout_fn(theta)), select=tuple(sel), heldout=tuple(held),
+        sigma=sigma,
+        seed=seed,
+        base_select=float(select_fn(theta)),
+        base_heldout=float(heldout_fn(theta)),
+        select=tuple(sel),
+        heldout=tuple(held),
         best=int(np.argmin(sel)),
     )
 

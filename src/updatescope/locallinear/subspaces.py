@@ -13,6 +13,7 @@ Builders:
   model's current parameters, and their top directions.
 Krylov bases live in :mod:`.krylov`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -20,8 +21,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from updatescope.locallinear.params import flat_grad
 from updatescope.errors import InputError
+from updatescope.locallinear.params import flat_grad
 
 __all__ = [
     "orthonormal_basis",

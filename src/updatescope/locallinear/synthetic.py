@@ -24,13 +24,14 @@ of 32, MLP 4x (GELU), learned positions, untied output head; context ``2L + 1 = 
 for L = 5 (798k parameters).  Attention is written out (matmul + mask + softmax) rather than fused SDPA so
 that double backward -- Hessian-vector products -- works on every backend.
 """
+
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+
 from updatescope.errors import InputError
 from updatescope.locallinear.config import _SEP, _TASK0, TASKS, ModelConfig
 
@@ -40,6 +41,7 @@ __all__ = [
     "TinyTransformer",
     "DigitTasks",
 ]
+
 
 class _Block(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:

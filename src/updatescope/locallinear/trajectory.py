@@ -16,6 +16,7 @@ Default optimisers (synthetic lab, see ``updatescope.experiments.recovery``): Ad
 phases 1-2 (fast to train), plain SGD for phase 3 so that Delta_GD is a gradient-descent
 displacement -- the object the Krylov argument is about.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from updatescope.locallinear.params import flat_params
 from updatescope.errors import InputError
+from updatescope.locallinear.params import flat_params
 
 __all__ = ["PhaseConfig", "RecoveryConfig", "RecoveryRun", "PhaseRecord", "train_phase", "record_phase", "run_recovery"]
 
@@ -70,9 +71,7 @@ class RecoveryConfig:
 
     def __post_init__(self) -> None:
         if self.dense_steps > self.recover.steps:
-            raise InputError(
-                f"dense_steps={self.dense_steps} exceeds recover.steps={self.recover.steps}"
-            )
+            raise InputError(f"dense_steps={self.dense_steps} exceeds recover.steps={self.recover.steps}")
         if self.snapshot_every < 1:
             raise InputError(f"snapshot_every must be >= 1, got {self.snapshot_every}")
 
@@ -182,8 +181,10 @@ def record_phase(
     full-batch GD (a ``loss_fn`` that ignores the index).
     """
     if dense_steps > cfg.steps or snapshot_every < 1:
-        raise InputError(f"need dense_steps <= steps and snapshot_every >= 1, got dense_steps={dense_steps}, "
-                         f"steps={cfg.steps}, snapshot_every={snapshot_every}")
+        raise InputError(
+            f"need dense_steps <= steps and snapshot_every >= 1, got dense_steps={dense_steps}, "
+            f"steps={cfg.steps}, snapshot_every={snapshot_every}"
+        )
     start = flat_params(model).float()
     dense = torch.empty(dense_steps, start.numel(), dtype=torch.float32)
     snapshots = {0: start.clone()}
@@ -236,19 +237,35 @@ def run_recovery(
         ref = sum(base[n] for n in others) / len(others)
         stop = lambda m: sum(m[n] for n in others) / len(others) < cfg.forget_fraction * ref
     forget_log = train_phase(
-        model, lambda m, i: task_losses[focus](m, i), cfg.forget, phase="forget",
-        index_offset=1_000_000 + stream, metrics=metrics, stop=stop,
+        model,
+        lambda m, i: task_losses[focus](m, i),
+        cfg.forget,
+        phase="forget",
+        index_offset=1_000_000 + stream,
+        metrics=metrics,
+        stop=stop,
     )
     history += forget_log
     theta_forg = flat_params(model).float()
 
     rec = record_phase(
-        model, mix, cfg.recover, dense_steps=cfg.dense_steps, snapshot_every=cfg.snapshot_every,
-        phase="recover", index_offset=2_000_000 + stream, metrics=metrics,
+        model,
+        mix,
+        cfg.recover,
+        dense_steps=cfg.dense_steps,
+        snapshot_every=cfg.snapshot_every,
+        phase="recover",
+        index_offset=2_000_000 + stream,
+        metrics=metrics,
     )
     history += rec.history
     return RecoveryRun(
-        theta_mt=theta_mt, theta_forg=theta_forg, theta_rec=flat_params(model).float(),
-        updates=rec.updates, snapshots=rec.snapshots, step_norms=rec.step_norms, history=history,
+        theta_mt=theta_mt,
+        theta_forg=theta_forg,
+        theta_rec=flat_params(model).float(),
+        updates=rec.updates,
+        snapshots=rec.snapshots,
+        step_norms=rec.step_norms,
+        history=history,
         forget_steps=len(forget_log),
     )

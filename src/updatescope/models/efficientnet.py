@@ -5,6 +5,7 @@
 path is given. Inputs are RGB images scaled to [0, 1], resized to 224 x 224, then
 normalised with mean = std = 0.5 per channel (the lite models' training convention).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,6 +45,7 @@ def efficientnet_preprocess(images: Any) -> Tensor:
         x = x.permute(0, 3, 1, 2)
     x = x.to(torch.float32)
     if tuple(x.shape[-2:]) != (IMAGE_SIZE, IMAGE_SIZE):
-        x = torch.nn.functional.interpolate(x, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear",
-                                            align_corners=False, antialias=True).clamp_(0.0, 1.0)
+        x = torch.nn.functional.interpolate(
+            x, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear", align_corners=False, antialias=True
+        ).clamp_(0.0, 1.0)
     return (x - 0.5) / 0.5

@@ -14,6 +14,7 @@ the Zipf part concentrates the error second moment Γ_e on a few frequent labels
 next-token errors do.  ``mix`` interpolates both the cluster centre and the label block
 between two tasks, so a family spans alignments from near 0 to 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ class HeadTaskFamily:
     seed: int = 0
 
     def _gen(self, *salt: int) -> torch.Generator:
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + sum((i + 1) * 7919 ** k for k, i in enumerate(salt)))
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + sum((i + 1) * 7919**k for k, i in enumerate(salt)))
         return g
 
     def head(self) -> Tensor:
@@ -64,8 +65,9 @@ class HeadTaskFamily:
         p[block * size + perm] = ranks.pow(-self.zipf) / ranks.pow(-self.zipf).sum()
         return p
 
-    def sample(self, cluster: int, block: int, n: int, *, seed: int, mix_to: tuple[int, int] | None = None,
-               mix: float = 0.0) -> tuple[Tensor, Tensor, Tensor]:
+    def sample(
+        self, cluster: int, block: int, n: int, *, seed: int, mix_to: tuple[int, int] | None = None, mix: float = 0.0
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """n samples of task (cluster, block), optionally mixed towards task ``mix_to`` by ``mix``.
 
         Returns (acts (n, d) float32, logits (n, K) float32, labels (n,) int64).

@@ -4,6 +4,7 @@
 local folder (``config.json`` + weights) or a local ``.gguf`` file. Hub ids are refused with a
 one-line error: nothing here ever downloads.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,7 +49,9 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
 
     path = Path(spec).expanduser()
     if not path.exists():
-        raise InputError(f"model not found: {spec} (give 'smollm2' or a local model folder; hub downloads are disabled)")
+        raise InputError(
+            f"model not found: {spec} (give 'smollm2' or a local model folder; hub downloads are disabled)"
+        )
     kwargs: dict[str, Any] = {"local_files_only": True}
     if path.is_file():
         if path.suffix != ".gguf":
@@ -65,8 +68,9 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
     tlog.set_verbosity_error()
     tlog.disable_progress_bar()
     try:
-        model, info = transformers.AutoModelForCausalLM.from_pretrained(root, dtype=dtype, output_loading_info=True,
-                                                                        **kwargs)
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(
+            root, dtype=dtype, output_loading_info=True, **kwargs
+        )
     except Exception as exc:  # transformers raises many types; the user needs one line
         raise InputError(f"cannot load a causal LM from {spec}: {_first_line(exc)}") from exc
     finally:
@@ -77,8 +81,10 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
     if missing:
         # randomly initialised parameters: the folder's weights do not fit its config (another
         # architecture, a truncated checkpoint); every number computed from it would be noise
-        raise InputError(f"the weights in {spec} do not cover the model its config.json describes: {len(missing)} "
-                         f"parameter(s) missing, e.g. {missing[0]}")
+        raise InputError(
+            f"the weights in {spec} do not cover the model its config.json describes: {len(missing)} "
+            f"parameter(s) missing, e.g. {missing[0]}"
+        )
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(root, **kwargs)
     except Exception as exc:
@@ -127,6 +133,9 @@ def head_fingerprint(model: nn.Module, tokenizer: Any = None, head: nn.Linear | 
     if tokenizer is not None:
         vocab = tokenizer.get_vocab()
         h.update(f"vocab:{len(vocab)}".encode())
-        h.update("".join(f"{idx}\t{token}\n" for token, idx in sorted(vocab.items(), key=lambda kv: kv[1]))
-                 .encode("utf-8", "surrogatepass"))  # the same bytes as one update per entry
+        h.update(
+            "".join(f"{idx}\t{token}\n" for token, idx in sorted(vocab.items(), key=lambda kv: kv[1])).encode(
+                "utf-8", "surrogatepass"
+            )
+        )  # the same bytes as one update per entry
     return h.hexdigest()[:FINGERPRINT_HEX]

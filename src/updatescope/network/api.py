@@ -17,9 +17,11 @@ network sketch and ``FisherSketch`` estimate the same Fisher); ``sequence`` give
 per-sequence gradient of weights shared across positions, the Fisher of an SGD step on
 whole sequences (see ``network.sketch``).
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -32,8 +34,16 @@ from updatescope.network.sketch import NetworkConfig, NetworkSketch
 __all__ = ["causal_lm_labels", "network_config", "sketch_layers"]
 
 
-def network_config(model: nn.Module, layers: str | Sequence[str], *, sketch_dim: int = 4096, seed: int = 0,
-                   mode: str = "token", act_map: str = "auto", error_map: str = "auto") -> NetworkConfig:
+def network_config(
+    model: nn.Module,
+    layers: str | Sequence[str],
+    *,
+    sketch_dim: int = 4096,
+    seed: int = 0,
+    mode: str = "token",
+    act_map: str = "auto",
+    error_map: str = "auto",
+) -> NetworkConfig:
     """The NetworkConfig of the ``nn.Linear`` layers of ``model`` matching ``layers`` (names or
     fnmatch patterns), in registration order, with their (in_features, out_features)."""
     names = match_linear_layers(model, [layers] if isinstance(layers, str) else list(layers))
@@ -51,8 +61,9 @@ def causal_lm_labels(input_ids: Tensor, attention_mask: Tensor | None = None) ->
     y[:, :-1] = input_ids[:, 1:]
     if attention_mask is not None:
         if attention_mask.shape != input_ids.shape:
-            raise InputError(f"attention_mask {tuple(attention_mask.shape)} does not match input_ids "
-                             f"{tuple(input_ids.shape)}")
+            raise InputError(
+                f"attention_mask {tuple(attention_mask.shape)} does not match input_ids {tuple(input_ids.shape)}"
+            )
         keep = torch.zeros_like(y, dtype=torch.bool)
         keep[:, :-1] = attention_mask[:, 1:].bool()
         y = y.masked_fill(~keep, IGNORE_INDEX)
@@ -84,8 +95,14 @@ def _to(x: Any, device: torch.device) -> Any:
     return x
 
 
-def sketch_layers(model: nn.Module, config: NetworkConfig | str | Sequence[str], batches: Iterable[Any], *,
-                  sketch: NetworkSketch | None = None, **config_kwargs: Any) -> NetworkSketch:
+def sketch_layers(
+    model: nn.Module,
+    config: NetworkConfig | str | Sequence[str],
+    batches: Iterable[Any],
+    *,
+    sketch: NetworkSketch | None = None,
+    **config_kwargs: Any,
+) -> NetworkSketch:
     """Stream ``batches`` through ``model`` and sketch its chosen linear layers.
 
     config: a NetworkConfig (e.g. from ``network_config``) or layer names/patterns (then
@@ -103,8 +120,11 @@ def sketch_layers(model: nn.Module, config: NetworkConfig | str | Sequence[str],
     for name, d, k in config.layers:
         mod = mods.get(name)
         if not isinstance(mod, nn.Linear) or (mod.in_features, mod.out_features) != (d, k):
-            have = (f"{type(mod).__name__}" if not isinstance(mod, nn.Linear)
-                    else f"Linear({mod.in_features}, {mod.out_features})")
+            have = (
+                f"{type(mod).__name__}"
+                if not isinstance(mod, nn.Linear)
+                else f"Linear({mod.in_features}, {mod.out_features})"
+            )
             raise InputError(f"layer {name!r}: the config says Linear({d}, {k}), the model has {have}")
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")

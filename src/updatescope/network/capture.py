@@ -11,11 +11,13 @@ nothing is written to the parameters' ``.grad`` and the model is not modified; t
 are removed on exit, also after an error.  Memory: one batch of activations and output
 gradients per chosen layer (the caller feeds them to a sketch and drops them).
 """
+
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -35,8 +37,10 @@ def match_linear_layers(model: nn.Module, patterns: Sequence[str]) -> list[str]:
     linears = [n for n, mod in model.named_modules() if isinstance(mod, nn.Linear)]
     for p in patterns:
         if not any(fnmatch.fnmatchcase(n, p) for n in linears):
-            raise InputError(f"layer pattern {p!r} matches no nn.Linear of {type(model).__name__} "
-                             f"(e.g. {', '.join(linears[:3]) or 'none'})")
+            raise InputError(
+                f"layer pattern {p!r} matches no nn.Linear of {type(model).__name__} "
+                f"(e.g. {', '.join(linears[:3]) or 'none'})"
+            )
     return [n for n in linears if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
@@ -57,8 +61,10 @@ class LinearGrads:
         m = self.labelled
         for k, (a, _) in self.layers.items():
             if a.shape[:2] != m.shape:
-                raise InputError(f"layer {k!r} sees {a.shape[1]} positions per sample but the labels have "
-                                 f"{m.shape[1]}: its per-token samples are undefined, use sequences()")
+                raise InputError(
+                    f"layer {k!r} sees {a.shape[1]} positions per sample but the labels have "
+                    f"{m.shape[1]}: its per-token samples are undefined, use sequences()"
+                )
         return {k: (a[m], e[m]) for k, (a, e) in self.layers.items()}
 
     def sequences(self) -> dict[str, tuple[Tensor, Tensor]]:
@@ -100,6 +106,7 @@ def capture_linear_grads(model: nn.Module, patterns: Sequence[str], inputs: Any,
                 return output
             outs[name] = output
             return None
+
         return fn
 
     handles = [modules[n].register_forward_hook(hook(n)) for n in names]
@@ -110,8 +117,10 @@ def capture_linear_grads(model: nn.Module, patterns: Sequence[str], inputs: Any,
             y = labels if isinstance(labels, Tensor) else torch.as_tensor(labels)
             y = y.to(logits.device).long()
             if tuple(y.shape) != tuple(logits.shape[:-1]):
-                raise InputError(f"labels have shape {tuple(y.shape)}, logits {tuple(logits.shape)}: "
-                                 "expected labels of shape logits.shape[:-1]")
+                raise InputError(
+                    f"labels have shape {tuple(y.shape)}, logits {tuple(logits.shape)}: "
+                    "expected labels of shape logits.shape[:-1]"
+                )
             k = logits.shape[-1]
             bad = (y != IGNORE_INDEX) & ((y < 0) | (y >= k))
             if bool(bad.any()):
@@ -122,8 +131,7 @@ def capture_linear_grads(model: nn.Module, patterns: Sequence[str], inputs: Any,
                 raise InputError(f"layers {missing} did not run in the forward pass")
             if bool(labelled.any()):
                 z = logits if logits.dtype == torch.float64 else logits.float()  # fp16/bf16 logits: loss in fp32
-                loss = F.cross_entropy(z.reshape(-1, k), y.reshape(-1), ignore_index=IGNORE_INDEX,
-                                       reduction="sum")
+                loss = F.cross_entropy(z.reshape(-1, k), y.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum")
                 grads = torch.autograd.grad(loss, [outs[n] for n in names], allow_unused=True)
             else:
                 grads = (None,) * len(names)

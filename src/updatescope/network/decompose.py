@@ -43,11 +43,13 @@ It holds for any pair of PSD Fishers (population, or the plug-in empirical Fishe
 ``self_pairs=True``).  Estimated inputs (U-statistic norms, sketches) satisfy it only up to
 their estimation error: an unbiased norm estimate need not obey Cauchy–Schwarz.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -86,9 +88,17 @@ def _safe_div(num: float, den: float) -> float:
     return num / den if den > 0 and math.isfinite(den) else float("nan")
 
 
-def decompose(diag_cross: Tensor, diag_sq_s: Tensor, diag_sq_t: Tensor, full_cross: float | Tensor,
-              full_sq_s: float | Tensor, full_sq_t: float | Tensor, *, blocks: tuple[str, ...] = (),
-              exact: bool = False) -> NetworkAlignment:
+def decompose(
+    diag_cross: Tensor,
+    diag_sq_s: Tensor,
+    diag_sq_t: Tensor,
+    full_cross: float | Tensor,
+    full_sq_s: float | Tensor,
+    full_sq_t: float | Tensor,
+    *,
+    blocks: tuple[str, ...] = (),
+    exact: bool = False,
+) -> NetworkAlignment:
     """All decomposition quantities from the block inner products.
 
     diag_cross (L,): d_b = <F_S,bb, F_T,bb>;  diag_sq_s, diag_sq_t (L,): ‖F_S,bb‖², ‖F_T,bb‖²;
@@ -99,8 +109,10 @@ def decompose(diag_cross: Tensor, diag_sq_s: Tensor, diag_sq_t: Tensor, full_cro
     ps_b = torch.as_tensor(diag_sq_s, dtype=torch.float64).reshape(-1)
     pt_b = torch.as_tensor(diag_sq_t, dtype=torch.float64).reshape(-1)
     if not (d.shape == ps_b.shape == pt_b.shape) or d.numel() == 0:
-        raise InputError(f"block terms must be three equal non-empty vectors, got {tuple(d.shape)}, "
-                         f"{tuple(ps_b.shape)}, {tuple(pt_b.shape)}")
+        raise InputError(
+            f"block terms must be three equal non-empty vectors, got {tuple(d.shape)}, "
+            f"{tuple(ps_b.shape)}, {tuple(pt_b.shape)}"
+        )
     if blocks and len(blocks) != d.numel():
         raise InputError(f"{len(blocks)} block names for {d.numel()} blocks")
     n_full, fs, ft = float(full_cross), float(full_sq_s), float(full_sq_t)
@@ -127,7 +139,18 @@ def decompose(diag_cross: Tensor, diag_sq_s: Tensor, diag_sq_t: Tensor, full_cro
     else:
         lo, hi = float("nan"), float("nan")
     return NetworkAlignment(
-        full=a_full, block_diagonal=a_bd, profile=tuple(prof.tolist()), profile_cosine=pi,
-        offdiag_share_source=om_s, offdiag_share_target=om_t, offdiag_term=eps,
-        discrepancy=a_full - a_bd, bound_lower=lo, bound_upper=hi, blocks=tuple(blocks),
-        energy_source=tuple(ns.tolist()), energy_target=tuple(nt.tolist()), exact=exact)
+        full=a_full,
+        block_diagonal=a_bd,
+        profile=tuple(prof.tolist()),
+        profile_cosine=pi,
+        offdiag_share_source=om_s,
+        offdiag_share_target=om_t,
+        offdiag_term=eps,
+        discrepancy=a_full - a_bd,
+        bound_lower=lo,
+        bound_upper=hi,
+        blocks=tuple(blocks),
+        energy_source=tuple(ns.tolist()),
+        energy_target=tuple(nt.tolist()),
+        exact=exact,
+    )

@@ -19,10 +19,12 @@ A task's own squared norms exclude the self-pairs i = j (U-statistic, the target
 sketch, unbiased for the population Fisher) unless ``self_pairs=True`` (the plug-in value:
 exactly the Frobenius products of the materialised empirical Fishers F = (1/n) Σ_i g_i g_iᵀ).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -33,7 +35,7 @@ from updatescope.sketch.inputs import as_tensor, check_finite
 
 __all__ = ["BlockProducts", "exact_block_products", "exact_network_alignment"]
 
-Block = Union[Tensor, tuple[Any, Any]]
+Block = Tensor | tuple[Any, Any]
 _BLOCK_ELEMS = 1 << 22  # float64 elements per temporary (32 MiB)
 
 
@@ -59,8 +61,10 @@ def _prep_block(block: Block, where: str) -> tuple[Tensor, ...]:
         if a.ndim == 2 and e.ndim == 2:
             a, e = a.unsqueeze(1), e.unsqueeze(1)
         if a.ndim != 3 or e.ndim != 3 or a.shape[:2] != e.shape[:2]:
-            raise InputError(f"{where}: acts and grads must be (n, d), (n, k) or (n, T, d), (n, T, k) with equal "
-                             f"n and T, got {tuple(a.shape)} and {tuple(e.shape)}")
+            raise InputError(
+                f"{where}: acts and grads must be (n, d), (n, k) or (n, T, d), (n, T, k) with equal "
+                f"n and T, got {tuple(a.shape)} and {tuple(e.shape)}"
+            )
         check_finite(a.reshape(a.shape[0], -1), f"{where} acts", 0)
         check_finite(e.reshape(e.shape[0], -1), f"{where} grads", 0)
         return a, e
@@ -112,8 +116,9 @@ def _rows(task: list[tuple[Tensor, ...]]) -> int:
     return max(1, int((_BLOCK_ELEMS / (t * t + len(task))) ** 0.5))
 
 
-def _products(p: list[tuple[Tensor, ...]], q: list[tuple[Tensor, ...]], same: bool,
-              self_pairs: bool) -> tuple[Tensor, float]:
+def _products(
+    p: list[tuple[Tensor, ...]], q: list[tuple[Tensor, ...]], same: bool, self_pairs: bool
+) -> tuple[Tensor, float]:
     """(L, L) matrix of mean_{i,j} G_b G_c and the full mean_{i,j} (Σ_b G_b)² for tasks p, q."""
     n1, n2, nb = p[0][0].shape[0], q[0][0].shape[0], len(p)
     r1, r2 = _rows(p), _rows(q)
@@ -137,8 +142,9 @@ def _products(p: list[tuple[Tensor, ...]], q: list[tuple[Tensor, ...]], same: bo
     return mat / (n1 * n2), float(full) / (n1 * n2)
 
 
-def exact_block_products(blocks_s: Sequence[Block], blocks_t: Sequence[Block], *,
-                         self_pairs: bool = False) -> BlockProducts:
+def exact_block_products(
+    blocks_s: Sequence[Block], blocks_t: Sequence[Block], *, self_pairs: bool = False
+) -> BlockProducts:
     """All block inner products of two tasks' Fishers, exactly (see module).
 
     blocks_s, blocks_t: L blocks each (dense (n, D_b) or factored pairs), block b of the same
@@ -149,20 +155,31 @@ def exact_block_products(blocks_s: Sequence[Block], blocks_t: Sequence[Block], *
         raise InputError(f"source has {len(p)} blocks, target {len(q)}")
     for b, (pb, qb) in enumerate(zip(p, q)):
         if len(pb) != len(qb) or any(x.shape[-1] != y.shape[-1] for x, y in zip(pb, qb)):
-            raise InputError(f"block {b}: source and target widths differ: "
-                             f"{[x.shape[-1] for x in pb]} vs {[y.shape[-1] for y in qb]}")
+            raise InputError(
+                f"block {b}: source and target widths differ: "
+                f"{[x.shape[-1] for x in pb]} vs {[y.shape[-1] for y in qb]}"
+            )
     cross, full_cross = _products(p, q, False, True)
     sq_s, full_s = _products(p, p, True, self_pairs)
     sq_t, full_t = _products(q, q, True, self_pairs)
     return BlockProducts(cross, sq_s, sq_t, full_cross, full_s, full_t)
 
 
-def exact_network_alignment(blocks_s: Sequence[Block], blocks_t: Sequence[Block], *,
-                            names: Sequence[str] = (), self_pairs: bool = False) -> NetworkAlignment:
+def exact_network_alignment(
+    blocks_s: Sequence[Block], blocks_t: Sequence[Block], *, names: Sequence[str] = (), self_pairs: bool = False
+) -> NetworkAlignment:
     """Exact A_F, A_BD, per-block profile, profile cosine, off-diagonal shares and bound.
 
     See ``exact_block_products`` for the inputs and ``decompose`` for the definitions.
     """
     bp = exact_block_products(blocks_s, blocks_t, self_pairs=self_pairs)
-    return decompose(bp.cross.diagonal(), bp.sq_s.diagonal(), bp.sq_t.diagonal(), bp.full_cross,
-                     bp.full_sq_s, bp.full_sq_t, blocks=tuple(names), exact=True)
+    return decompose(
+        bp.cross.diagonal(),
+        bp.sq_s.diagonal(),
+        bp.sq_t.diagonal(),
+        bp.full_cross,
+        bp.full_sq_s,
+        bp.full_sq_t,
+        blocks=tuple(names),
+        exact=True,
+    )

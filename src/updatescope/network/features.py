@@ -20,6 +20,7 @@ concatenated gradient (g_1, …, g_L) has projections U_j = Σ_b u_bj·g_b, V_j 
 with independent zero-mean u_b across blocks: E[U U'] = Σ_b g_b·g'_b = g·g', and
 φ_j = U_j V_j / √m is an unbiased feature of the full-network kernel (g·g')².
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,8 +45,9 @@ def layer_seed(seed: int, name: str) -> int:
     return int.from_bytes(h[:8], "little") & ((1 << 62) - 1)
 
 
-def layer_config(name: str, act_dim: int, out_dim: int, sketch_dim: int, seed: int, act_map: str = "auto",
-                 error_map: str = "auto") -> SketchConfig:
+def layer_config(
+    name: str, act_dim: int, out_dim: int, sketch_dim: int, seed: int, act_map: str = "auto", error_map: str = "auto"
+) -> SketchConfig:
     """The head-sketch config (and so the random maps) of one layer."""
     if out_dim < 2:
         raise InputError(f"layer {name!r}: out_dim must be at least 2, got {out_dim}")
@@ -61,8 +63,9 @@ def layer_maps(cfg: SketchConfig, device: torch.device | str = "cpu") -> tuple[Q
     return a.to(device), e.to(device)
 
 
-def linear_projections(cfg: SketchConfig, acts: Tensor, grads: Tensor,
-                       maps: tuple[QuadraticMap, QuadraticMap] | None = None) -> tuple[Tensor, Tensor]:
+def linear_projections(
+    cfg: SketchConfig, acts: Tensor, grads: Tensor, maps: tuple[QuadraticMap, QuadraticMap] | None = None
+) -> tuple[Tensor, Tensor]:
     """(u_j·g, v_j·g) for each sample's layer gradient g, unscaled.
 
     per token:    acts (n, d), grads (n, k)         -> two (n, m)
@@ -77,8 +80,10 @@ def linear_projections(cfg: SketchConfig, acts: Tensor, grads: Tensor,
     n, t, d = acts.shape
     k = grads.shape[-1]
     if d != cfg.act_dim or k != cfg.out_dim or grads.shape[:2] != (n, t):
-        raise InputError(f"layer inputs must be (n[, T], {cfg.act_dim}) and (n[, T], {cfg.out_dim}), "
-                         f"got {tuple(acts.shape)} and {tuple(grads.shape)}")
+        raise InputError(
+            f"layer inputs must be (n[, T], {cfg.act_dim}) and (n[, T], {cfg.out_dim}), "
+            f"got {tuple(acts.shape)} and {tuple(grads.shape)}"
+        )
     amap, emap = layer_maps(cfg, acts.device) if maps is None else maps
     m = cfg.sketch_dim
     pu = acts.new_zeros(n, m)

@@ -18,12 +18,12 @@ checks every shape, the checksum and the value ranges (non-negative counts withi
 headroom, finite sums, non-negative squared norms, Cauchy–Schwarz between sums and
 squared norms) and refuses anything else in one line (``SignatureFileError``).
 """
+
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Mapping
 
 import torch
 
@@ -75,9 +75,14 @@ def save_network_signature(sketch: NetworkSketch, path: str | os.PathLike, **met
     tensors = _tensors(sketch)
     fields = {**{k: str(v) for k, v in sketch.meta.items()}, **{k: str(v) for k, v in meta.items()}}
     fields = {k: v for k, v in fields.items() if k not in _RESERVED}
-    fields.update(format=NETWORK_FORMAT, format_version=str(FORMAT_VERSION), library_version=__version__,
-                  config=config_json, layers=json.dumps(list(sketch.config.names)),
-                  sha256=_checksum(config_json, tensors))
+    fields.update(
+        format=NETWORK_FORMAT,
+        format_version=str(FORMAT_VERSION),
+        library_version=__version__,
+        config=config_json,
+        layers=json.dumps(list(sketch.config.names)),
+        sha256=_checksum(config_json, tensors),
+    )
     data = _serialize(tensors, fields)
     return write_bytes_atomic(data, path)
 
@@ -95,8 +100,9 @@ def _open(path: Path) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
         with safe_open(str(path), framework="pt") as fh:
             return dict(fh.metadata() or {}), {k: fh.get_tensor(k) for k in fh.keys()}
     except Exception as exc:  # safetensors raises several types for corrupt/truncated files
-        raise SignatureFileError(f"not a readable signature file (corrupt, truncated or another format): "
-                                 f"{path}") from exc
+        raise SignatureFileError(
+            f"not a readable signature file (corrupt, truncated or another format): {path}"
+        ) from exc
 
 
 def load_network_signature(path: str | os.PathLike) -> NetworkSketch:
@@ -132,8 +138,9 @@ def load_network_signature(path: str | os.PathLike) -> NetworkSketch:
     sums = torch.stack([tensors[f"{_entry(i)}.sums"] for i in [*range(L), None]], 1)  # (2, L + 1, m)
     diag = torch.stack([tensors[f"{_entry(i)}.diag"] for i in [*range(L), None]], 1)  # (2, L + 1, G)
     _check_ranges(sums, diag, tensors["counts"], path)
-    sk = NetworkSketch.from_state_dict({"config": config.to_dict(), "sums": sums, "diag": diag,
-                                        "counts": tensors["counts"]})
+    sk = NetworkSketch.from_state_dict(
+        {"config": config.to_dict(), "sums": sums, "diag": diag, "counts": tensors["counts"]}
+    )
     sk.meta = {k: v for k, v in meta.items() if k not in _RESERVED}
     return sk
 
@@ -153,5 +160,6 @@ def _check_ranges(sums: torch.Tensor, diag: torch.Tensor, counts_t: torch.Tensor
     lhs = (sums / c).square().view(h, e, g, -1).sum(-1)
     n = torch.tensor([float(x) for x in counts], dtype=torch.float64)[:, None, None]
     if bool((lhs > n * diag / c.square() * (1 + _CS_RTOL) + 1e-12).any()):
-        raise SignatureFileError(f"network signature sums are inconsistent with its counts and squared norms "
-                                 f"(corrupt or edited): {path}")
+        raise SignatureFileError(
+            f"network signature sums are inconsistent with its counts and squared norms (corrupt or edited): {path}"
+        )

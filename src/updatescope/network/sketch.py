@@ -27,10 +27,12 @@ pass cannot separate them), so a token's gradient is its position's contribution
 sequence gradient.  ``sequence``: a sample is a sequence and g = Σ_t a_t ⊗ e_t, the exact
 per-example gradient of a shared weight: the Fisher an SGD step on whole sequences sees.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -76,20 +78,23 @@ class NetworkConfig:
             raise InputError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         for cfg in self.layer_configs():  # validates sizes, seed and map kinds
             if "countsketch" in (cfg.act_map, cfg.error_map):
-                raise InputError("layer sketches need two-factor maps (dense, srht, fold, spread, stack), not countsketch")
+                raise InputError(
+                    "layer sketches need two-factor maps (dense, srht, fold, spread, stack), not countsketch"
+                )
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(n for n, _, _ in self.layers)
 
     def layer_configs(self) -> list[SketchConfig]:
-        return [layer_config(n, d, k, self.sketch_dim, self.seed, self.act_map, self.error_map)
-                for n, d, k in self.layers]
+        return [
+            layer_config(n, d, k, self.sketch_dim, self.seed, self.act_map, self.error_map) for n, d, k in self.layers
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def check_compatible(self, other: "NetworkConfig") -> None:
+    def check_compatible(self, other: NetworkConfig) -> None:
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
             if a != b:
@@ -121,7 +126,7 @@ class NetworkSketch:
     def count(self) -> int:
         return int(self._counts.sum())
 
-    def update(self, layers: Mapping[str, tuple[Any, Any]]) -> "NetworkSketch":
+    def update(self, layers: Mapping[str, tuple[Any, Any]]) -> NetworkSketch:
         """Add n samples.  layers: {name: (acts, grads)} for every configured layer, with
         (n, d), (n, k) per token or (n, T, d), (n, T, k) per sequence.  Returns self.
         A bad batch leaves the sketch unchanged."""
@@ -159,8 +164,9 @@ class NetworkSketch:
             U = V = None
             feats = []
             for cfg, maps, (a, e) in zip(self._cfgs, self._maps, data):
-                pu, pv = linear_projections(cfg, a[i : i + rows].to(self.device, dt),
-                                            e[i : i + rows].to(self.device, dt), maps)
+                pu, pv = linear_projections(
+                    cfg, a[i : i + rows].to(self.device, dt), e[i : i + rows].to(self.device, dt), maps
+                )
                 U, V = (pu, pv) if U is None else (U + pu, V + pv)
                 feats.append(joint_features(pu, pv))
             feats.append(joint_features(U, V))
@@ -173,15 +179,17 @@ class NetworkSketch:
                 diag[h] += fh.square().view(fh.shape[0], L + 1, N_BLOCKS, m // N_BLOCKS).sum((0, 3))
                 counts[h] += fh.shape[0]
         if not (bool(torch.isfinite(sums).all()) and bool(torch.isfinite(diag).all())):
-            raise InputError(f"batch {self._batches}: the features overflow (inputs too large for the "
-                             "projection dtype); nothing was added")
+            raise InputError(
+                f"batch {self._batches}: the features overflow (inputs too large for the "
+                "projection dtype); nothing was added"
+            )
         self._sums += sums
         self._diag += diag
         self._counts += counts
         self._batches += 1
         return self
 
-    def merge(self, other: "NetworkSketch") -> "NetworkSketch":
+    def merge(self, other: NetworkSketch) -> NetworkSketch:
         """A new sketch equal to streaming self's samples, then other's.  Inputs untouched."""
         if not isinstance(other, NetworkSketch):
             raise InputError(f"can only merge a NetworkSketch, got {type(other).__name__}")
@@ -195,11 +203,15 @@ class NetworkSketch:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict(), "sums": self._sums.clone(), "diag": self._diag.clone(),
-                "counts": self._counts.clone()}
+        return {
+            "config": self.config.to_dict(),
+            "sums": self._sums.clone(),
+            "diag": self._diag.clone(),
+            "counts": self._counts.clone(),
+        }
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> "NetworkSketch":
+    def from_state_dict(cls, state: Mapping[str, Any]) -> NetworkSketch:
         cfg = dict(state["config"])
         cfg["layers"] = tuple(tuple(x) for x in cfg["layers"])
         sk = cls(NetworkConfig(**cfg))
@@ -216,13 +228,23 @@ class NetworkSketch:
         if n == 0:
             raise InputError("the network sketch is empty: no samples were added")
         s, d = self._sums.sum(0).cpu(), self._diag.sum(0).cpu()
-        sq = ((s * s).sum(-1) - d.sum(-1)) / (n * (n - 1)) if n >= 2 else torch.full((s.shape[0],), float("nan"),
-                                                                                        dtype=torch.float64)
+        sq = (
+            ((s * s).sum(-1) - d.sum(-1)) / (n * (n - 1))
+            if n >= 2
+            else torch.full((s.shape[0],), float("nan"), dtype=torch.float64)
+        )
         return s / n, sq
 
 
-_SE_FIELDS = ("full", "block_diagonal", "profile_cosine", "offdiag_share_source", "offdiag_share_target",
-              "offdiag_term", "discrepancy")
+_SE_FIELDS = (
+    "full",
+    "block_diagonal",
+    "profile_cosine",
+    "offdiag_share_source",
+    "offdiag_share_target",
+    "offdiag_term",
+    "discrepancy",
+)
 
 
 def _terms(s: Tensor, d: Tensor, n: int) -> tuple[Tensor, Tensor]:
@@ -234,8 +256,9 @@ def _terms(s: Tensor, d: Tensor, n: int) -> tuple[Tensor, Tensor]:
     return mean, pairs
 
 
-def _estimate(src: tuple[Tensor, Tensor, int], tgt: tuple[Tensor, Tensor, int], names: tuple[str, ...],
-              drop: int | None = None) -> NetworkAlignment:
+def _estimate(
+    src: tuple[Tensor, Tensor, int], tgt: tuple[Tensor, Tensor, int], names: tuple[str, ...], drop: int | None = None
+) -> NetworkAlignment:
     """decompose() on the features, optionally without feature block ``drop`` (jackknife)."""
     (ms, ps), (mt, pt) = _terms(*src), _terms(*tgt)
     cross = (ms * mt).sum(-1)  # (L + 1, G)
@@ -297,11 +320,19 @@ def network_alignment(source: NetworkSketch, target: NetworkSketch) -> NetworkAl
     # positive) leaves the standard error undefined (NaN), never silently the sketch part alone
     var_total = var_sketch + var_s + var_t
     den = var_sketch.square() / max(g - 1, 1) + var_s.square() + var_t.square()
-    nu = torch.where(den > 0, var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
-                     torch.full_like(den, float("inf")))
+    nu = torch.where(
+        den > 0,
+        var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
+        torch.full_like(den, float("inf")),
+    )
     total = var_total.sqrt() * _t975(nu) / _Z975
     keys = list(_SE_FIELDS) + [f"profile[{n}]" for n in names]
-    return replace(point, se=dict(zip(keys, total.tolist())),
-                   se_parts={"sketch": dict(zip(keys, var_sketch.sqrt().tolist())),
-                             "sampling": dict(zip(keys, (var_s + var_t).sqrt().tolist())),
-                             "dof": dict(zip(keys, nu.tolist()))})
+    return replace(
+        point,
+        se=dict(zip(keys, total.tolist())),
+        se_parts={
+            "sketch": dict(zip(keys, var_sketch.sqrt().tolist())),
+            "sampling": dict(zip(keys, (var_s + var_t).sqrt().tolist())),
+            "dof": dict(zip(keys, nu.tolist())),
+        },
+    )

@@ -5,14 +5,24 @@ word per line.  So the wide, wrapping columns are only shown when the terminal h
 and otherwise move below the table as numbered notes.  Text that comes from files (names,
 paths, metadata) is escaped, so it is never read as rich markup.
 """
+
 from __future__ import annotations
 
 import math
 import unicodedata
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["fmt", "make_console", "print_ranking", "print_method_table", "print_correlation_table",
-           "print_best_sources", "print_rows", "WIDE"]
+__all__ = [
+    "fmt",
+    "make_console",
+    "print_ranking",
+    "print_method_table",
+    "print_correlation_table",
+    "print_best_sources",
+    "print_rows",
+    "WIDE",
+]
 
 #: terminal width from which the free-text columns stay inside the table
 WIDE = 120
@@ -39,8 +49,12 @@ def make_console(console: Any = None) -> Any:
 def _printable(text: str) -> str:
     """Control and format characters (ANSI escapes, bidi overrides, NUL) shown as ``\\xNN``
     / ``\\uNNNN`` instead of acting on the terminal."""
-    return "".join(ch if unicodedata.category(ch) not in ("Cc", "Cf") or ch == "\t"
-                   else (f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}") for ch in text)
+    return "".join(
+        ch
+        if unicodedata.category(ch) not in ("Cc", "Cf") or ch == "\t"
+        else (f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}")
+        for ch in text
+    )
 
 
 def _esc(text: Any) -> str:
@@ -60,8 +74,9 @@ def _table(title: str, columns: Sequence[str], right: Iterable[str] = ()) -> Any
     return t
 
 
-def print_rows(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], console: Any = None,
-               right: Iterable[str] = ()) -> None:
+def print_rows(
+    title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], console: Any = None, right: Iterable[str] = ()
+) -> None:
     """A plain table of strings (escaped)."""
     console = make_console(console)
     t = _table(title, columns, right)
@@ -82,8 +97,14 @@ def print_ranking(ranking: Any, console: Any = None) -> None:
     t = _table(f"sources for target '{ranking.target}' — regime: {ranking.regime}", cols, right=("rank", "n"))
     notes = []
     for i, r in enumerate(ranking.rows, 1):
-        cells = [str(i), _esc(r.source), *(fmt(v, s).replace(" ± ", sep) for v, s in (
-            (r.fisher, r.fisher_se), (r.activation, r.activation_se), (r.error, r.error_se)))]
+        cells = [
+            str(i),
+            _esc(r.source),
+            *(
+                fmt(v, s).replace(" ± ", sep)
+                for v, s in ((r.fisher, r.fisher_se), (r.activation, r.activation_se), (r.error, r.error_se))
+            ),
+        ]
         if wide:
             cells += [fmt(r.coupling, r.coupling_se), str(r.n_source), _esc(r.note)]
         elif r.note:
@@ -100,15 +121,24 @@ def print_ranking(ranking: Any, console: Any = None) -> None:
 def print_method_table(head: Mapping[str, Mapping[str, Any]], cannot: Mapping[str, str], console: Any = None) -> None:
     """Selection metrics per method (top-1, oracle-normalised transfer, regret, Spearman)."""
     console = make_console(console)
-    t = _table("methods", ["method", "top1", "oracle", "regret", "max regret", "spearman"],
-               right=("top1", "oracle", "regret", "max regret", "spearman"))
+    t = _table(
+        "methods",
+        ["method", "top1", "oracle", "regret", "max regret", "spearman"],
+        right=("top1", "oracle", "regret", "max regret", "spearman"),
+    )
     extra = []
     for method, h in head.items():
         if "error" in h:
             extra.append(f"  {_esc(method)}: error: {_esc(h['error'])}")
             continue
-        t.add_row(_esc(method), fmt(h["top1"]), fmt(h["oracle_normalised"]), fmt(h["regret_mean"]),
-                  fmt(h["regret_max"]), fmt(h["spearman"]))
+        t.add_row(
+            _esc(method),
+            fmt(h["top1"]),
+            fmt(h["oracle_normalised"]),
+            fmt(h["regret_mean"]),
+            fmt(h["regret_max"]),
+            fmt(h["spearman"]),
+        )
     console.print(t)
     for method, why in cannot.items():
         extra.append(f"  {_esc(method)}: cannot run: {_esc(why)}")
@@ -116,12 +146,16 @@ def print_method_table(head: Mapping[str, Mapping[str, Any]], cannot: Mapping[st
         console.print(line)
 
 
-def print_correlation_table(tests: Mapping[str, Mapping[str, Any]], cannot: Mapping[str, str],
-                            console: Any = None) -> None:
+def print_correlation_table(
+    tests: Mapping[str, Mapping[str, Any]], cannot: Mapping[str, str], console: Any = None
+) -> None:
     """Pooled Spearman, its p-values and the per-target mean, per method."""
     console = make_console(console)
-    t = _table("correlation with transfer", ["method", "rho", "p", "p_perm", "per-target rho"],
-               right=("rho", "p", "p_perm", "per-target rho"))
+    t = _table(
+        "correlation with transfer",
+        ["method", "rho", "p", "p_perm", "per-target rho"],
+        right=("rho", "p", "p_perm", "per-target rho"),
+    )
     for m, tst in tests.items():
         pl, pt = tst["pooled"], tst["per_target"]
         p = "n/a" if not math.isfinite(pl["p"]) else f"{pl['p']:.3g}"
@@ -143,5 +177,10 @@ def print_best_sources(rankings: Sequence[Any], console: Any = None) -> None:
         act = max(rk.rows, key=lambda r: r.activation if math.isfinite(r.activation) else -math.inf).source
         err = max(rk.rows, key=lambda r: r.error if math.isfinite(r.error) else -math.inf).source
         rows.append((rk.target, best.source, fmt(best.fisher), act, err, rk.regime))
-    print_rows("best source per target", ["target", "best (fisher)", "fisher", "activation-only's pick",
-                                          "error-only's pick", "regime"], rows, console, right=("fisher",))
+    print_rows(
+        "best source per target",
+        ["target", "best (fisher)", "fisher", "activation-only's pick", "error-only's pick", "regime"],
+        rows,
+        console,
+        right=("fisher",),
+    )

@@ -4,11 +4,13 @@ matplotlib is an optional extra (``updatescope[report]``): it is imported only t
 :func:`pyplot`, which selects the non-interactive Agg backend once and names the extra when
 matplotlib is missing.  Figures take plain numbers (lists, arrays, dicts from result
 records), never models, so any record can be redrawn."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +45,9 @@ def heatmaps(names: Sequence[str], mats: dict[str, np.ndarray], path: Path) -> P
     fig, axes = plt.subplots(1, k, figsize=(size * k, size), squeeze=False)
     for ax, (title, m) in zip(axes[0], mats.items()):
         shown = np.where(np.isfinite(m), m, np.nan)
-        im = ax.imshow(shown, vmin=min(0.0, np.nanmin(shown)) if np.isfinite(shown).any() else 0, vmax=1.0,
-                       cmap="viridis")
+        im = ax.imshow(
+            shown, vmin=min(0.0, np.nanmin(shown)) if np.isfinite(shown).any() else 0, vmax=1.0, cmap="viridis"
+        )
         ax.set_title(title)
         ax.set_xticks(range(n), names, rotation=60, ha="right", fontsize=7)
         ax.set_yticks(range(n), names, fontsize=7)
@@ -55,8 +58,15 @@ def heatmaps(names: Sequence[str], mats: dict[str, np.ndarray], path: Path) -> P
                 for j in range(n):
                     v = m[i, j]
                     if math.isfinite(v) and i != j:
-                        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
-                                color="white" if v < 0.6 else "black")
+                        ax.text(
+                            j,
+                            i,
+                            f"{v:.2f}",
+                            ha="center",
+                            va="center",
+                            fontsize=6,
+                            color="white" if v < 0.6 else "black",
+                        )
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -71,8 +81,11 @@ def decomposition_bars(target: str, rows: Sequence[dict], path: Path) -> Path:
     x = np.arange(len(names))
     w = 0.27
     fig, ax = plt.subplots(figsize=(max(5.0, 0.55 * len(names) + 2), 3.4))
-    for off, key, label in ((-w, "fisher", "fisher (A_F)"), (0, "activation", "activation-only Scov(M_a)"),
-                            (w, "error", "error-only Scov(Γ_e)")):
+    for off, key, label in (
+        (-w, "fisher", "fisher (A_F)"),
+        (0, "activation", "activation-only Scov(M_a)"),
+        (w, "error", "error-only Scov(Γ_e)"),
+    ):
         vals = np.array([r[key] for r in rows], dtype=float)
         errs = np.array([r.get(f"{key}_se", 0.0) for r in rows], dtype=float)
         ax.bar(x + off, np.nan_to_num(vals), w, yerr=np.nan_to_num(errs), label=label, capsize=2)
@@ -87,8 +100,13 @@ def decomposition_bars(target: str, rows: Sequence[dict], path: Path) -> Path:
     return path
 
 
-def plot_selection(head: Mapping[str, Mapping[str, Any]], transfer: Mapping[str, Mapping[str, float]],
-                   fisher: Mapping[str, Mapping[str, float]], out_png: Path, title: str) -> None:
+def plot_selection(
+    head: Mapping[str, Mapping[str, Any]],
+    transfer: Mapping[str, Mapping[str, float]],
+    fisher: Mapping[str, Mapping[str, float]],
+    out_png: Path,
+    title: str,
+) -> None:
     """Two panels: top-1 per method (chance line) and the transfer matrix next to A_F."""
     plt = pyplot()
 
@@ -141,8 +159,9 @@ def plot_estimator(acc: dict[str, Any], sp: dict[str, Any], out_png: Path, title
     _save(fig, out_png)
 
 
-def plot_smiles(pairs: Mapping[str, Sequence[float]], truth: Sequence[float], tests: Mapping[str, Any],
-                out_png: Path, title: str) -> None:
+def plot_smiles(
+    pairs: Mapping[str, Sequence[float]], truth: Sequence[float], tests: Mapping[str, Any], out_png: Path, title: str
+) -> None:
     """Scatter of A_F and Scov(M_a) against the perplexity reduction (one point per ordered
     (target, source) pair: ``pairs[method]`` and ``truth`` aligned), and pooled ρ per method."""
     plt = pyplot()
@@ -224,8 +243,10 @@ def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     if which == "recovery_capture.png":
         fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.0))
         k = np.arange(1, len(s["curve.prefix"]["mean"]) + 1)
-        for ax, suffix, title in [(axes[0], "", "capture of Δ_GD by a k-dim basis"),
-                                  (axes[1], "_rest", "capture of the displacement left after k steps")]:
+        for ax, suffix, title in [
+            (axes[0], "", "capture of Δ_GD by a k-dim basis"),
+            (axes[1], "_rest", "capture of the displacement left after k steps"),
+        ]:
             _capture_panel(ax, s, k, "", suffix, title)
         axes[0].set_ylabel("||P_U x||² / ||x||²")
         axes[0].legend(fontsize=7)
@@ -255,8 +276,12 @@ def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
             if not rows:
                 continue
             for i, t in enumerate(k for k in rows[0]["metrics"] if k != "mix_loss"):
-                ax.plot([x0 + r["step"] for r in rows], [r["metrics"][t] for r in rows], color=f"C{i}",
-                        label=t if phase == "forget" else None)
+                ax.plot(
+                    [x0 + r["step"] for r in rows],
+                    [r["metrics"][t] for r in rows],
+                    color=f"C{i}",
+                    label=t if phase == "forget" else None,
+                )
             x0 += rows[-1]["step"]
             ax.axvline(x0, color="gray", lw=0.5)
         ax.set_xlabel("step (forget | recover), replicate 0")
@@ -277,9 +302,9 @@ def recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     return _save(fig, Path(path))
 
 
-
 def search_figure(m: Mapping[str, Any], path: Path) -> Path:
-    """One figure of a random-search record (the σ window or gain against the budget N). The figure drawn is chosen by the file name: search_sigma_window.png, search_gain_vs_n.png."""
+    """One figure of a random-search record (the σ window or gain against the budget N). The figure drawn is chosen "
+    "by the file name: search_sigma_window.png, search_gain_vs_n.png."""
     plt = pyplot()
     which = Path(path).name
     if which == "search_sigma_window.png":
@@ -312,13 +337,23 @@ def search_figure(m: Mapping[str, Any], path: Path) -> Path:
     return _save(fig, Path(path))
 
 
-RECOVERY_FIGURES = ('recovery_capture.png', 'recovery_drift.png', 'recovery_rank.png', 'recovery_training.png',
-                    'recovery_krylov.png')
-SEARCH_FIGURES = ('search_sigma_window.png', 'search_gain_vs_n.png')
+RECOVERY_FIGURES = (
+    "recovery_capture.png",
+    "recovery_drift.png",
+    "recovery_rank.png",
+    "recovery_training.png",
+    "recovery_krylov.png",
+)
+SEARCH_FIGURES = ("search_sigma_window.png", "search_gain_vs_n.png")
 
 
-def layer_profiles(layers: Sequence[str], profiles: Mapping[str, Sequence[float]], path: Path,
-                   ses: Mapping[str, Sequence[float]] | None = None, title: str = "") -> Path:
+def layer_profiles(
+    layers: Sequence[str],
+    profiles: Mapping[str, Sequence[float]],
+    path: Path,
+    ses: Mapping[str, Sequence[float]] | None = None,
+    title: str = "",
+) -> Path:
     """Alignment against layer: one line per source (per-block alignment a_b in block order),
     ±1 SE bands where given; undefined blocks (NaN) leave gaps."""
     plt = pyplot()
@@ -339,8 +374,7 @@ def layer_profiles(layers: Sequence[str], profiles: Mapping[str, Sequence[float]
     return _save(fig, Path(path))
 
 
-def score_histogram(scores: Sequence[float], path: Path, threshold: float | None = None,
-                    title: str = "") -> Path:
+def score_histogram(scores: Sequence[float], path: Path, threshold: float | None = None, title: str = "") -> Path:
     """Histogram of per-document scores (non-finite dropped); a dashed line at the lowest kept
     score when ``threshold`` is given."""
     plt = pyplot()
@@ -358,8 +392,9 @@ def score_histogram(scores: Sequence[float], path: Path, threshold: float | None
     return _save(fig, Path(path))
 
 
-def selection_bars(results: Mapping[str, Mapping[str, float]], path: Path, title: str,
-                   noise_floor: float | None = None) -> Path:
+def selection_bars(
+    results: Mapping[str, Mapping[str, float]], path: Path, title: str, noise_floor: float | None = None
+) -> Path:
     """One bar per selection method: mean target loss reduction (nats) with ± SE error bars
     (``results[method] = {"mean", "se"}``); a dashed band ± ``noise_floor`` around the first
     method's mean marks differences the fine-tuning noise cannot resolve."""
@@ -373,8 +408,13 @@ def selection_bars(results: Mapping[str, Mapping[str, float]], path: Path, title
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(names) + 1.5), 3.8))
     ax.bar(range(len(names)), means, yerr=ses, capsize=4, color=["tab:blue"] + ["tab:gray"] * (len(names) - 1))
     if noise_floor is not None and math.isfinite(noise_floor):
-        ax.axhspan(means[0] - noise_floor, means[0] + noise_floor, color="tab:blue", alpha=0.12,
-                   label=f"{names[0]} ± noise floor")
+        ax.axhspan(
+            means[0] - noise_floor,
+            means[0] + noise_floor,
+            color="tab:blue",
+            alpha=0.12,
+            label=f"{names[0]} ± noise floor",
+        )
         ax.legend(fontsize=8, loc="lower right")
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
@@ -391,8 +431,12 @@ def lora_recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     s = m["summary"]
     fig, axes = plt.subplots(1, 5, figsize=(22.0, 4.0))
     k = np.arange(1, len(s["curve.prefix"]["mean"]) + 1)
-    panels = [("", "", "LoRA space: capture of Δ_GD"), ("", "_rest", "LoRA space: displacement left after k steps"),
-              ("dw_", "", "BA space: capture of ΔW"), ("dw_", "_rest", "BA space: ΔW left after k steps")]
+    panels = [
+        ("", "", "LoRA space: capture of Δ_GD"),
+        ("", "_rest", "LoRA space: displacement left after k steps"),
+        ("dw_", "", "BA space: capture of ΔW"),
+        ("dw_", "_rest", "BA space: ΔW left after k steps"),
+    ]
     for ax, (space, suffix, title) in zip(axes, panels):
         _capture_panel(ax, s, k, space, suffix, title)
     axes[0].set_ylabel("||P_U x||² / ||x||²")
@@ -404,8 +448,13 @@ def lora_recovery_figure(m: Mapping[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
-def network_selection_profiles(layers: Sequence[str], pairs: Sequence[Mapping[str, Any]], path: Path,
-                               title: str = "", ylim: tuple[float, float] = (-0.5, 1.5)) -> Path:
+def network_selection_profiles(
+    layers: Sequence[str],
+    pairs: Sequence[Mapping[str, Any]],
+    path: Path,
+    title: str = "",
+    ylim: tuple[float, float] = (-0.5, 1.5),
+) -> Path:
     """Alignment vs layer for a few domain pairs (top; ±1 SE bands, values outside ``ylim``
     drawn at the edge as open triangles) and each pair's block energy shares n_b / Σ n_b of
     both domains (bottom, only when every pair has them), which is where the profile cosine
@@ -413,8 +462,13 @@ def network_selection_profiles(layers: Sequence[str], pairs: Sequence[Mapping[st
     plt = pyplot()
     x = np.arange(len(layers))
     energy = bool(pairs) and all("energy_source" in p and "energy_target" in p for p in pairs)
-    fig, axes = plt.subplots(2 if energy else 1, 1, figsize=(max(6.0, 0.36 * len(layers) + 3), 6.2 if energy else 3.8),
-                             sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        2 if energy else 1,
+        1,
+        figsize=(max(6.0, 0.36 * len(layers) + 3), 6.2 if energy else 3.8),
+        sharex=True,
+        squeeze=False,
+    )
     ax, bx = axes[0, 0], (axes[1, 0] if energy else axes[0, 0])
     lo, hi = ylim
     for i, p in enumerate(pairs):
@@ -449,8 +503,15 @@ def llm_search_figure(m: Mapping[str, Any], path: Path) -> Path:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     sw = m["sigma_window"]
     s = [r["sigma"] for r in sw]
-    a.errorbar(s, [r["gain_tune"]["mean"] for r in sw], yerr=[r["gain_tune"]["se"] for r in sw], fmt="-o", ms=3,
-               capsize=2, label="best of N, tune split")
+    a.errorbar(
+        s,
+        [r["gain_tune"]["mean"] for r in sw],
+        yerr=[r["gain_tune"]["se"] for r in sw],
+        fmt="-o",
+        ms=3,
+        capsize=2,
+        label="best of N, tune split",
+    )
     a.plot(s, [r["pred_tune"] for r in sw], ":", label="linear prediction")
     a.axhline(0, color="k", lw=0.5)
     a.axvline(1e-4, color="grey", lw=0.8, ls="--", label="paper: σ ≈ 1e-4 (Qwen2.5-0.5B)")
@@ -462,10 +523,24 @@ def llm_search_figure(m: Mapping[str, Any], path: Path) -> Path:
     a.set_title(f"σ window, isotropic, D = {m['dim']:,}", fontsize=9)
     a.legend(fontsize=7)
     c = m["gain_vs_n"]
-    b.errorbar(c["n"], [x["mean"] for x in c["gain_heldout"]], yerr=[x["se"] for x in c["gain_heldout"]],
-               fmt="-s", ms=3, capsize=2, label="held out")
-    b.errorbar(c["n"], [x["mean"] for x in c["gain_select"]], yerr=[x["se"] for x in c["gain_select"]],
-               fmt="-o", ms=3, capsize=2, label="selection split")
+    b.errorbar(
+        c["n"],
+        [x["mean"] for x in c["gain_heldout"]],
+        yerr=[x["se"] for x in c["gain_heldout"]],
+        fmt="-s",
+        ms=3,
+        capsize=2,
+        label="held out",
+    )
+    b.errorbar(
+        c["n"],
+        [x["mean"] for x in c["gain_select"]],
+        yerr=[x["se"] for x in c["gain_select"]],
+        fmt="-o",
+        ms=3,
+        capsize=2,
+        label="selection split",
+    )
     b.plot(c["n"], c["pred_heldout"], ":", label="σ⟨g_sel, g_held⟩/‖g_sel‖ E[max_N]")
     b.plot(c["n"], c["pred_select"], "--", lw=0.8, label="σ‖g_sel‖E[max_N]")
     b.axhline(0, color="k", lw=0.5)

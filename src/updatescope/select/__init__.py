@@ -1,10 +1,46 @@
 """Source selection: ranking and regime diagnosis, baselines on the same streams, metrics."""
-from updatescope.select.baselines import (BASELINES, TaskStream, hscore, leep, linear_cka, logme,
-                                          mean_gradient_cosine, random_scores, rsa, svcca)
-from updatescope.select.metrics import (bootstrap_ci, oracle_normalised_transfer, regret, spearman, summarise,
-                                        top1_accuracy)
+
+from updatescope.select.baselines import (
+    BASELINES,
+    TaskStream,
+    hscore,
+    leep,
+    linear_cka,
+    logme,
+    mean_gradient_cosine,
+    random_scores,
+    rsa,
+    svcca,
+)
+from updatescope.select.metrics import (
+    bootstrap_ci,
+    oracle_normalised_transfer,
+    regret,
+    spearman,
+    summarise,
+    top1_accuracy,
+)
 from updatescope.select.rank import Ranking, RankRow, diagnose, rank_sources
 
-__all__ = ["BASELINES", "RankRow", "Ranking", "TaskStream", "bootstrap_ci", "diagnose", "hscore", "leep",
-           "linear_cka", "logme", "mean_gradient_cosine", "oracle_normalised_transfer", "random_scores", "rank_sources",
-           "regret", "rsa", "spearman", "summarise", "svcca", "top1_accuracy"]
+__all__ = [
+    "BASELINES",
+    "RankRow",
+    "Ranking",
+    "TaskStream",
+    "bootstrap_ci",
+    "diagnose",
+    "hscore",
+    "leep",
+    "linear_cka",
+    "logme",
+    "mean_gradient_cosine",
+    "oracle_normalised_transfer",
+    "random_scores",
+    "rank_sources",
+    "regret",
+    "rsa",
+    "spearman",
+    "summarise",
+    "svcca",
+    "top1_accuracy",
+]

@@ -17,12 +17,14 @@ the source dependence enters through :func:`source_projection` (LogME, H-score) 
 :func:`source_label_probs` (LEEP), composed in :data:`BASELINES`.  They raise
 :class:`InputError` instead of returning a meaningless number on degenerate input.
 """
+
 from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -125,8 +127,10 @@ def _gram_inner(x: Tensor, y: Tensor, block: int = 2**22) -> Tensor:
     if d * d <= x.shape[0] * y.shape[0]:
         return ((x.T @ x) * (y.T @ y)).sum()
     rows = max(1, block // max(1, y.shape[0]))
-    return sum(((x[i : i + rows] @ y.T).square().sum() for i in range(0, x.shape[0], rows)),
-               torch.zeros((), dtype=torch.float64))
+    return sum(
+        ((x[i : i + rows] @ y.T).square().sum() for i in range(0, x.shape[0], rows)),
+        torch.zeros((), dtype=torch.float64),
+    )
 
 
 def _principal_basis(x: Tensor, keep: float, max_rank: int | None, who: str) -> Tensor:
@@ -141,7 +145,7 @@ def _principal_basis(x: Tensor, keep: float, max_rank: int | None, who: str) -> 
     # rank cut-off: singular values below round-off are not directions of the data.
     var = var[s > s[0] * max(x.shape) * torch.finfo(torch.float64).eps]
     frac = torch.cumsum(var, 0) / total
-    k = min(int((frac < keep - 1e-12).sum()) + 1, var.numel())   # smallest k with frac >= keep
+    k = min(int((frac < keep - 1e-12).sum()) + 1, var.numel())  # smallest k with frac >= keep
     if max_rank is not None:
         k = min(k, max_rank)
     return vh[:k].T
@@ -175,8 +179,7 @@ def linear_cka(acts_s: Any, acts_t: Any, *, center: bool = True) -> float:
     return float((_gram_inner(xs, xt) / (ss.sqrt() * tt.sqrt())).clamp(0.0, 1.0))
 
 
-def rsa(acts_s: Any, acts_t: Any, *, method: str = "spearman",
-        max_entries: int = DEFAULT_MAX_ENTRIES) -> float:
+def rsa(acts_s: Any, acts_t: Any, *, method: str = "spearman", max_entries: int = DEFAULT_MAX_ENTRIES) -> float:
     """Cross-task RSA on *feature* dissimilarity matrices.  acts (n, d) -> float in [-1, 1].
 
     Classic RSA correlates two stimulus×stimulus RDMs computed on the same stimuli; the
@@ -241,8 +244,7 @@ def svcca(acts_s: Any, acts_t: Any, *, keep: float = 0.99, max_rank: int | None 
 
 
 # ----------------------------------------------------- source-dependent feature maps
-def source_projection(acts_s: Any, acts_t: Any, *, keep: float = 0.9,
-                      max_rank: int | None = None) -> Tensor:
+def source_projection(acts_s: Any, acts_t: Any, *, keep: float = 0.9, max_rank: int | None = None) -> Tensor:
     """Target activations seen through the source's principal subspace.  -> (n_t, k)
 
     ``acts_t @ V_S`` with ``V_S`` (d×k) the top right singular vectors of the centred source
@@ -280,9 +282,15 @@ def source_label_probs(probs_t: Any, labels_s: Any) -> Tensor:
 
 
 # ------------------------------------------------------------- transferability scores
-def logme(features_t: Any, labels_t: Any, *, min_per_class: int = 2,
-          max_entries: int = DEFAULT_MAX_ENTRIES, tol: float = 1e-10,
-          max_iter: int = 1000) -> float:
+def logme(
+    features_t: Any,
+    labels_t: Any,
+    *,
+    min_per_class: int = 2,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    tol: float = 1e-10,
+    max_iter: int = 1000,
+) -> float:
     """LogME: mean over classes of the maximised log evidence per example.
 
     features_t (n, D), labels_t (n,) -> float.  For each class c, ``y = 1[label = c]``
@@ -304,23 +312,23 @@ def logme(features_t: Any, labels_t: Any, *, min_per_class: int = 2,
     _check_budget(r_max * n_cls, "features × classes projections", "logme", max_entries)
     u, s, _ = torch.linalg.svd(f, full_matrices=False)
     nz = s > (s[0] if s.numel() else 0) * max(n, dim) * torch.finfo(torch.float64).eps
-    u, sig2 = u[:, nz], s[nz].square()                         # (n, r), (r,)
+    u, sig2 = u[:, nz], s[nz].square()  # (n, r), (r,)
     if sig2.numel() == 0:
         raise InputError("logme: features are all zero")
     # z = Uᵀ y for every one-hot class column: (r, C), built by summing rows per class.
     z = torch.zeros(u.shape[1], n_cls, dtype=torch.float64).index_add_(1, y_idx, u.T)
-    yy = counts.to(torch.float64)                              # ‖y_c‖² = n_c
-    out_of_span = (yy - z.square().sum(0)).clamp_min(0.0)      # ‖(I − UUᵀ) y‖²
+    yy = counts.to(torch.float64)  # ‖y_c‖² = n_c
+    out_of_span = (yy - z.square().sum(0)).clamp_min(0.0)  # ‖(I − UUᵀ) y‖²
     zz = z.square()
     sig2c = sig2[:, None]
     alpha = torch.ones(n_cls, dtype=torch.float64)
     beta = torch.ones(n_cls, dtype=torch.float64)
-    lo, hi = 1e-12, 1e12   # keeps the iteration finite when y ⟂ span(F) or F fits y exactly
+    lo, hi = 1e-12, 1e12  # keeps the iteration finite when y ⟂ span(F) or F fits y exactly
 
     def moments(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        den = a + b * sig2c                                     # (r, C)
+        den = a + b * sig2c  # (r, C)
         gamma = (b * sig2c / den).sum(0)
-        mm = (b.square() * sig2c * zz / den.square()).sum(0)    # ‖m‖²
+        mm = (b.square() * sig2c * zz / den.square()).sum(0)  # ‖m‖²
         res = (a.square() * zz / den.square()).sum(0) + out_of_span  # ‖Fm − y‖²
         return gamma, mm, res
 
@@ -328,20 +336,26 @@ def logme(features_t: Any, labels_t: Any, *, min_per_class: int = 2,
         gamma, mm, res = moments(alpha, beta)
         new_a = (gamma / mm.clamp_min(1e-300)).clamp(lo, hi)
         new_b = ((n - gamma) / res.clamp_min(1e-300)).clamp(lo, hi)
-        done = bool(((new_a - alpha).abs() <= tol * alpha).all()
-                    and ((new_b - beta).abs() <= tol * beta).all())
+        done = bool(((new_a - alpha).abs() <= tol * alpha).all() and ((new_b - beta).abs() <= tol * beta).all())
         alpha, beta = new_a, new_b
         if done:
             break
     _, mm, res = moments(alpha, beta)
     logdet = torch.log(alpha + beta * sig2c).sum(0) + (dim - sig2.numel()) * torch.log(alpha)
-    evidence = (n / 2 * torch.log(beta) + dim / 2 * torch.log(alpha)
-                - n / 2 * math.log(2 * math.pi) - beta / 2 * res - alpha / 2 * mm - logdet / 2)
+    evidence = (
+        n / 2 * torch.log(beta)
+        + dim / 2 * torch.log(alpha)
+        - n / 2 * math.log(2 * math.pi)
+        - beta / 2 * res
+        - alpha / 2 * mm
+        - logdet / 2
+    )
     return float((evidence / n).mean())
 
 
-def leep(source_probs_on_t: Any, labels_t: Any, *, min_per_class: int = 2,
-         max_entries: int = DEFAULT_MAX_ENTRIES) -> float:
+def leep(
+    source_probs_on_t: Any, labels_t: Any, *, min_per_class: int = 2, max_entries: int = DEFAULT_MAX_ENTRIES
+) -> float:
     """LEEP: log expected empirical prediction.  θ (n, Z), labels_t (n,) -> float ≤ 0.
 
     ``θ_i`` is the source model's distribution over its Z source labels on target input i
@@ -353,8 +367,7 @@ def leep(source_probs_on_t: Any, labels_t: Any, *, min_per_class: int = 2,
     """
     theta = _f64(source_probs_on_t, "source_probs_on_t", 2)
     n, z_dim = theta.shape
-    if bool((theta < 0).any()) or not torch.allclose(theta.sum(1), torch.ones(n, dtype=theta.dtype),
-                                                     atol=1e-6):
+    if bool((theta < 0).any()) or not torch.allclose(theta.sum(1), torch.ones(n, dtype=theta.dtype), atol=1e-6):
         raise InputError("leep: source_probs_on_t rows must be probability distributions")
     labels = _int_labels(labels_t, "labels_t")
     n_cls_guess = int(torch.unique(labels).numel()) if labels.numel() else 0
@@ -363,13 +376,12 @@ def leep(source_probs_on_t: Any, labels_t: Any, *, min_per_class: int = 2,
     joint = torch.zeros(counts.numel(), z_dim, dtype=torch.float64).index_add_(0, y_idx, theta) / n
     pz = joint.sum(0)
     live = pz > 0
-    cond = joint[:, live] / pz[live]                           # P(y | z), (C, Z')
-    eep = (cond[y_idx] * theta[:, live]).sum(1)                # Σ_z P(y_i|z) θ_iz
+    cond = joint[:, live] / pz[live]  # P(y | z), (C, Z')
+    eep = (cond[y_idx] * theta[:, live]).sum(1)  # Σ_z P(y_i|z) θ_iz
     return float(torch.log(eep).mean())
 
 
-def hscore(features_t: Any, labels_t: Any, *, min_per_class: int = 2,
-           max_entries: int = DEFAULT_MAX_ENTRIES) -> float:
+def hscore(features_t: Any, labels_t: Any, *, min_per_class: int = 2, max_entries: int = DEFAULT_MAX_ENTRIES) -> float:
     """H-score: ``tr(cov(f)⁺ cov(E[f|y]))``.  features_t (n, D), labels_t (n,) -> float ≥ 0.
 
     ``cov`` are plug-in (1/n) covariances; ``cov(E[f|y]) = Σ_c (n_c/n)(μ_c − μ)(μ_c − μ)ᵀ``;
@@ -388,8 +400,8 @@ def hscore(features_t: Any, labels_t: Any, *, min_per_class: int = 2,
     if not bool(keep.any()):
         raise InputError("hscore: features have zero variance")
     means = torch.zeros(counts.numel(), dim, dtype=torch.float64).index_add_(0, y_idx, fc)
-    means = means / counts[:, None]                            # μ_c − μ, (C, D)
-    proj = means @ evecs[:, keep]                              # in the covariance eigenbasis
+    means = means / counts[:, None]  # μ_c − μ, (C, D)
+    proj = means @ evecs[:, keep]  # in the covariance eigenbasis
     w = counts.to(torch.float64) / n
     return float((w[:, None] * proj.square() / evals[keep]).sum())
 
@@ -412,9 +424,16 @@ def mean_gradient(chunks: Iterable[tuple[Tensor, Tensor]]) -> Tensor:
     return g / n
 
 
-def mean_gradient_cosine(acts_s: Any, errors_s: Any, acts_t: Any, errors_t: Any, *,
-                         method: str = "auto", max_entries: int = DEFAULT_MAX_ENTRIES,
-                         block_entries: int = 2**22) -> float:
+def mean_gradient_cosine(
+    acts_s: Any,
+    errors_s: Any,
+    acts_t: Any,
+    errors_t: Any,
+    *,
+    method: str = "auto",
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    block_entries: int = 2**22,
+) -> float:
     """Cosine between the two tasks' mean head gradients.  a (n, d), e (n, K) -> [-1, 1].
 
     ``G_T = 1/n_T Σ_i e_i a_iᵀ`` (K×d, the gradient of the mean cross-entropy w.r.t. the head
@@ -429,11 +448,14 @@ def mean_gradient_cosine(acts_s: Any, errors_s: Any, acts_t: Any, errors_t: Any,
     a_t, e_t = _f64(acts_t, "acts_t", 2), _f64(errors_t, "errors_t", 2)
     for a, e, side in ((a_s, e_s, "source"), (a_t, e_t, "target")):
         if a.shape[0] != e.shape[0] or a.shape[0] == 0:
-            raise InputError(f"mean_gradient_cosine: {side} has {a.shape[0]} activation rows "
-                             f"and {e.shape[0]} error rows")
+            raise InputError(
+                f"mean_gradient_cosine: {side} has {a.shape[0]} activation rows and {e.shape[0]} error rows"
+            )
     if a_s.shape[1] != a_t.shape[1] or e_s.shape[1] != e_t.shape[1]:
-        raise InputError("mean_gradient_cosine: source and target head shapes differ "
-                         f"(d {a_s.shape[1]} vs {a_t.shape[1]}, K {e_s.shape[1]} vs {e_t.shape[1]})")
+        raise InputError(
+            "mean_gradient_cosine: source and target head shapes differ "
+            f"(d {a_s.shape[1]} vs {a_t.shape[1]}, K {e_s.shape[1]} vs {e_t.shape[1]})"
+        )
     d, k = a_s.shape[1], e_s.shape[1]
     n_s, n_t = a_s.shape[0], a_t.shape[0]
     if method == "auto":
@@ -498,8 +520,9 @@ def gradient_cosine_scores(doc_grads: Tensor, target_grads: Tensor) -> Tensor:
     if float(mu.norm()) == 0.0:
         raise InputError("gradient_cosine_scores: the target's mean gradient is zero; cosine undefined")
     norms = g.norm(dim=1)
-    return torch.where(norms > 0, (g @ mu) / (norms.clamp_min(1e-300) * mu.norm()),
-                       torch.full_like(norms, float("nan")))
+    return torch.where(
+        norms > 0, (g @ mu) / (norms.clamp_min(1e-300) * mu.norm()), torch.full_like(norms, float("nan"))
+    )
 
 
 # ------------------------------------------------------------------------ random
@@ -515,8 +538,7 @@ def random_scores(names: Sequence[str], seed: int, *, salt: str = "") -> dict[st
     if len(set(names)) != len(names):
         raise InputError("random_scores: names must be unique")
     salt_h = zlib.crc32(salt.encode())
-    return {nm: float(np.random.default_rng([seed, salt_h, zlib.crc32(nm.encode())]).random())
-            for nm in names}
+    return {nm: float(np.random.default_rng([seed, salt_h, zlib.crc32(nm.encode())]).random()) for nm in names}
 
 
 # ---------------------------------------------------------------------- registry
@@ -568,8 +590,9 @@ class TaskStream:
         if self.errors is None:
             raise InputError(f"task {self.name!r}: needs probs or errors")
         lab = self.resolved_labels()
-        return self.errors.index_put((torch.arange(lab.numel()), lab),
-                                     self.errors[torch.arange(lab.numel()), lab] + 1.0)
+        return self.errors.index_put(
+            (torch.arange(lab.numel()), lab), self.errors[torch.arange(lab.numel()), lab] + 1.0
+        )
 
     def resolved_errors(self) -> Tensor:
         if self.errors is not None:
@@ -577,8 +600,7 @@ class TaskStream:
         if self.probs is None or self.labels is None:
             raise InputError(f"task {self.name!r}: needs errors, or probs and labels")
         lab = self.labels
-        return self.probs.index_put((torch.arange(lab.numel()), lab),
-                                    self.probs[torch.arange(lab.numel()), lab] - 1.0)
+        return self.probs.index_put((torch.arange(lab.numel()), lab), self.probs[torch.arange(lab.numel()), lab] - 1.0)
 
 
 def _random_pair(s: TaskStream, t: TaskStream) -> float:
@@ -595,9 +617,7 @@ BASELINES: Mapping[str, Callable[[TaskStream, TaskStream], float]] = {
     "svcca": lambda s, t: svcca(s.acts, t.acts),
     "logme": lambda s, t: logme(source_projection(s.acts, t.acts), t.resolved_labels()),
     "hscore": lambda s, t: hscore(source_projection(s.acts, t.acts), t.resolved_labels()),
-    "leep": lambda s, t: leep(source_label_probs(t.resolved_probs(), s.resolved_labels()),
-                              t.resolved_labels()),
-    "grad_cos": lambda s, t: mean_gradient_cosine(s.acts, s.resolved_errors(),
-                                                  t.acts, t.resolved_errors()),
+    "leep": lambda s, t: leep(source_label_probs(t.resolved_probs(), s.resolved_labels()), t.resolved_labels()),
+    "grad_cos": lambda s, t: mean_gradient_cosine(s.acts, s.resolved_errors(), t.acts, t.resolved_errors()),
     "random": _random_pair,
 }

@@ -15,8 +15,8 @@ the projection of the document's empirical head Fisher F_D = mean_t (a_t a_tᵀ)
 onto the target's Fisher, in units of the target's own: 1 means "as aligned with the
 target as the target's own tokens on average" (the target's samples score 1 plus their
 self-pair term), 0 means orthogonal.  Dividing by ‖F_T‖² instead of ‖F_T‖ only fixes
-the unit, so scores of different targets are on one scale; the ranking is unchanged.  Unbiased over the random basis for the
-numerator (each φ·φ' is unbiased for the kernel); the target norm is the unbiased
+the unit, so scores of different targets are on one scale; the ranking is unchanged.  Unbiased
+over the random basis for the numerator (each φ·φ' is unbiased for the kernel); the target norm is the unbiased
 estimate of ‖F_T‖², so the ratio is consistent, not unbiased.  Normalisation: dividing by
 n_D makes documents of different lengths comparable (a per-token mean); n_D · score(D),
 summed over the pool and divided by the pool's size, is exactly the pool's cross term
@@ -33,10 +33,12 @@ Documents with fewer than ``min_tokens`` counted tokens are flagged ``short``.
 Cost: one forward pass per batch plus the feature maps on the captured rows, the same work
 as sketching the pool; nothing is stored per document beyond three sums and a count.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -93,10 +95,19 @@ def _finish(sums: Tensor, sq: Tensor, counts: Tensor, min_tokens: int) -> Docume
     return DocumentScores(mean[:, 0], se[:, 0], mean[:, 1], mean[:, 2], counts.clone(), counts < min_tokens)
 
 
-def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Signature, *,
-                    token_budget: int = 1024, dtype: Any = None, min_tokens: int = MIN_TOKENS,
-                    fingerprint: str | None = None, progress: bool = True,
-                    positions: Sequence[Any] | None = None) -> DocumentScores:
+def score_documents(
+    model: Any,
+    tokenizer: Any,
+    docs: Sequence[Any],
+    target: Signature,
+    *,
+    token_budget: int = 1024,
+    dtype: Any = None,
+    min_tokens: int = MIN_TOKENS,
+    fingerprint: str | None = None,
+    progress: bool = True,
+    positions: Sequence[Any] | None = None,
+) -> DocumentScores:
     """Score every document of ``docs`` (strings or token-id lists) against ``target``.
 
     ``positions``: per document, the counted target indices or a boolean mask, as in
@@ -130,8 +141,10 @@ def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Sig
     # below 2 tokens) in document order, so record r belongs to the document owning
     # position r of the stream.
     ids = [tokenize(tokenizer, t, True, i) for i, t in enumerate(docs)]
-    counted = [sum(target_mask(len(x), None if positions is None else positions[i], i)) if len(x) >= 2 else 0
-               for i, x in enumerate(ids)]
+    counted = [
+        sum(target_mask(len(x), None if positions is None else positions[i], i)) if len(x) >= 2 else 0
+        for i, x in enumerate(ids)
+    ]
     counts = torch.tensor(counted, dtype=torch.int64)
     keep = [i for i, c in enumerate(counted) if c > 0]
     owner = torch.repeat_interleave(torch.arange(len(ids)), counts)
@@ -139,11 +152,16 @@ def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Sig
     sq = torch.zeros(len(ids), 3, dtype=torch.float64)
     done = 0
     with torch.inference_mode():
-        for acts, logits, labels in capture_causal_lm(model, [ids[i] for i in keep], tokenizer,
-                                                       positions=None if positions is None else
-                                                       [positions[i] for i in keep],
-                                                       token_budget=token_budget, dtype=dtype,
-                                                       progress=progress, desc="score documents"):
+        for acts, logits, labels in capture_causal_lm(
+            model,
+            [ids[i] for i in keep],
+            tokenizer,
+            positions=None if positions is None else [positions[i] for i in keep],
+            token_budget=token_budget,
+            dtype=dtype,
+            progress=progress,
+            desc="score documents",
+        ):
             n = labels.shape[0]
             errors = softmax_minus_onehot(logits, labels)
             c = score_features(features(cfg, acts.to(errors.dtype), errors), directions).cpu()  # (n, 3)
@@ -156,8 +174,9 @@ def score_documents(model: Any, tokenizer: Any, docs: Sequence[Any], target: Sig
     return _finish(sums, sq, counts, min_tokens)
 
 
-def score_streams(cfg: SketchConfig, streams: Sequence[tuple[Tensor, Tensor]], target: Signature,
-                  min_tokens: int = MIN_TOKENS) -> DocumentScores:
+def score_streams(
+    cfg: SketchConfig, streams: Sequence[tuple[Tensor, Tensor]], target: Signature, min_tokens: int = MIN_TOKENS
+) -> DocumentScores:
     """The same scores from captured streams: per document (acts (n_D, d), errors (n_D, K)).
 
     For classifiers, synthetic tasks and tests; ``cfg`` must match the target's config.
@@ -174,4 +193,3 @@ def score_streams(cfg: SketchConfig, streams: Sequence[tuple[Tensor, Tensor]], t
             c = score_features(features(cfg, a, e), directions)
             sums[i], sq[i], counts[i] = c.sum(0), c.square().sum(0), a.shape[0]
     return _finish(sums, sq, counts, min_tokens)
-

@@ -13,11 +13,13 @@ the tied top candidates.  A method whose scores collapse to a constant therefore
 exactly the chance top-1 rate, as it should.  A pick counts as a top-1 hit when its
 transfer equals the best (within ``tie_tol``), so ties in the truth are all correct.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -75,8 +77,9 @@ class TargetMetric:
 
 
 # ------------------------------------------------------------------------- tables
-def _as_table(scores: Any, transfer: Any, targets: Sequence[str] | None,
-              sources: Sequence[str] | None) -> list[tuple[str, list[str], np.ndarray, np.ndarray]]:
+def _as_table(
+    scores: Any, transfer: Any, targets: Sequence[str] | None, sources: Sequence[str] | None
+) -> list[tuple[str, list[str], np.ndarray, np.ndarray]]:
     """-> [(target, candidate names, scores (c,), transfer (c,))] in target order."""
     if not isinstance(transfer, Mapping):
         tr = np.asarray(transfer, dtype=np.float64)
@@ -84,13 +87,14 @@ def _as_table(scores: Any, transfer: Any, targets: Sequence[str] | None,
         if tr.ndim != 2 or sc.shape != tr.shape:
             raise InputError(f"scores {sc.shape} and transfer {tr.shape} must be equal 2-D shapes")
         if sources is None and targets is None and tr.shape[0] == tr.shape[1]:
-            targets = sources = [str(i) for i in range(tr.shape[0])]   # square: diagonal = self
+            targets = sources = [str(i) for i in range(tr.shape[0])]  # square: diagonal = self
         targets = list(targets) if targets is not None else [f"t{i}" for i in range(tr.shape[0])]
         sources = list(sources) if sources is not None else [f"s{j}" for j in range(tr.shape[1])]
         if len(targets) != tr.shape[0] or len(sources) != tr.shape[1]:
             raise InputError("targets/sources names do not match the table shape")
-        transfer = {t: {s: tr[i, j] for j, s in enumerate(sources) if not np.isnan(tr[i, j])}
-                    for i, t in enumerate(targets)}
+        transfer = {
+            t: {s: tr[i, j] for j, s in enumerate(sources) if not np.isnan(tr[i, j])} for i, t in enumerate(targets)
+        }
         scores = {t: {s: sc[i, j] for j, s in enumerate(sources)} for i, t in enumerate(targets)}
     if not isinstance(scores, Mapping):
         raise InputError("scores and transfer must both be mappings or both be arrays")
@@ -125,25 +129,36 @@ def _pick(s: np.ndarray, t: np.ndarray, tie_tol: float) -> tuple[float, float, f
 
 
 # ------------------------------------------------------------------------ metrics
-def top1_accuracy(scores: Any, transfer: Any, *, targets: Sequence[str] | None = None,
-                  sources: Sequence[str] | None = None, tie_tol: float = 1e-12) -> TargetMetric:
+def top1_accuracy(
+    scores: Any,
+    transfer: Any,
+    *,
+    targets: Sequence[str] | None = None,
+    sources: Sequence[str] | None = None,
+    tie_tol: float = 1e-12,
+) -> TargetMetric:
     """Per target 1 if the top-scored source has the best transfer (expected over ties)."""
-    return TargetMetric("top1", {t: _pick(s, r, tie_tol)[0]
-                                 for t, _, s, r in _as_table(scores, transfer, targets, sources)})
+    return TargetMetric(
+        "top1", {t: _pick(s, r, tie_tol)[0] for t, _, s, r in _as_table(scores, transfer, targets, sources)}
+    )
 
 
-def chance_top1(transfer: Any, *, targets: Sequence[str] | None = None,
-                sources: Sequence[str] | None = None, tie_tol: float = 1e-12) -> TargetMetric:
+def chance_top1(
+    transfer: Any, *, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None, tie_tol: float = 1e-12
+) -> TargetMetric:
     """Top-1 of a random pick: per target (# best-tied candidates) / (# candidates)."""
-    out = {t: _pick(np.zeros_like(r), r, tie_tol)[0]
-           for t, _, _, r in _as_table(transfer, transfer, targets, sources)}
+    out = {t: _pick(np.zeros_like(r), r, tie_tol)[0] for t, _, _, r in _as_table(transfer, transfer, targets, sources)}
     return TargetMetric("chance_top1", out)
 
 
-def oracle_normalised_transfer(scores: Any, transfer: Any, *,
-                               targets: Sequence[str] | None = None,
-                               sources: Sequence[str] | None = None,
-                               tie_tol: float = 1e-12) -> TargetMetric:
+def oracle_normalised_transfer(
+    scores: Any,
+    transfer: Any,
+    *,
+    targets: Sequence[str] | None = None,
+    sources: Sequence[str] | None = None,
+    tie_tol: float = 1e-12,
+) -> TargetMetric:
     """Per target transfer(chosen) / transfer(best).
 
     Defined only when the best transfer is > 0: when no source helps (best ≤ 0) the ratio
@@ -161,8 +176,14 @@ def oracle_normalised_transfer(scores: Any, transfer: Any, *,
     return TargetMetric("oracle_normalised_transfer", per, excl)
 
 
-def regret(scores: Any, transfer: Any, *, targets: Sequence[str] | None = None,
-           sources: Sequence[str] | None = None, tie_tol: float = 1e-12) -> TargetMetric:
+def regret(
+    scores: Any,
+    transfer: Any,
+    *,
+    targets: Sequence[str] | None = None,
+    sources: Sequence[str] | None = None,
+    tie_tol: float = 1e-12,
+) -> TargetMetric:
     """Per target best transfer − chosen transfer (≥ 0); ``.mean`` and ``.max`` over targets."""
     per = {}
     for t, _, s, r in _as_table(scores, transfer, targets, sources):
@@ -171,8 +192,9 @@ def regret(scores: Any, transfer: Any, *, targets: Sequence[str] | None = None,
     return TargetMetric("regret", per)
 
 
-def spearman(scores: Any, transfer: Any, *, targets: Sequence[str] | None = None,
-             sources: Sequence[str] | None = None) -> TargetMetric:
+def spearman(
+    scores: Any, transfer: Any, *, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None
+) -> TargetMetric:
     """Per-target Spearman ρ between scores and transfer over the candidates.
 
     Ties get average ranks (scipy.stats.spearmanr).  Targets with fewer than 3 candidates
@@ -193,8 +215,9 @@ def spearman(scores: Any, transfer: Any, *, targets: Sequence[str] | None = None
     return TargetMetric("spearman", per, excl, {"p_value": pvals})
 
 
-def pooled_spearman(scores: Any, transfer: Any, *, targets: Sequence[str] | None = None,
-                    sources: Sequence[str] | None = None) -> dict[str, float]:
+def pooled_spearman(
+    scores: Any, transfer: Any, *, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None
+) -> dict[str, float]:
     """Spearman ρ and two-sided p over all (target, source) pairs pooled: {rho, p, n}."""
     rows = _as_table(scores, transfer, targets, sources)
     s = np.concatenate([x[2] for x in rows])
@@ -205,8 +228,13 @@ def pooled_spearman(scores: Any, transfer: Any, *, targets: Sequence[str] | None
     return {"rho": float(res.statistic), "p": float(res.pvalue), "n": int(s.size)}
 
 
-def bootstrap_ci(per_target_values: Mapping[str, float] | Sequence[float] | np.ndarray, *,
-                 n_boot: int = 10_000, seed: int = 0, alpha: float = 0.05) -> tuple[float, float]:
+def bootstrap_ci(
+    per_target_values: Mapping[str, float] | Sequence[float] | np.ndarray,
+    *,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> tuple[float, float]:
     """Percentile bootstrap (1 − alpha) interval of the mean over targets.
 
     Resamples targets with replacement ``n_boot`` times from ``np.random.default_rng(seed)``;
@@ -230,10 +258,15 @@ def _num(x: float) -> float | None:
 
 
 def _report(m: TargetMetric, n_boot: int, seed: int, alpha: float) -> dict[str, Any]:
-    ci = (list(bootstrap_ci(m.per_target, n_boot=n_boot, seed=seed, alpha=alpha))
-          if len(m.per_target) >= 2 else None)
-    out: dict[str, Any] = {"mean": _num(m.mean), "sd": _num(m.sd), "max": _num(m.max), "ci": ci,
-                           "n": len(m.per_target), "per_target": dict(m.per_target)}
+    ci = list(bootstrap_ci(m.per_target, n_boot=n_boot, seed=seed, alpha=alpha)) if len(m.per_target) >= 2 else None
+    out: dict[str, Any] = {
+        "mean": _num(m.mean),
+        "sd": _num(m.sd),
+        "max": _num(m.max),
+        "ci": ci,
+        "n": len(m.per_target),
+        "per_target": dict(m.per_target),
+    }
     if m.excluded:
         out["excluded"] = dict(m.excluded)
     for key, val in m.extra.items():
@@ -241,9 +274,17 @@ def _report(m: TargetMetric, n_boot: int, seed: int, alpha: float) -> dict[str, 
     return out
 
 
-def summarise(scores: Any, transfer: Any, *, targets: Sequence[str] | None = None,
-              sources: Sequence[str] | None = None, n_boot: int = 2000, seed: int = 0,
-              alpha: float = 0.05, tie_tol: float = 1e-12) -> dict[str, Any]:
+def summarise(
+    scores: Any,
+    transfer: Any,
+    *,
+    targets: Sequence[str] | None = None,
+    sources: Sequence[str] | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    tie_tol: float = 1e-12,
+) -> dict[str, Any]:
     """All selection metrics for one method, JSON-ready (NaN -> None).
 
     Keys: n_targets, top1, chance_top1, top1_over_chance, oracle_normalised_transfer,
@@ -259,12 +300,12 @@ def summarise(scores: Any, transfer: Any, *, targets: Sequence[str] | None = Non
         "top1": rep(top1),
         "chance_top1": chance.mean,
         "top1_over_chance": top1.mean / chance.mean,
-        "oracle_normalised_transfer": rep(oracle_normalised_transfer(scores, transfer,
-                                                                     tie_tol=tie_tol, **kw)),
+        "oracle_normalised_transfer": rep(oracle_normalised_transfer(scores, transfer, tie_tol=tie_tol, **kw)),
         "regret": rep(regret(scores, transfer, tie_tol=tie_tol, **kw)),
         "spearman": rep(spearman(scores, transfer, **kw)),
-        "pooled_spearman": {k: (_num(v) if isinstance(v, float) else v)
-                            for k, v in pooled_spearman(scores, transfer, **kw).items()},
+        "pooled_spearman": {
+            k: (_num(v) if isinstance(v, float) else v) for k, v in pooled_spearman(scores, transfer, **kw).items()
+        },
     }
 
 
@@ -274,8 +315,9 @@ def metric_report(m: TargetMetric, *, n_boot: int = 2000, seed: int = 0, alpha: 
     return _report(m, n_boot, seed, alpha)
 
 
-def _restrict(transfer: Mapping[str, Mapping[str, float]], groups: Mapping[str, str],
-              min_candidates: int) -> dict[str, dict[str, float]]:
+def _restrict(
+    transfer: Mapping[str, Mapping[str, float]], groups: Mapping[str, str], min_candidates: int
+) -> dict[str, dict[str, float]]:
     """transfer restricted to each target's same-group candidates (targets with fewer than
     ``min_candidates`` of them dropped)."""
     out = {}
@@ -286,8 +328,13 @@ def _restrict(transfer: Mapping[str, Mapping[str, float]], groups: Mapping[str, 
     return out
 
 
-def within_group(scores: Mapping[str, Mapping[str, float]], transfer: Mapping[str, Mapping[str, float]],
-                 groups: Mapping[str, str], *, tie_tol: float = 1e-12) -> dict[str, TargetMetric]:
+def within_group(
+    scores: Mapping[str, Mapping[str, float]],
+    transfer: Mapping[str, Mapping[str, float]],
+    groups: Mapping[str, str],
+    *,
+    tie_tol: float = 1e-12,
+) -> dict[str, TargetMetric]:
     """Top-1 (and its chance level) and Spearman among the candidates sharing the target's
     group (family, collection) only.
 
@@ -299,13 +346,16 @@ def within_group(scores: Mapping[str, Mapping[str, float]], transfer: Mapping[st
     sub = _restrict(transfer, groups, 2)
     if not sub:
         return {k: TargetMetric(f"within_{k}", {}) for k in ("top1", "chance_top1", "spearman")}
-    return {"top1": top1_accuracy(scores, sub, tie_tol=tie_tol),
-            "chance_top1": chance_top1(sub, tie_tol=tie_tol),
-            "spearman": spearman(scores, sub)}
+    return {
+        "top1": top1_accuracy(scores, sub, tie_tol=tie_tol),
+        "chance_top1": chance_top1(sub, tie_tol=tie_tol),
+        "spearman": spearman(scores, sub),
+    }
 
 
-def paired_difference(a: Mapping[str, float], b: Mapping[str, float], *, n_boot: int = 2000, seed: int = 0,
-                      alpha: float = 0.05) -> dict[str, Any]:
+def paired_difference(
+    a: Mapping[str, float], b: Mapping[str, float], *, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> dict[str, Any]:
     """Mean over targets of a[t] − b[t] (two methods' per-target metric) with a paired
     percentile bootstrap over targets.
 
@@ -328,8 +378,9 @@ def paired_difference(a: Mapping[str, float], b: Mapping[str, float], *, n_boot:
     return out
 
 
-def mean_and_se(tables: Sequence[Mapping[str, Mapping[str, float]]]) -> tuple[dict[str, dict[str, float]],
-                                                                              dict[str, dict[str, float]]]:
+def mean_and_se(
+    tables: Sequence[Mapping[str, Mapping[str, float]]],
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """Cell-wise mean and standard error (sd with ddof=1 over √n; NaN for one table) of
     ``n`` tables of the same shape, e.g. one transfer table per fine-tuning seed."""
     if not tables:
@@ -346,9 +397,15 @@ def mean_and_se(tables: Sequence[Mapping[str, Mapping[str, float]]]) -> tuple[di
     return mean, se
 
 
-def noise_ceiling(tables: Sequence[Mapping[str, Mapping[str, float]]], *, groups: Mapping[str, str] | None = None,
-                  n_boot: int = 2000, seed: int = 0, alpha: float = 0.05,
-                  tie_tol: float = 1e-12) -> dict[str, Any]:
+def noise_ceiling(
+    tables: Sequence[Mapping[str, Mapping[str, float]]],
+    *,
+    groups: Mapping[str, str] | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    tie_tol: float = 1e-12,
+) -> dict[str, Any]:
     """What a perfect predictor could reach given the seed-to-seed noise of the truth.
 
     ``tables``: one transfer table per fine-tuning seed (≥ 2).  For each seed k its table is

@@ -19,11 +19,13 @@ tested in this order:
 A value is "flat" when its spread across candidates is below max(FLAT_SPREAD, 2·largest
 standard error); "beyond noise" is the converse.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from updatescope.errors import InputError
 from updatescope.sketch.align import Alignment, alignment
@@ -68,9 +70,14 @@ class Ranking:
     def as_dict(self, json_safe: bool = True) -> dict[str, Any]:
         """Plain dict for JSON output; with ``json_safe`` (default) every non-finite float
         (an undefined value or standard error) is None, i.e. ``null`` in JSON."""
-        return {"target": self.target, "regime": self.regime, "explanation": self.explanation,
-                "spreads": {k: _safe(v, json_safe) for k, v in self.spreads.items()},
-                "skipped": dict(self.skipped), "rows": [r.as_dict(json_safe) for r in self.rows]}
+        return {
+            "target": self.target,
+            "regime": self.regime,
+            "explanation": self.explanation,
+            "spreads": {k: _safe(v, json_safe) for k, v in self.spreads.items()},
+            "skipped": dict(self.skipped),
+            "rows": [r.as_dict(json_safe) for r in self.rows],
+        }
 
 
 def _safe(v: Any, json_safe: bool) -> Any:
@@ -111,38 +118,62 @@ def diagnose(aligns: Mapping[str, Alignment]) -> tuple[str, str, dict[str, float
     if len(aligns) < 2:
         return "single", "only one candidate: nothing to compare", spreads
     if len(defined) < 2:
-        return ("undefined", f"only {len(defined)} of {len(aligns)} candidates have defined values: "
-                "no regime can be diagnosed", spreads)
+        return (
+            "undefined",
+            f"only {len(defined)} of {len(aligns)} candidates have defined values: no regime can be diagnosed",
+            spreads,
+        )
     act_flat = _is_flat(acts, [a.activation_se for a in vals])
     err_flat = _is_flat(errs, [a.error_se for a in vals])
     fis_flat = _is_flat(fis, [a.fisher_se for a in vals])
     best_f = max(defined, key=lambda n: defined[n].fisher)
     best_p = max(defined, key=lambda n: defined[n].activation * defined[n].error)
     gap = defined[best_f].fisher - defined[best_p].fisher
-    decision_changes = best_f != best_p and gap > max(FLAT_SPREAD, _noise([defined[best_f].fisher_se,
-                                                                            defined[best_p].fisher_se]))
+    decision_changes = best_f != best_p and gap > max(
+        FLAT_SPREAD, _noise([defined[best_f].fisher_se, defined[best_p].fisher_se])
+    )
     if act_flat and err_flat and not fis_flat:
-        return ("coupled", "both marginals are flat across candidates (activation spread "
-                f"{spreads['activation']:.3f}, error spread {spreads['error']:.3f}) but the joint Fisher "
-                f"alignment separates them (spread {spreads['fisher']:.3f}): pure coupling — only how "
-                "activations and errors co-occur tells the sources apart", spreads)
+        return (
+            "coupled",
+            "both marginals are flat across candidates (activation spread "
+            f"{spreads['activation']:.3f}, error spread {spreads['error']:.3f}) but the joint Fisher "
+            f"alignment separates them (spread {spreads['fisher']:.3f}): pure coupling — only how "
+            "activations and errors co-occur tells the sources apart",
+            spreads,
+        )
     if decision_changes:
-        return ("coupled", f"activation × error would pick {best_p} but the joint Fisher alignment picks "
-                f"{best_f} (gap {gap:.3f}, beyond noise): activations and errors are dependent, only the "
-                "joint score ranks correctly", spreads)
+        return (
+            "coupled",
+            f"activation × error would pick {best_p} but the joint Fisher alignment picks "
+            f"{best_f} (gap {gap:.3f}, beyond noise): activations and errors are dependent, only the "
+            "joint score ranks correctly",
+            spreads,
+        )
     if act_flat and err_flat:
-        return ("flat", "neither the marginals nor the joint Fisher alignment vary beyond noise; "
-                "candidates look alike to the head", spreads)
+        return (
+            "flat",
+            "neither the marginals nor the joint Fisher alignment vary beyond noise; candidates look alike to the head",
+            spreads,
+        )
     if act_flat:
-        return ("activation-dark",
-                "activation similarity is flat across candidates (spread "
-                f"{spreads['activation']:.3f}); error geometry carries the signal — representation "
-                "metrics such as CKA cannot rank these sources", spreads)
+        return (
+            "activation-dark",
+            "activation similarity is flat across candidates (spread "
+            f"{spreads['activation']:.3f}); error geometry carries the signal — representation "
+            "metrics such as CKA cannot rank these sources",
+            spreads,
+        )
     if err_flat:
-        return ("error-dark", "error similarity is flat across candidates (spread "
-                f"{spreads['error']:.3f}); activation geometry decides", spreads)
-    return ("separable", "both marginals vary and activation × error picks the same best source as "
-            "the joint Fisher alignment", spreads)
+        return (
+            "error-dark",
+            f"error similarity is flat across candidates (spread {spreads['error']:.3f}); activation geometry decides",
+            spreads,
+        )
+    return (
+        "separable",
+        "both marginals vary and activation × error picks the same best source as the joint Fisher alignment",
+        spreads,
+    )
 
 
 def _row_note(a: Alignment) -> str:
@@ -152,16 +183,17 @@ def _row_note(a: Alignment) -> str:
             notes.append(f"coupled (ρ={a.coupling:.2f})")
         lead = "error" if a.error < a.activation else "activation"
         notes.append(f"{lead} geometry limits it")
-        if all(math.isfinite(se) and abs(v - 1) <= 2 * se
-               for v, se in ((a.fisher, a.fisher_se), (a.activation, a.activation_se), (a.error, a.error_se))):
+        if all(
+            math.isfinite(se) and abs(v - 1) <= 2 * se
+            for v, se in ((a.fisher, a.fisher_se), (a.activation, a.activation_se), (a.error, a.error_se))
+        ):
             notes.insert(0, "indistinguishable from the target")
     if not a.trusted:
         notes.append("untrusted: " + "; ".join(a.warnings))
     return ", ".join(notes)
 
 
-def rank_sources(target: Signature, sources: Mapping[str, Signature], *, target_name: str = "target"
-                 ) -> Ranking:
+def rank_sources(target: Signature, sources: Mapping[str, Signature], *, target_name: str = "target") -> Ranking:
     """Rows sorted by estimated fisher (undefined values last), with a regime diagnosis.
 
     A source that is the target itself (the same object or the same accumulated state, e.g.
@@ -173,14 +205,31 @@ def rank_sources(target: Signature, sources: Mapping[str, Signature], *, target_
         raise InputError(f"rank_sources needs a target Signature, got {type(target).__name__}")
     if not sources:
         raise InputError("rank_sources needs at least one source signature")
-    skipped = {name: "the target itself (same signature state)" for name, sig in sources.items()
-               if isinstance(sig, Signature) and target.same_state(sig)}
+    skipped = {
+        name: "the target itself (same signature state)"
+        for name, sig in sources.items()
+        if isinstance(sig, Signature) and target.same_state(sig)
+    }
     if len(skipped) == len(sources):
         raise InputError("every source is the target itself: nothing to rank")
     aligns = {name: alignment(sig, target) for name, sig in sources.items() if name not in skipped}
-    rows = [RankRow(name, a.fisher, a.activation, a.error, a.coupling, a.fisher_se, a.activation_se,
-                    a.error_se, a.coupling_se, a.n_source, a.trusted, _row_note(a))
-            for name, a in aligns.items()]
+    rows = [
+        RankRow(
+            name,
+            a.fisher,
+            a.activation,
+            a.error,
+            a.coupling,
+            a.fisher_se,
+            a.activation_se,
+            a.error_se,
+            a.coupling_se,
+            a.n_source,
+            a.trusted,
+            _row_note(a),
+        )
+        for name, a in aligns.items()
+    ]
     rows.sort(key=lambda r: (not math.isfinite(r.fisher), -r.fisher if math.isfinite(r.fisher) else 0.0))
     regime, explanation, spreads = diagnose(aligns)
     if skipped:

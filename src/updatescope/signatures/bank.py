@@ -27,14 +27,16 @@ prints.  The activation/error values and standard errors need each entry's per-h
 per-block state (192 KiB at m = 4096), which is why they are computed for the short list
 only: stage 1 reads 16 KB per entry, stage 2 reads 192 KiB per listed entry.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,8 +46,16 @@ from updatescope.records import write_text_atomic
 from updatescope.sketch.config import SketchConfig
 from updatescope.sketch.signature import N_BLOCKS, Signature
 
-__all__ = ["SignatureBank", "DuplicatePair", "create_bank", "open_bank", "build_bank", "fisher_scores",
-           "query", "dedup"]
+__all__ = [
+    "SignatureBank",
+    "DuplicatePair",
+    "create_bank",
+    "open_bank",
+    "build_bank",
+    "fisher_scores",
+    "query",
+    "dedup",
+]
 
 FORMAT = "updatescope-bank"
 FORMAT_VERSION = 1
@@ -87,7 +97,7 @@ class _Rows(Sequence[dict]):
 class SignatureBank:
     """An open bank (see the module docstring).  ``len(bank)`` entries of one ``config``."""
 
-    def __init__(self, path: Path, config: SketchConfig, rows: "_Rows", rows_bytes: int = 0) -> None:
+    def __init__(self, path: Path, config: SketchConfig, rows: _Rows, rows_bytes: int = 0) -> None:
         self.path, self.config, self.rows = path, config, rows
         self._rows_bytes = rows_bytes  # committed size of rows.jsonl
 
@@ -114,10 +124,15 @@ class SignatureBank:
         row = np.array(_memmap(self.path / _STATE, np.float64, (len(self), self._width))[i])
         state = torch.from_numpy(row)
         r = self.rows[i]
-        return Signature(self.config, state[: 6 * m].view(2, 3, m).clone(), state[6 * m :].view(2, 3, N_BLOCKS).clone(),
-                         torch.tensor(r["counts"], dtype=torch.int64), dict(r.get("meta", {})))
+        return Signature(
+            self.config,
+            state[: 6 * m].view(2, 3, m).clone(),
+            state[6 * m :].view(2, 3, N_BLOCKS).clone(),
+            torch.tensor(r["counts"], dtype=torch.int64),
+            dict(r.get("meta", {})),
+        )
 
-    def append(self, sigs: Sequence[Signature], names: Sequence[str] | None = None) -> "SignatureBank":
+    def append(self, sigs: Sequence[Signature], names: Sequence[str] | None = None) -> SignatureBank:
         """Add signatures (same config as the bank, else IncompatibleSignatureError naming the
         field); names must be new.  Writes only the new rows and the header.  Returns self."""
         sigs = list(sigs)
@@ -137,8 +152,16 @@ class SignatureBank:
         m, n = self.config.sketch_dim, len(self)
         vec = np.stack([s.vector().numpy() for s in sigs]).astype("<f4")
         state = np.stack([torch.cat((s.sums.reshape(-1), s.diag.reshape(-1))).numpy() for s in sigs]).astype("<f8")
-        rows = [{"name": name, "tokens": s.count, "counts": [int(c) for c in s.counts.tolist()],
-                 "fingerprint": s.config.fingerprint, "meta": dict(s.meta)} for s, name in zip(sigs, names)]
+        rows = [
+            {
+                "name": name,
+                "tokens": s.count,
+                "counts": [int(c) for c in s.counts.tolist()],
+                "fingerprint": s.config.fingerprint,
+                "meta": dict(s.meta),
+            }
+            for s, name in zip(sigs, names)
+        ]
         _append_bytes(self.path / _VECTORS, n * m * 4, vec.tobytes())
         _append_bytes(self.path / _STATE, n * self._width * 8, state.tobytes())
         text = "".join(_row_line(r) for r in rows).encode("utf-8")
@@ -168,8 +191,13 @@ def _append_bytes(path: Path, committed: int, data: bytes) -> None:
 
 
 def _write_header(path: Path, config: SketchConfig, n: int, rows_bytes: int) -> None:
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": config.to_dict(), "n": n,
-              "rows_bytes": rows_bytes}
+    header = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.to_dict(),
+        "n": n,
+        "rows_bytes": rows_bytes,
+    }
     write_text_atomic(json.dumps(header, sort_keys=True, indent=1) + "\n", path / _HEADER)
 
 
@@ -178,7 +206,9 @@ def _memmap(path: Path, dtype: Any, shape: tuple[int, int]) -> np.ndarray:
         return np.zeros(shape, dtype=dtype)
     need = shape[0] * shape[1] * np.dtype(dtype).itemsize
     if not path.exists() or path.stat().st_size < need:
-        raise SignatureFileError(f"bank file {path.name} is shorter than its {shape[0]} rows (damaged bank): {path.parent}")
+        raise SignatureFileError(
+            f"bank file {path.name} is shorter than its {shape[0]} rows (damaged bank): {path.parent}"
+        )
     return np.memmap(path, dtype=np.dtype(dtype).newbyteorder("<"), mode="r", shape=shape)
 
 
@@ -215,7 +245,9 @@ def open_bank(path: str | os.PathLike) -> SignatureBank:
         if len(text) != rows_bytes or len(rows) != n:
             raise ValueError(f"rows.jsonl holds {len(rows)} of the {n} committed rows")
     except (OSError, ValueError, KeyError, TypeError, StopIteration, InputError) as exc:
-        raise SignatureFileError(f"not a readable signature bank ({str(exc)[:200] or type(exc).__name__}): {path}") from None
+        raise SignatureFileError(
+            f"not a readable signature bank ({str(exc)[:200] or type(exc).__name__}): {path}"
+        ) from None
     bank = SignatureBank(path, config, rows, rows_bytes)
     bank.vectors()  # checks the data files cover every committed row
     _memmap(path / _STATE, np.float64, (n, bank._width))
@@ -335,8 +367,7 @@ def query(bank: SignatureBank, target: Signature, top: int | None = 10, *, targe
     scores = fisher_scores(bank, target)
     k = len(bank) if top is None else top
     idx = _order(scores, min(len(bank), k + 1))  # one spare: the target itself may be in the bank
-    ranking = rank_sources(target, {bank.rows[i]["name"]: bank.signature(int(i)) for i in idx},
-                           target_name=target_name)
+    ranking = rank_sources(target, {bank.rows[i]["name"]: bank.signature(int(i)) for i in idx}, target_name=target_name)
     if len(ranking.rows) > k:
         from dataclasses import replace
 
@@ -384,10 +415,15 @@ def dedup(bank: SignatureBank, *, screen: float = 0.8, tol: float = 0.02) -> lis
     out = []
     for p, q in pairs:
         al = alignment(bank.signature(p), bank.signature(q))
-        ok = all(math.isfinite(v) and v >= 1 - max(2 * se if math.isfinite(se) else math.inf, tol)
-                 for v, se in ((al.fisher, al.fisher_se), (al.activation, al.activation_se)))
+        ok = all(
+            math.isfinite(v) and v >= 1 - max(2 * se if math.isfinite(se) else math.inf, tol)
+            for v, se in ((al.fisher, al.fisher_se), (al.activation, al.activation_se))
+        )
         if ok:
-            out.append(DuplicatePair(bank.rows[p]["name"], bank.rows[q]["name"], al.fisher, al.fisher_se,
-                                     al.activation, al.activation_se))
+            out.append(
+                DuplicatePair(
+                    bank.rows[p]["name"], bank.rows[q]["name"], al.fisher, al.fisher_se, al.activation, al.activation_se
+                )
+            )
     out.sort(key=lambda d: -d.fisher)
     return out

@@ -1,9 +1,11 @@
 """From a model and texts to a Signature: capture (forward only) feeding a FisherSketch."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -12,12 +14,25 @@ from updatescope.sketch.fishersketch import FisherSketch
 from updatescope.sketch.signature import Signature
 
 
-def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch_dim: int = 4096, seed: int = 0,
-                     max_tokens: int | None = None, token_budget: int = 1024, dtype: Any = None,
-                     positions: Sequence[Any] | None = None, chunk_len: int | None = None,
-                     progress: bool = True, desc: str = "sketch", fingerprint: str | None = None,
-                     meta: dict[str, str] | None = None, act_map: str = "auto",
-                     error_map: str = "auto") -> Signature:
+def sketch_causal_lm(
+    model: Any,
+    tokenizer: Any,
+    texts: Iterable[Any],
+    *,
+    sketch_dim: int = 4096,
+    seed: int = 0,
+    max_tokens: int | None = None,
+    token_budget: int = 1024,
+    dtype: Any = None,
+    positions: Sequence[Any] | None = None,
+    chunk_len: int | None = None,
+    progress: bool = True,
+    desc: str = "sketch",
+    fingerprint: str | None = None,
+    meta: dict[str, str] | None = None,
+    act_map: str = "auto",
+    error_map: str = "auto",
+) -> Signature:
     """Signature of the next-token head geometry of ``texts`` under ``model``.
 
     One forward pass per batch; the head input and logits are captured by a hook and
@@ -34,13 +49,32 @@ def sketch_causal_lm(model: Any, tokenizer: Any, texts: Iterable[Any], *, sketch
     k, d = head.weight.shape
     fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, head)
     device = head.weight.device
-    sk = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=device, act_map=act_map,
-                     error_map=error_map, head_bias=head.bias is not None)
+    sk = FisherSketch(
+        d,
+        k,
+        sketch_dim,
+        seed,
+        fingerprint=fp,
+        device=device,
+        act_map=act_map,
+        error_map=error_map,
+        head_bias=head.bias is not None,
+    )
     with torch.inference_mode():
-        for acts, logits, labels in capture_causal_lm(model, texts, tokenizer, positions=positions,
-                                                       chunk_len=chunk_len, token_budget=token_budget,
-                                                       max_tokens=max_tokens, dtype=dtype,
-                                                       progress=progress, desc=desc, compact=False, head=head):
+        for acts, logits, labels in capture_causal_lm(
+            model,
+            texts,
+            tokenizer,
+            positions=positions,
+            chunk_len=chunk_len,
+            token_budget=token_budget,
+            max_tokens=max_tokens,
+            dtype=dtype,
+            progress=progress,
+            desc=desc,
+            compact=False,
+            head=head,
+        ):
             sk.update_logits(acts, logits, labels)
     name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
     return sk.signature(model=str(name), tokens=str(sk.count), **(meta or {}))
@@ -66,8 +100,13 @@ def segment_ranges(n_docs: int, segment_docs: int | None = None) -> list[range]:
     return [range(i, min(i + size, n_docs)) for i in range(0, n_docs, size)]
 
 
-def _segment_budgets(tokenizer: Any, texts: Sequence[Any], positions: Sequence[Any] | None,
-                     segments: Sequence[range], max_tokens: int | None) -> list[int | None]:
+def _segment_budgets(
+    tokenizer: Any,
+    texts: Sequence[Any],
+    positions: Sequence[Any] | None,
+    segments: Sequence[range],
+    max_tokens: int | None,
+) -> list[int | None]:
     """Per segment, the tokens it may add so that the whole run stops after ``max_tokens``
     counted targets in stream order (None: no limit; 0: skip).  Tokenises only up to the cut."""
     if max_tokens is None:
@@ -89,14 +128,16 @@ def _segment_budgets(tokenizer: Any, texts: Sequence[Any], positions: Sequence[A
     return out
 
 
-def _run_key(fingerprint: str, config: Any, texts: Sequence[Any], positions: Sequence[Any] | None,
-             settings: dict[str, Any]) -> str:
+def _run_key(
+    fingerprint: str, config: Any, texts: Sequence[Any], positions: Sequence[Any] | None, settings: dict[str, Any]
+) -> str:
     """Hash of everything a checkpoint must share with the run that resumes it."""
     import hashlib
     import json
 
-    h = hashlib.sha256(json.dumps({"fp": fingerprint, "config": config.to_dict(), **settings},
-                                  sort_keys=True, default=str).encode())
+    h = hashlib.sha256(
+        json.dumps({"fp": fingerprint, "config": config.to_dict(), **settings}, sort_keys=True, default=str).encode()
+    )
     for i, t in enumerate(texts):
         h.update(f"\0{i}\0{t if isinstance(t, str) else list(t)}".encode())
         if positions is not None:
@@ -113,10 +154,20 @@ def _save_checkpoint(path: Path, sk: FisherSketch, next_segment: int, key: str) 
 
     from updatescope.records import write_bytes_atomic
 
-    meta = {"format": CHECKPOINT_FORMAT, "run_key": key, "next_segment": str(next_segment),
-            "config": json.dumps(sk.config.to_dict(), sort_keys=True)}
-    data = save({"sums": sk._sums.cpu().contiguous(), "diag": sk._diag.cpu().contiguous(),
-                 "counts": sk._counts.cpu().contiguous()}, metadata=meta)
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "run_key": key,
+        "next_segment": str(next_segment),
+        "config": json.dumps(sk.config.to_dict(), sort_keys=True),
+    }
+    data = save(
+        {
+            "sums": sk._sums.cpu().contiguous(),
+            "diag": sk._diag.cpu().contiguous(),
+            "counts": sk._counts.cpu().contiguous(),
+        },
+        metadata=meta,
+    )
     write_bytes_atomic(data, path)
 
 
@@ -132,8 +183,10 @@ def _load_checkpoint(path: Path, like: FisherSketch, key: str) -> tuple[FisherSk
     if meta.get("format") != CHECKPOINT_FORMAT:
         raise InputError(f"not an updatescope sketch checkpoint: {path}")
     if meta.get("run_key") != key:
-        raise InputError(f"checkpoint {path} is from a different run (model, data, columns or settings changed); "
-                         "delete it or rerun without --resume")
+        raise InputError(
+            f"checkpoint {path} is from a different run (model, data, columns or settings changed); "
+            "delete it or rerun without --resume"
+        )
     sk = FisherSketch(config=like.config, device=like.device, meta=like.meta)
     sk._sums, sk._diag = t["sums"].to(like.device, torch.float64), t["diag"].to(like.device, torch.float64)
     sk._counts = t["counts"].to(torch.int64)
@@ -146,12 +199,27 @@ def checkpoint_path(out: str | Path) -> Path:
     return out.with_name(out.name + ".ckpt")
 
 
-def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions: Sequence[Any] | None = None,
-                  sketch_dim: int = 4096, seed: int = 0, max_tokens: int | None = None, token_budget: int = 1024,
-                  act_map: str = "auto", error_map: str = "auto", segment_docs: int | None = None,
-                  checkpoint: str | Path | None = None, checkpoint_every: int | None = None, resume: bool = False,
-                  progress: bool = True, meta: dict[str, str] | None = None, group: Any = None,
-                  on_segment: Callable[[int], None] | None = None) -> Signature | None:
+def sketch_corpus(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[Any],
+    *,
+    positions: Sequence[Any] | None = None,
+    sketch_dim: int = 4096,
+    seed: int = 0,
+    max_tokens: int | None = None,
+    token_budget: int = 1024,
+    act_map: str = "auto",
+    error_map: str = "auto",
+    segment_docs: int | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    meta: dict[str, str] | None = None,
+    group: Any = None,
+    on_segment: Callable[[int], None] | None = None,
+) -> Signature | None:
     """Signature of ``texts`` (with optional per-text target ``positions``), segmented as in
     ``segment_ranges``; sharded by segment over the ranks of an initialised process group and
     folded exactly (``distributed``); every rank returns the same signature.
@@ -174,8 +242,17 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
     head = find_output_linear(model)
     k, d = head.weight.shape
     fp = head_fingerprint(model, tokenizer, head)
-    like = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, device=head.weight.device, act_map=act_map,
-                        error_map=error_map, head_bias=head.bias is not None)
+    like = FisherSketch(
+        d,
+        k,
+        sketch_dim,
+        seed,
+        fingerprint=fp,
+        device=head.weight.device,
+        act_map=act_map,
+        error_map=error_map,
+        head_bias=head.bias is not None,
+    )
     rank, world = rank_and_world()
     segments = segment_ranges(len(texts), segment_docs)
     budgets = _segment_budgets(tokenizer, texts, positions, segments, max_tokens)
@@ -183,8 +260,17 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
     ckpt = Path(checkpoint) if checkpoint is not None else None
     if (resume or checkpoint_every) and (ckpt is None or world > 1):
         raise InputError("--checkpoint-every/--resume need a checkpoint path and a single process (not torchrun)")
-    key = _run_key(fp, like.config, texts, positions, {"token_budget": token_budget, "max_tokens": max_tokens,
-                                                       "segments": len(segments)}) if ckpt else ""
+    key = (
+        _run_key(
+            fp,
+            like.config,
+            texts,
+            positions,
+            {"token_budget": token_budget, "max_tokens": max_tokens, "segments": len(segments)},
+        )
+        if ckpt
+        else ""
+    )
     acc, start = like, mine.start
     if resume:
         if not ckpt.exists():
@@ -198,8 +284,14 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
         # tokens is unknown until everything is tokenised, so it counts documents (ETA) and
         # shows tokens/s beside them
         by_tokens = max_tokens is not None
-        bar = tqdm(total=max_tokens if by_tokens else len(texts), unit="tok" if by_tokens else "doc",
-                   unit_scale=by_tokens, desc="sketch", dynamic_ncols=True, initial=0)
+        bar = tqdm(
+            total=max_tokens if by_tokens else len(texts),
+            unit="tok" if by_tokens else "doc",
+            unit_scale=by_tokens,
+            desc="sketch",
+            dynamic_ncols=True,
+            initial=0,
+        )
         t_start, seen = time.perf_counter(), 0
     parts: dict[int, FisherSketch] = {}
     every = checkpoint_every or 0
@@ -210,10 +302,17 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
                 part = FisherSketch(config=like.config, device=like.device)
                 if budget != 0:
                     pos = None if positions is None else [positions[i] for i in seg]
-                    for acts, logits, labels in capture_causal_lm(model, [texts[i] for i in seg], tokenizer,
-                                                                   positions=pos, token_budget=token_budget,
-                                                                   max_tokens=budget, progress=False,
-                                                                   compact=False, head=head):
+                    for acts, logits, labels in capture_causal_lm(
+                        model,
+                        [texts[i] for i in seg],
+                        tokenizer,
+                        positions=pos,
+                        token_budget=token_budget,
+                        max_tokens=budget,
+                        progress=False,
+                        compact=False,
+                        head=head,
+                    ):
                         before = part.count
                         part.update_logits(acts, logits, labels)
                         if bar is not None and by_tokens:
@@ -226,8 +325,7 @@ def sketch_corpus(model: Any, tokenizer: Any, texts: Sequence[Any], *, positions
                     parts[s] = part
                 else:  # fold as we go: the same additions, in the same order, as folding at the end
                     acc = acc.merge(part)
-                    if ckpt is not None and every and (seg.stop // every > seg.start // every or
-                                                       s == mine.stop - 1):
+                    if ckpt is not None and every and (seg.stop // every > seg.start // every or s == mine.stop - 1):
                         _save_checkpoint(ckpt, acc, s + 1, key)
                 if on_segment is not None:
                     on_segment(s)

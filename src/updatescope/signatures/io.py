@@ -13,6 +13,7 @@ checksum when present (files written before it existed still load), the value ra
 (non-negative counts within int64 headroom, finite sums, non-negative squared norms
 consistent with the sums) and refuses anything else in one line.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -72,8 +73,13 @@ def save_signature(sig: Signature, path: str | os.PathLike) -> Path:
     config_json = json.dumps(sig.config.to_dict(), sort_keys=True)
     tensors = {k: v.contiguous() for k, v in sig.state_dict().items()}
     meta = {k: str(v) for k, v in sig.meta.items() if k not in _RESERVED}
-    meta.update(format=FORMAT, format_version=str(FORMAT_VERSION), library_version=__version__,
-                config=config_json, sha256=_checksum(config_json, tensors))
+    meta.update(
+        format=FORMAT,
+        format_version=str(FORMAT_VERSION),
+        library_version=__version__,
+        config=config_json,
+        sha256=_checksum(config_json, tensors),
+    )
     if path.parent and not path.parent.exists():
         raise InputError(f"output folder does not exist: {path.parent}")
     data = _serialize(tensors, meta)
@@ -87,13 +93,16 @@ def check_format_version(meta: dict[str, str], supported: int, what: str, path: 
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 10**6:
         raise SignatureFileError(f"{what} has no valid format_version ({raw[:20]!r}): {path}")
     if int(raw) > supported:
-        raise SignatureFileError(f"{what} format {int(raw)} is newer than this updatescope supports "
-                                 f"({supported}); upgrade updatescope: {path}")
+        raise SignatureFileError(
+            f"{what} format {int(raw)} is newer than this updatescope supports "
+            f"({supported}); upgrade updatescope: {path}"
+        )
     return int(raw)
 
 
-def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[tuple[int, ...], torch.dtype]],
-                  what: str, path: Path) -> None:
+def check_tensors(
+    tensors: dict[str, torch.Tensor], expected: dict[str, tuple[tuple[int, ...], torch.dtype]], what: str, path: Path
+) -> None:
     """SignatureFileError unless ``tensors`` holds exactly the ``expected`` names with their
     (shape, dtype); shared by every file kind that stores sketch state."""
     for name, (shape, dtype) in expected.items():
@@ -101,8 +110,10 @@ def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, tuple[tu
         if tensor is None:
             raise SignatureFileError(f"{what} lacks tensor {name!r}: {path}")
         if tuple(tensor.shape) != shape or tensor.dtype != dtype:
-            raise SignatureFileError(f"{what} tensor {name!r} has shape {tuple(tensor.shape)} {tensor.dtype}, "
-                                     f"expected {shape} {dtype}: {path}")
+            raise SignatureFileError(
+                f"{what} tensor {name!r} has shape {tuple(tensor.shape)} {tensor.dtype}, "
+                f"expected {shape} {dtype}: {path}"
+            )
     if set(tensors) != set(expected):
         raise SignatureFileError(f"{what} has unexpected tensors {sorted(set(tensors) - set(expected))[:3]}: {path}")
 
@@ -135,10 +146,14 @@ def load_signature(path: str | os.PathLike) -> Signature:
     except PermissionError:
         raise SignatureFileError(f"signature file is not readable (permission denied): {path}") from None
     except Exception as exc:  # safetensors raises several types for corrupt/truncated files
-        if isinstance(getattr(exc, "__cause__", None) or getattr(exc, "__context__", None), PermissionError) \
-                or "permission denied" in str(exc).lower():
+        if (
+            isinstance(getattr(exc, "__cause__", None) or getattr(exc, "__context__", None), PermissionError)
+            or "permission denied" in str(exc).lower()
+        ):
             raise SignatureFileError(f"signature file is not readable (permission denied): {path}") from None
-        raise SignatureFileError(f"not a readable signature file (corrupt, truncated or another format): {path}") from exc
+        raise SignatureFileError(
+            f"not a readable signature file (corrupt, truncated or another format): {path}"
+        ) from exc
     if meta.get("format") != FORMAT:
         raise SignatureFileError(f"not an updatescope signature (format={str(meta.get('format'))[:40]!r}): {path}")
     check_format_version(meta, FORMAT_VERSION, "signature", path)
@@ -148,10 +163,16 @@ def load_signature(path: str | os.PathLike) -> Signature:
             raise TypeError(f"config is a JSON {type(raw_config).__name__}, not an object")
         config = SketchConfig.from_dict(raw_config)
     except (KeyError, ValueError, TypeError, RecursionError, UpdatescopeError) as exc:
-        raise SignatureFileError(f"signature has an invalid config ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}): {path}") from None
+        raise SignatureFileError(
+            "signature has an invalid config "
+            f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}): {path}"
+        ) from None
     m = config.sketch_dim
-    expected = {"sums": ((2, 3, m), torch.float64), "diag": ((2, 3, N_BLOCKS), torch.float64),
-                "counts": ((2,), torch.int64)}
+    expected = {
+        "sums": ((2, 3, m), torch.float64),
+        "diag": ((2, 3, N_BLOCKS), torch.float64),
+        "counts": ((2,), torch.int64),
+    }
     check_tensors(tensors, expected, "signature", path)
     if "sha256" in meta and meta["sha256"] != _checksum(meta["config"], tensors):
         raise SignatureFileError(f"signature checksum mismatch: the file was modified or damaged: {path}")
@@ -178,5 +199,6 @@ def _check_ranges(tensors: dict[str, torch.Tensor], path: Path) -> None:
     n = torch.tensor([float(x) for x in counts], dtype=torch.float64)[:, None, None]
     rhs = n * diag / c.square()
     if bool((lhs > rhs * (1 + _CS_RTOL) + 1e-12).any()):
-        raise SignatureFileError(f"signature sums are inconsistent with its counts and squared norms "
-                                 f"(corrupt or edited): {path}")
+        raise SignatureFileError(
+            f"signature sums are inconsistent with its counts and squared norms (corrupt or edited): {path}"
+        )

@@ -26,6 +26,7 @@ the coverage over resampled data sets.  Every signature is divided by a per-kind
 before any square is formed and n(n−1) is computed in floating point, so sums near 1e300
 or counts above 3·10⁹ give the same values as ordinary ones.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,10 @@ MAX_TRUSTED_REL_SE = 0.5
 # 150 resampled data sets): its error SE's sketch part is 3× the SRHT's for the same real
 # spread, ±2·SE covered the error 1.00 of the time (over-wide) and fisher was undefined in
 # many draws; at K ≈ 50k the error SE was 5× the real spread.  Values are therefore never trusted.
-COUNTSKETCH_WARNING = ("countsketch map: standard errors are not calibrated (error SE up to 5× the real "
-                       "spread, values often undefined at vocabulary scale); use the srht map")
+COUNTSKETCH_WARNING = (
+    "countsketch map: standard errors are not calibrated (error SE up to 5× the real "
+    "spread, values often undefined at vocabulary scale); use the srht map"
+)
 _Z975 = 1.959963984540054  # normal 97.5% quantile: the reference the t-multiplier is relative to
 
 
@@ -125,9 +128,11 @@ def _estimate(ss: Tensor, ds: Tensor, ns: int, st: Tensor, dt: Tensor, nt: int, 
     sqt_b = (st * st).view(3, g, m // g).sum(-1)
     full = _ratios(cross_b.sum(-1), _u_sq(sqs_b.sum(-1), ds.sum(-1), ns), _u_sq(sqt_b.sum(-1), dt.sum(-1), nt))
     # leave block b out: totals minus block b (ratios are invariant to the common scale)
-    loo = _ratios((cross_b.sum(-1, keepdim=True) - cross_b).T,
-                  _u_sq((sqs_b.sum(-1, keepdim=True) - sqs_b).T, (ds.sum(-1, keepdim=True) - ds).T, ns),
-                  _u_sq((sqt_b.sum(-1, keepdim=True) - sqt_b).T, (dt.sum(-1, keepdim=True) - dt).T, nt))
+    loo = _ratios(
+        (cross_b.sum(-1, keepdim=True) - cross_b).T,
+        _u_sq((sqs_b.sum(-1, keepdim=True) - sqs_b).T, (ds.sum(-1, keepdim=True) - ds).T, ns),
+        _u_sq((sqt_b.sum(-1, keepdim=True) - sqt_b).T, (dt.sum(-1, keepdim=True) - dt).T, nt),
+    )
     return full, loo
 
 
@@ -136,13 +141,15 @@ def _t975(nu: Tensor) -> Tensor:
     from scipy.special import stdtrit
 
     nu = nu.clamp(min=1.0)
-    out = torch.tensor([float(stdtrit(float(v), 0.975)) if math.isfinite(float(v)) else _Z975 for v in nu],
-                       dtype=torch.float64)
+    out = torch.tensor(
+        [float(stdtrit(float(v), 0.975)) if math.isfinite(float(v)) else _Z975 for v in nu], dtype=torch.float64
+    )
     return torch.where(torch.isfinite(nu), out, torch.full_like(out, _Z975))
 
 
-def _sampling_variance(sig_s: Signature, sig_t: Signature, scaled_s: tuple[Tensor, Tensor],
-                       scaled_t: tuple[Tensor, Tensor], g: int) -> tuple[Tensor, Tensor]:
+def _sampling_variance(
+    sig_s: Signature, sig_t: Signature, scaled_s: tuple[Tensor, Tensor], scaled_t: tuple[Tensor, Tensor], g: int
+) -> tuple[Tensor, Tensor]:
     """Sampling variances of the estimate due to the source and to the target stream, (4,) each.
 
     Each stream is stored as two independent halves, so θ_hk (source half h, target half k)
@@ -182,14 +189,19 @@ def alignment(sig_s: Signature, sig_t: Signature) -> Alignment:
     var_total = var_sketch + var_s + var_t
     # Welch–Satterthwaite degrees of freedom of the sum; 0/0 (all parts 0) means no noise seen
     den = var_sketch.square() / max(g - 1, 1) + var_s.square() + var_t.square()
-    nu = torch.where(den > 0, var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
-                     torch.full_like(den, float("inf")))
+    nu = torch.where(
+        den > 0,
+        var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
+        torch.full_like(den, float("inf")),
+    )
     se_total = var_total.sqrt() * _t975(nu) / _Z975
 
     warnings = []
     if sig_s.same_state(sig_t):
-        warnings.append("source and target are the same signature: the cross term pairs every sample with "
-                        "itself, so the value is not a similarity")
+        warnings.append(
+            "source and target are the same signature: the cross term pairs every sample with "
+            "itself, so the value is not a similarity"
+        )
     if "countsketch" in (sig_s.config.act_map, sig_s.config.error_map):
         warnings.append(COUNTSKETCH_WARNING)
     if min(ns, nt) < MIN_TRUSTED_COUNT:
@@ -201,17 +213,25 @@ def alignment(sig_s: Signature, sig_t: Signature) -> Alignment:
         elif not math.isfinite(se):
             warnings.append(f"{name}: standard error undefined (a stream half has fewer than 2 samples)")
         elif v < 0:
-            warnings.append(f"{name}: negative estimate {v:.3g}, impossible for a mean of non-negative "
-                            "kernels: noise dominates")
+            warnings.append(
+                f"{name}: negative estimate {v:.3g}, impossible for a mean of non-negative kernels: noise dominates"
+            )
         elif se > MAX_TRUSTED_REL_SE * max(abs(v), 1e-12):
             warnings.append(f"{name}: standard error {se:.3g} is large relative to the value")
     names = (*KINDS, "coupling")
     return Alignment(
-        *[float(v) for v in est], *[float(v) for v in se_total],
-        n_source=ns, n_target=nt, exact=False, trusted=not warnings, warnings=tuple(warnings),
-        se_parts={"sketch": dict(zip(names, var_sketch.sqrt().tolist())),
-                  "sampling": dict(zip(names, (var_s + var_t).sqrt().tolist())),
-                  "dof": dict(zip(names, nu.tolist()))},
+        *[float(v) for v in est],
+        *[float(v) for v in se_total],
+        n_source=ns,
+        n_target=nt,
+        exact=False,
+        trusted=not warnings,
+        warnings=tuple(warnings),
+        se_parts={
+            "sketch": dict(zip(names, var_sketch.sqrt().tolist())),
+            "sampling": dict(zip(names, (var_s + var_t).sqrt().tolist())),
+            "dof": dict(zip(names, nu.tolist())),
+        },
     )
 
 
@@ -223,8 +243,10 @@ def _prep(acts: Any, errors: Any, side: str) -> tuple[Tensor, Tensor]:
     a = as_tensor(acts, f"activations_{side}")
     e = as_tensor(errors, f"errors_{side}")
     if a.ndim != 2 or e.ndim != 2 or a.shape[0] != e.shape[0]:
-        raise InputError(f"{side}: activations (n, d) and errors (n, K) must be 2-D with equal n, "
-                         f"got {tuple(a.shape)} and {tuple(e.shape)}")
+        raise InputError(
+            f"{side}: activations (n, d) and errors (n, K) must be 2-D with equal n, "
+            f"got {tuple(a.shape)} and {tuple(e.shape)}"
+        )
     if a.shape[0] == 0:
         raise InputError(f"{side}: no samples")
     check_finite(a, f"activations_{side}", 0)
@@ -264,8 +286,10 @@ def exact_alignment(acts_s: Any, errors_s: Any, acts_t: Any, errors_t: Any, *, s
     a_s, e_s = _prep(acts_s, errors_s, "source")
     a_t, e_t = _prep(acts_t, errors_t, "target")
     if a_s.shape[1] != a_t.shape[1] or e_s.shape[1] != e_t.shape[1]:
-        raise InputError(f"source and target widths differ: acts {a_s.shape[1]} vs {a_t.shape[1]}, "
-                         f"errors {e_s.shape[1]} vs {e_t.shape[1]}")
+        raise InputError(
+            f"source and target widths differ: acts {a_s.shape[1]} vs {a_t.shape[1]}, "
+            f"errors {e_s.shape[1]} vs {e_t.shape[1]}"
+        )
     ns, nt = a_s.shape[0], a_t.shape[0]
     cross = _kernel_sums(a_s, e_s, a_t, e_t) / (ns * nt)
 
@@ -279,12 +303,15 @@ def exact_alignment(acts_s: Any, errors_s: Any, acts_t: Any, errors_t: Any, *, s
         return (total - _self_sums(a, e)) / (n * (n - 1))
 
     est = _ratios(cross, sq(a_s, e_s), sq(a_t, e_t))
-    warnings = tuple(f"{k}: non-positive norm, value undefined" for k, v in zip(KINDS, est.tolist()) if not math.isfinite(v))
-    return Alignment(*[float(v) for v in est], n_source=ns, n_target=nt, exact=True,
-                     trusted=not warnings, warnings=warnings)
+    warnings = tuple(
+        f"{k}: non-positive norm, value undefined" for k, v in zip(KINDS, est.tolist()) if not math.isfinite(v)
+    )
+    return Alignment(
+        *[float(v) for v in est], n_source=ns, n_target=nt, exact=True, trusted=not warnings, warnings=warnings
+    )
 
 
-def exact_alignment_matrix(tasks: "list[tuple[Any, Any]]", *, self_pairs: bool = False) -> dict[str, Tensor]:
+def exact_alignment_matrix(tasks: list[tuple[Any, Any]], *, self_pairs: bool = False) -> dict[str, Tensor]:
     """Exact alignments between every pair of tasks, each task's norm computed once.
 
     tasks: [(acts (n_i, d), errors (n_i, K)), ...] -> {"fisher", "activation", "error",
@@ -299,8 +326,11 @@ def exact_alignment_matrix(tasks: "list[tuple[Any, Any]]", *, self_pairs: bool =
         if self_pairs:
             sq.append(total / (n * n))
         else:
-            sq.append((total - _self_sums(a, e)) / (n * (n - 1)) if n >= 2
-                      else torch.full((3,), float("nan"), dtype=torch.float64))
+            sq.append(
+                (total - _self_sums(a, e)) / (n * (n - 1))
+                if n >= 2
+                else torch.full((3,), float("nan"), dtype=torch.float64)
+            )
     t = len(prepped)
     out = {k: torch.full((t, t), float("nan"), dtype=torch.float64) for k in (*KINDS, "coupling")}
     for i in range(t):
@@ -313,7 +343,7 @@ def exact_alignment_matrix(tasks: "list[tuple[Any, Any]]", *, self_pairs: bool =
     return out
 
 
-def alignment_matrix(sigs: "list[Signature]") -> dict[str, Tensor]:
+def alignment_matrix(sigs: list[Signature]) -> dict[str, Tensor]:
     """Estimated alignments between every pair of signatures (one matrix product per kind).
 
     -> {"fisher", "activation", "error", "coupling"}: (T, T) float64, diagonal NaN.

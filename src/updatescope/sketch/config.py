@@ -1,4 +1,5 @@
 """The sketch configuration: the compatibility key of every signature."""
+
 from __future__ import annotations
 
 import operator
@@ -8,7 +9,6 @@ from typing import Any
 from updatescope.constants import MAP_KINDS, check_sketch_dim
 from updatescope.errors import IncompatibleSignatureError, InputError
 from updatescope.sketch.hadamard import next_pow2
-
 
 # "auto" picks a projection per side from its width: ``stack`` (G = m/N independent N-point
 # SRHTs of the zero-padded input, N = next_pow2(dim); O(m·√N) per sample, O(m) memory) for
@@ -91,11 +91,11 @@ class SketchConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SketchConfig":
+    def from_dict(cls, d: dict[str, Any]) -> SketchConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
-    def check_compatible(self, other: "SketchConfig") -> None:
+    def check_compatible(self, other: SketchConfig) -> None:
         """Raise IncompatibleSignatureError naming the first field that differs."""
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)

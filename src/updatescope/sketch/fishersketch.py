@@ -11,10 +11,12 @@ The state is float64 sums of these features (per half, see ``signature``), so me
 addition, the empty sketch is the identity, and batching cannot change the answer beyond
 float rounding.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,8 +24,15 @@ from torch import Tensor
 from updatescope.devices import resolve_device
 from updatescope.errors import InputError
 from updatescope.sketch.config import SketchConfig
-from updatescope.sketch.inputs import (as_tensor, check_2d, check_finite, compute_dtype, error_dtype, kept_rows,
-                                      softmax_minus_onehot)
+from updatescope.sketch.inputs import (
+    as_tensor,
+    check_2d,
+    check_finite,
+    compute_dtype,
+    error_dtype,
+    kept_rows,
+    softmax_minus_onehot,
+)
 from updatescope.sketch.maps import QuadraticMap, build_maps
 from updatescope.sketch.signature import N_BLOCKS, Signature
 from updatescope.sketch.workspace import scratch
@@ -104,10 +113,21 @@ class FisherSketch:
     >>> sig = sk.signature()
     """
 
-    def __init__(self, act_dim: int | None = None, out_dim: int | None = None, sketch_dim: int = 4096,
-                 seed: int = 0, *, config: SketchConfig | None = None, act_map: str = "auto",
-                 error_map: str = "auto", fingerprint: str = "", head_bias: bool = False,
-                 device: torch.device | str = "cpu", meta: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        act_dim: int | None = None,
+        out_dim: int | None = None,
+        sketch_dim: int = 4096,
+        seed: int = 0,
+        *,
+        config: SketchConfig | None = None,
+        act_map: str = "auto",
+        error_map: str = "auto",
+        fingerprint: str = "",
+        head_bias: bool = False,
+        device: torch.device | str = "cpu",
+        meta: Mapping[str, str] | None = None,
+    ) -> None:
         if config is None:
             if act_dim is None or out_dim is None:
                 raise InputError("FisherSketch needs act_dim and out_dim (or config=)")
@@ -126,7 +146,7 @@ class FisherSketch:
     def count(self) -> int:
         return int(self._counts.sum())
 
-    def update(self, acts: Any, errors: Any) -> "FisherSketch":
+    def update(self, acts: Any, errors: Any) -> FisherSketch:
         """Add samples.  acts (n, d), errors (n, K); torch or numpy.  Returns self.
 
         A bad batch leaves the sketch unchanged: shapes are checked first, and the batch is
@@ -153,7 +173,7 @@ class FisherSketch:
         self._commit(part, batch, checks=((e, "errors"),))
         return self
 
-    def update_logits(self, acts: Any, logits: Any, labels: Any) -> "FisherSketch":
+    def update_logits(self, acts: Any, logits: Any, labels: Any) -> FisherSketch:
         """Add samples from logits: errors = softmax(logits) − onehot(labels); label −100 ignored.
 
         acts (n, d), logits (n, K), labels (n,).  A batch whose labels are all −100 is a no-op.
@@ -191,15 +211,16 @@ class FisherSketch:
         """Empty per-batch buffers shaped like (_sums, _diag, _counts)."""
         return torch.zeros_like(self._sums), torch.zeros_like(self._diag), torch.zeros_like(self._counts)
 
-    def _commit(self, part: tuple[Tensor, Tensor, Tensor], batch: int,
-                checks: tuple[tuple[Tensor, str], ...]) -> None:
+    def _commit(self, part: tuple[Tensor, Tensor, Tensor], batch: int, checks: tuple[tuple[Tensor, str], ...]) -> None:
         """Add a batch's sums, or raise naming the input that made them non-finite."""
         sums, diag, counts = part
         if not (bool(torch.isfinite(sums).all()) and bool(torch.isfinite(diag).all())):
             for t, name in checks:
                 check_finite(t, name, batch)  # raises, naming the first bad row
-            raise InputError(f"batch {batch}: the sketch's features overflow (input entries too large for the "
-                             "projection dtype); nothing was added")
+            raise InputError(
+                f"batch {batch}: the sketch's features overflow (input entries too large for the "
+                "projection dtype); nothing was added"
+            )
         self._sums += sums
         self._diag += diag
         self._counts += counts
@@ -233,7 +254,7 @@ class FisherSketch:
             counts[1 - first] += r // 2
 
     # ------------------------------------------------------------------ combining
-    def merge(self, other: "FisherSketch") -> "FisherSketch":
+    def merge(self, other: FisherSketch) -> FisherSketch:
         """A new sketch equal to streaming self's samples, then other's.  Inputs untouched."""
         if not isinstance(other, FisherSketch):
             raise InputError(f"can only merge a FisherSketch, got {type(other).__name__}")
@@ -251,11 +272,16 @@ class FisherSketch:
         """Frozen snapshot of the state (copies; later updates do not change it)."""
         if self.count == 0:
             raise InputError("the sketch is empty: no samples were added")
-        return Signature(self.config, self._sums.detach().cpu().clone(), self._diag.detach().cpu().clone(),
-                         self._counts.clone(), {**self.meta, **{k: str(v) for k, v in meta.items()}})
+        return Signature(
+            self.config,
+            self._sums.detach().cpu().clone(),
+            self._diag.detach().cpu().clone(),
+            self._counts.clone(),
+            {**self.meta, **{k: str(v) for k, v in meta.items()}},
+        )
 
     @classmethod
-    def from_signature(cls, sig: Signature, device: torch.device | str = "cpu") -> "FisherSketch":
+    def from_signature(cls, sig: Signature, device: torch.device | str = "cpu") -> FisherSketch:
         """Resume streaming from a saved signature."""
         sk = cls(config=sig.config, device=device, meta=dict(sig.meta))
         sk._sums = sig.sums.clone().to(sk.device)
@@ -264,11 +290,16 @@ class FisherSketch:
         return sk
 
     def state_dict(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict(), "sums": self._sums.clone(), "diag": self._diag.clone(),
-                "counts": self._counts.clone(), "meta": dict(self.meta)}
+        return {
+            "config": self.config.to_dict(),
+            "sums": self._sums.clone(),
+            "diag": self._diag.clone(),
+            "counts": self._counts.clone(),
+            "meta": dict(self.meta),
+        }
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> "FisherSketch":
+    def from_state_dict(cls, state: Mapping[str, Any]) -> FisherSketch:
         sk = cls(config=SketchConfig.from_dict(state["config"]), meta=state.get("meta"))
         sk._sums = state["sums"].clone().to(torch.float64)
         sk._diag = state["diag"].clone().to(torch.float64)
@@ -277,5 +308,7 @@ class FisherSketch:
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"FisherSketch(act_dim={c.act_dim}, out_dim={c.out_dim}, sketch_dim={c.sketch_dim}, "
-                f"seed={c.seed}, maps={c.act_map}/{c.error_map}, count={self.count})")
+        return (
+            f"FisherSketch(act_dim={c.act_dim}, out_dim={c.out_dim}, sketch_dim={c.sketch_dim}, "
+            f"seed={c.seed}, maps={c.act_map}/{c.error_map}, count={self.count})"
+        )

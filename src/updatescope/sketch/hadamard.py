@@ -3,10 +3,12 @@
 Sylvester ordering throughout: H_1 = [1], H_2n = [[H_n, H_n], [H_n, -H_n]], so that
 H[i, j] = (-1)^popcount(i & j) and H_{pq} = H_p ⊗ H_q for powers of two p, q.
 """
+
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
 from updatescope.errors import InputError
 from updatescope.sketch.workspace import temp
 

@@ -1,4 +1,5 @@
 """Validation and conversion of (activation, error) batches; error vectors from logits."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,8 +22,9 @@ def as_tensor(x: Any, name: str) -> Tensor:
         else:
             t = torch.as_tensor(x)
     except (TypeError, ValueError, RuntimeError) as exc:
-        raise InputError(f"{name} must be a real tensor or array, got {type(x).__name__} "
-                         f"({getattr(x, 'dtype', 'no dtype')})") from exc
+        raise InputError(
+            f"{name} must be a real tensor or array, got {type(x).__name__} ({getattr(x, 'dtype', 'no dtype')})"
+        ) from exc
     if t.is_complex():
         # the imaginary part would be dropped silently by a cast to a real dtype
         raise InputError(f"{name} is complex ({t.dtype}); the sketch takes real values")

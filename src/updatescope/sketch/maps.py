@@ -30,6 +30,7 @@ coordinate by coordinate, self-pairs included.  Three ways to draw u, v:
 All random tensors come from one CPU generator drawn in a fixed order, so every device
 gets the same basis from the same seed.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,7 +84,7 @@ class QuadraticMap:
     def __init__(self, dim: int, m: int, g: torch.Generator) -> None:
         self.dim, self.m = dim, m
 
-    def to(self, device: torch.device | str) -> "QuadraticMap":
+    def to(self, device: torch.device | str) -> QuadraticMap:
         for k, v in list(vars(self).items()):
             if isinstance(v, Tensor):
                 setattr(self, k, v.to(device))
@@ -177,8 +178,11 @@ class SRHTMap(QuadraticMap):
         if full == b:  # dim is a multiple of A: signs and layout in one fused op
             torch.mul(x.reshape(n, b, a).transpose(0, 1).unsqueeze(0), signs.view(2, b, 1, a), out=z)
         else:
-            torch.mul(x[:, : full * a].reshape(n, full, a).transpose(0, 1).unsqueeze(0),
-                      signs[:, : full * a].view(2, full, 1, a), out=z[:, :full])
+            torch.mul(
+                x[:, : full * a].reshape(n, full, a).transpose(0, 1).unsqueeze(0),
+                signs[:, : full * a].view(2, full, 1, a),
+                out=z[:, :full],
+            )
             rest = self.dim - full * a
             torch.mul(x[:, full * a :].unsqueeze(0), signs[:, full * a :].unsqueeze(1), out=z[:, full, :, :rest])
             z[:, full, :, rest:] = 0
@@ -188,11 +192,17 @@ class SRHTMap(QuadraticMap):
         # 2·m·A); the second leaves (…, o2, o1), which the layout copy below puts back in order.
         a1, a2 = self.h_a1.shape[0], self.h_a2.shape[0]
         q = torch.mm(y.view(2 * s * n * a1, a2), self.h_a2.to(x.dtype), out=temp(tag, "q", (2 * s * n * a1, a2), x))
-        q = torch.matmul(q.view(2 * s * n, a1, a2).transpose(1, 2), self.h_a1.to(x.dtype),
-                         out=temp(tag, "q2", (2 * s * n, a2, a1), x))
+        q = torch.matmul(
+            q.view(2 * s * n, a1, a2).transpose(1, 2),
+            self.h_a1.to(x.dtype),
+            out=temp(tag, "q2", (2 * s * n, a2, a1), x),
+        )
         # feature j = (ob index)·A + o1·A2 + o2: lay out as (2, n, s, A1, A2)
-        f = temp(tag, "f", (2, n, s, a1, a2), x).copy_(
-            q.view(2, s, n, a2, a1).permute(0, 2, 1, 4, 3)).view(2, n, self.m)
+        f = (
+            temp(tag, "f", (2, n, s, a1, a2), x)
+            .copy_(q.view(2, s, n, a2, a1).permute(0, 2, 1, 4, 3))
+            .view(2, n, self.m)
+        )
         return f[0], torch.index_select(f[1], 1, self.pair, out=temp(tag, "v", (n, self.m), x))
 
 
@@ -291,10 +301,15 @@ class FoldMap(QuadraticMap):
             u = torch.index_select(flat, 1, self.rows[0], out=temp(tag, "u", (n, self.m), x))
             return u, torch.index_select(flat, 1, self._rows_v, out=temp(tag, "v", (n, self.m), x))
         # narrow: only the first pu rows of the (P, Q) view are nonzero.  H_Q on the fast axis
-        y = torch.mm(z.view(n * 2 * self.pu, self.q), self.h_q.to(x.dtype), out=temp(tag, "y1", (n * 2 * self.pu, self.q), x))
+        y = torch.mm(
+            z.view(n * 2 * self.pu, self.q), self.h_q.to(x.dtype), out=temp(tag, "y1", (n * 2 * self.pu, self.q), x)
+        )
         # H_P on the slow axis; the result is laid out (q, p), a fixed permutation of H_F's rows
-        y = torch.matmul(y.view(n * 2, self.pu, self.q).transpose(1, 2), self.h_p.to(x.dtype),
-                         out=temp(tag, "y2", (n * 2, self.q, self.p), x)).view(n, 2, self.f)
+        y = torch.matmul(
+            y.view(n * 2, self.pu, self.q).transpose(1, 2),
+            self.h_p.to(x.dtype),
+            out=temp(tag, "y2", (n * 2, self.q, self.p), x),
+        ).view(n, 2, self.f)
         # gather from the contiguous (n, 2F) view: index_select copies a strided input first
         flat = y.view(n, 2 * self.f)
         u = y[:, 0] if self.sel is None else torch.index_select(flat, 1, self.sel, out=temp(tag, "u", (n, self.m), x))
@@ -406,8 +421,9 @@ class SpreadMap(QuadraticMap):
             z[:, :, dim:] = 0
             y = torch.mm(z.view(n * 2 * runs, q), self.h_q.to(x.dtype), out=temp(tag, "y1", (n * 2 * runs, q), x))
             # H_P on the slow axis, restricted to each factor's rows ρ: (n, 2, Q, R) @ (2, R, P)
-            y = torch.matmul(y.view(n, 2, runs, q).transpose(2, 3), self.h_p.to(x.dtype),
-                             out=temp(tag, "y2", (n, 2, q, p), x))
+            y = torch.matmul(
+                y.view(n, 2, runs, q).transpose(2, 3), self.h_p.to(x.dtype), out=temp(tag, "y2", (n, 2, q, p), x)
+            )
             flat = y.view(n, 2 * q * p)
             u = torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (n, m), x))
             return u, torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
@@ -429,8 +445,11 @@ class SpreadMap(QuadraticMap):
         else:
             # stage 1, one input per factor: (2, s, B) @ (n, 2, B, A) -> (n, 2, s, A)
             hb2 = hb.view(2, s, b)
-            y = torch.matmul(hb2[:, :, :full], x[:, :, : full * a].reshape(n, 2, full, a),
-                             out=temp(tag, "y", (n, 2, s, a), x).view(n, 2, s, a)).view(n, 2 * s, a)
+            y = torch.matmul(
+                hb2[:, :, :full],
+                x[:, :, : full * a].reshape(n, 2, full, a),
+                out=temp(tag, "y", (n, 2, s, a), x).view(n, 2, s, a),
+            ).view(n, 2 * s, a)
             if full < b:
                 rest = dim - full * a
                 y.view(n, 2, s, a)[..., :rest] += hb2[:, :, full].view(1, 2, s, 1) * x[:, :, full * a :].unsqueeze(2)
@@ -439,8 +458,11 @@ class SpreadMap(QuadraticMap):
         # and a gather were not faster at the few rows per chunk of a wide input)
         a1, a2 = self.a1, self.a2
         t = torch.mm(y.view(n * 2 * s * a1, a2), self.h_a2.to(x.dtype), out=temp(tag, "t", (n * 2 * s * a1, a2), x))
-        t = torch.matmul(t.view(n * 2 * s, a1, a2).transpose(1, 2), self.h_a1.to(x.dtype),
-                         out=temp(tag, "t2", (n * 2 * s, a2, a1), x))
+        t = torch.matmul(
+            t.view(n * 2 * s, a1, a2).transpose(1, 2),
+            self.h_a1.to(x.dtype),
+            out=temp(tag, "t2", (n * 2 * s, a2, a1), x),
+        )
         flat = t.view(n, 2 * m)
         return flat[:, :m], torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (n, m), x))
 
@@ -519,10 +541,17 @@ class StackMap(QuadraticMap):
         # H_N = H_N1 ⊗ H_N2 on the (a1, a2) view: contract a2, then a1 (used rows only);
         # the result is laid out (o2, o1), position o2·N1 + o1 = row o1·N2 + o2 of H_N
         t = torch.mm(z.view(rows * 2 * g * r, n2), self.h_2.to(x.dtype), out=temp(tag, "t", (rows * 2 * g * r, n2), x))
-        t = torch.matmul(t.view(rows * 2 * g, r, n2).transpose(1, 2), self.h_1.to(x.dtype),
-                         out=temp(tag, "t2", (rows * 2 * g, n2, self.n1), x))
+        t = torch.matmul(
+            t.view(rows * 2 * g, r, n2).transpose(1, 2),
+            self.h_1.to(x.dtype),
+            out=temp(tag, "t2", (rows * 2 * g, n2, self.n1), x),
+        )
         flat = t.view(rows, 2 * g * self.n)
-        u = flat[:, :m] if self._sel_u is None else torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (rows, m), x))
+        u = (
+            flat[:, :m]
+            if self._sel_u is None
+            else torch.index_select(flat, 1, self._sel_u, out=temp(tag, "u", (rows, m), x))
+        )
         return u, torch.index_select(flat, 1, self._sel_v, out=temp(tag, "v", (rows, m), x))
 
 
@@ -566,7 +595,7 @@ class FoldSpreadMap(QuadraticMap):
             self.inner = SpreadMap(dim, m, g)
             self.rows, self.cols, self.signs = self.inner.rows, self.inner.cols, self.inner.signs
 
-    def to(self, device: torch.device | str) -> "FoldSpreadMap":
+    def to(self, device: torch.device | str) -> FoldSpreadMap:
         super().to(device)
         self.inner.to(device)
         return self
@@ -586,8 +615,9 @@ class FoldSpreadMap(QuadraticMap):
 _KINDS = {c.kind: c for c in (DenseMap, SRHTMap, FoldMap, SpreadMap, StackMap, CountSketchMap, FoldSpreadMap)}
 
 
-def build_maps(act_dim: int, out_dim: int, m: int, seed: int, act_kind: str, error_kind: str
-               ) -> tuple[QuadraticMap, QuadraticMap]:
+def build_maps(
+    act_dim: int, out_dim: int, m: int, seed: int, act_kind: str, error_kind: str
+) -> tuple[QuadraticMap, QuadraticMap]:
     """The activation and error maps of one basis, drawn in a fixed order from one CPU generator."""
     g = torch.Generator(device="cpu")
     g.manual_seed(seed)

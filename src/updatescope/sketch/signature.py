@@ -7,11 +7,13 @@ State layout (all float64 sums, normalised only when an estimate is computed):
   blocks (for the unbiased norm and the block jackknife).
 - ``counts`` (2,): samples per half.  Sample i of the stream goes to half i mod 2.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -39,14 +41,18 @@ class Signature:
         int64 tensor sum wraps to a negative number for counts near 2⁶²."""
         return sum(int(c) for c in self.counts.tolist())
 
-    def same_state(self, other: "Signature") -> bool:
+    def same_state(self, other: Signature) -> bool:
         """True when ``other`` holds exactly the same accumulated state (the same data
         sketched with the same config), e.g. a target passed again as its own source."""
         if other is self:
             return True
-        return (isinstance(other, Signature) and self.config == other.config
-                and torch.equal(self.counts, other.counts) and torch.equal(self.sums, other.sums)
-                and torch.equal(self.diag, other.diag))
+        return (
+            isinstance(other, Signature)
+            and self.config == other.config
+            and torch.equal(self.counts, other.counts)
+            and torch.equal(self.sums, other.sums)
+            and torch.equal(self.diag, other.diag)
+        )
 
     def _scaled_total(self) -> tuple[Tensor, Tensor, Tensor]:
         """(sums (3, m) / c, diag (3, G) / c², c (3,)): per-kind scale c so squares cannot overflow."""
@@ -87,5 +93,4 @@ class Signature:
         return {"sums": self.sums.clone(), "diag": self.diag.clone(), "counts": self.counts.clone()}
 
     def describe(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict(), "count": self.count,
-                "counts": self.counts.tolist(), **dict(self.meta)}
+        return {"config": self.config.to_dict(), "count": self.count, "counts": self.counts.tolist(), **dict(self.meta)}

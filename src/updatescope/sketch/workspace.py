@@ -16,6 +16,7 @@ sketch_dim 4096).  Only internal code that consumes a buffer before asking for t
 name again may use it: public functions return tensors they own.  ``release()`` frees the
 calling thread's buffers.
 """
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@
 - ``save_vector`` / ``load_vector`` / ``model_fingerprint``: safetensors files tied to a model.
 - ``sweep`` / ``plot_sweep``: layer x scale grids.
 """
+
 from __future__ import annotations
 
 from .caa import caa_from_activations, caa_from_inputs, caa_vector, capture_residuals, encode_prompts
@@ -20,12 +21,30 @@ from .sweep import best_setting, plot_sweep, sweep
 from .vector import NORMALISATIONS, SteeringVector
 
 __all__ = [
-    "ContrastPairs", "load_pairs",
-    "SteeringVector", "NORMALISATIONS", "Position",
-    "decoder_layers", "pad_sequences", "select_positions",
-    "capture_residuals", "encode_prompts", "caa_from_activations", "caa_from_inputs", "caa_vector",
-    "steer", "INJECT_POSITIONS",
-    "pushforward", "layer_outputs", "gradient_step", "random_direction", "direction_norm",
-    "model_fingerprint", "save_vector", "load_vector",
-    "sweep", "best_setting", "plot_sweep",
+    "ContrastPairs",
+    "load_pairs",
+    "SteeringVector",
+    "NORMALISATIONS",
+    "Position",
+    "decoder_layers",
+    "pad_sequences",
+    "select_positions",
+    "capture_residuals",
+    "encode_prompts",
+    "caa_from_activations",
+    "caa_from_inputs",
+    "caa_vector",
+    "steer",
+    "INJECT_POSITIONS",
+    "pushforward",
+    "layer_outputs",
+    "gradient_step",
+    "random_direction",
+    "direction_norm",
+    "model_fingerprint",
+    "save_vector",
+    "load_vector",
+    "sweep",
+    "best_setting",
+    "plot_sweep",
 ]

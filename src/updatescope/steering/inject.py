@@ -5,10 +5,12 @@ attention mask and KV-cache length, which is what lets one rule work for a plain
 padded batches and ``generate``: position t of the current chunk has absolute index
 ``past + t``, and the prompt is whatever the first cache-less call of a sequence saw.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence, Union
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -24,7 +26,7 @@ __all__ = ["steer", "INJECT_POSITIONS"]
 #: each forward call (the prompt's last token, then each new token).
 INJECT_POSITIONS = ("all", "prompt", "generated", "last")
 
-Vectors = Union[SteeringVector, Tensor, Mapping[int, Tensor]]
+Vectors = SteeringVector | Tensor | Mapping[int, Tensor]
 
 
 def _per_layer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | None) -> dict[int, Tensor]:
@@ -42,8 +44,9 @@ def _per_layer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | 
         table = {int(k) % n: v for k, v in vector.items()}
         return {x: table[x] for x in chosen}
     if not isinstance(vector, Tensor):
-        raise InputError(f"vector must be a SteeringVector, a tensor or a {{layer: tensor}} dict, "
-                         f"got {type(vector).__name__}")
+        raise InputError(
+            f"vector must be a SteeringVector, a tensor or a {{layer: tensor}} dict, got {type(vector).__name__}"
+        )
     if layers is None:
         raise InputError("a bare tensor needs layers=... to say where to add it")
     chosen = resolve_layers(model, layers)
@@ -51,8 +54,9 @@ def _per_layer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | 
         return {x: vector for x in chosen}
     if vector.ndim == 2 and vector.shape[0] == len(chosen):
         return {x: vector[i] for i, x in enumerate(chosen)}
-    raise InputError(f"vector of shape {tuple(vector.shape)} does not fit {len(chosen)} layers: "
-                     f"give (d,) or (n_layers, d)")
+    raise InputError(
+        f"vector of shape {tuple(vector.shape)} does not fit {len(chosen)} layers: give (d,) or (n_layers, d)"
+    )
 
 
 def _past_length(kwargs: dict[str, Any], mask: Tensor | None, q: int | None) -> int:
@@ -77,8 +81,13 @@ def _ancestors(model: nn.Module, blocks: nn.Module) -> list[nn.Module]:
 
 
 @contextmanager
-def steer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | None = None,
-          scale: float = 1.0, positions: str = "all") -> Iterator[None]:
+def steer(
+    model: nn.Module,
+    vector: Vectors,
+    layers: int | Sequence[int] | None = None,
+    scale: float = 1.0,
+    positions: str = "all",
+) -> Iterator[None]:
     """Within the block, decoder layer l's output h (B, q, d) becomes h + scale * v_l at the
     chosen positions (pad tokens, as given by the attention mask, are never touched).
 
@@ -97,8 +106,7 @@ def steer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | None 
     width = getattr(getattr(model, "config", None), "hidden_size", None)
     for layer, v in table.items():
         if v.ndim != 1 or (width is not None and v.shape[0] != width):
-            raise InputError(f"vector for layer {layer} has shape {tuple(v.shape)}, model hidden size "
-                             f"is {width}")
+            raise InputError(f"vector for layer {layer} has shape {tuple(v.shape)}, model hidden size is {width}")
     # Per-call facts written by the pre-hook, read by the layer hooks.
     state: dict[str, Any] = {"mask": None, "past": 0, "prompt_len": None}
 
@@ -118,8 +126,11 @@ def steer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | None 
         """(B, q, 1) 0/1 weights of the positions to steer in the current chunk."""
         B, q, _ = h.shape
         mask = state["mask"]
-        real = (torch.ones(B, q, dtype=torch.bool, device=h.device) if mask is None
-                else mask[:, -q:].to(device=h.device).bool())
+        real = (
+            torch.ones(B, q, dtype=torch.bool, device=h.device)
+            if mask is None
+            else mask[:, -q:].to(device=h.device).bool()
+        )
         if positions == "last":
             rank = real.long().cumsum(1)
             keep = real & (rank == rank[:, -1:])
@@ -143,6 +154,7 @@ def steer(model: nn.Module, vector: Vectors, layers: int | Sequence[int] | None 
             if key not in cache:
                 cache[key] = (scale * v.detach().to(device=h.device, dtype=torch.float64)).to(h.dtype)
             return with_hidden(output, h + weights(h) * cache[key])
+
         return hook
 
     if scale == 0.0:

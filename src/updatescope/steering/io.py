@@ -1,4 +1,5 @@
 """Steering vectors on disk (safetensors + string metadata) and the model fingerprint."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,17 @@ __all__ = ["model_fingerprint", "save_vector", "load_vector", "FORMAT", "FORMAT_
 FORMAT = "updatescope.steering_vector"
 FORMAT_VERSION = 1
 # Config keys that change with where/how a model was loaded, not with what it computes.
-_VOLATILE = {"transformers_version", "dtype", "torch_dtype", "architectures", "attn_implementation",
-             "use_cache", "output_attentions", "output_hidden_states", "return_dict"}
+_VOLATILE = {
+    "transformers_version",
+    "dtype",
+    "torch_dtype",
+    "architectures",
+    "attn_implementation",
+    "use_cache",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+}
 _SAMPLE_ROWS = 16
 
 
@@ -69,8 +79,7 @@ def save_vector(vector: SteeringVector, path: str | Path) -> Path:
     return write_bytes_atomic(data, path)
 
 
-def load_vector(path: str | Path, model: nn.Module | None = None,
-                fingerprint: str | None = None) -> SteeringVector:
+def load_vector(path: str | Path, model: nn.Module | None = None, fingerprint: str | None = None) -> SteeringVector:
     """Read a vector; with ``model`` (or ``fingerprint``) refuse one made for another model."""
     from safetensors import safe_open
 
@@ -91,23 +100,26 @@ def load_vector(path: str | Path, model: nn.Module | None = None,
     except ValueError:
         raise InputError(f"{path}: bad format_version {meta.get('format_version')!r}") from None
     if version > FORMAT_VERSION:
-        raise InputError(f"{path}: format version {version} is newer than this updatescope "
-                         f"({FORMAT_VERSION}); upgrade updatescope")
+        raise InputError(
+            f"{path}: format version {version} is newer than this updatescope ({FORMAT_VERSION}); upgrade updatescope"
+        )
     try:
         norms = json.loads(meta.get("norms", "null"))
         vector = SteeringVector(
-            vectors=tensor, layers=tuple(json.loads(meta["layers"])),
-            position=json.loads(meta["position"]), method=meta.get("method", "unknown"),
+            vectors=tensor,
+            layers=tuple(json.loads(meta["layers"])),
+            position=json.loads(meta["position"]),
+            method=meta.get("method", "unknown"),
             model_fingerprint=meta.get("model_fingerprint") or None,
             normalisation=meta.get("normalisation", "none"),
             norms=None if norms is None else tuple(norms),
-            provenance=json.loads(meta.get("provenance", "{}")))
+            provenance=json.loads(meta.get("provenance", "{}")),
+        )
     except (KeyError, TypeError, json.JSONDecodeError) as err:
         raise InputError(f"{path}: corrupt steering-vector metadata ({type(err).__name__})") from None
     except InputError as err:
         raise InputError(f"{path}: {err}") from None
     expected = model_fingerprint(model) if model is not None else fingerprint
     if expected is not None and vector.model_fingerprint != expected:
-        raise InputError(f"{path}: vector was made for model {vector.model_fingerprint}, not this "
-                         f"model ({expected})")
+        raise InputError(f"{path}: vector was made for model {vector.model_fingerprint}, not this model ({expected})")
     return vector

@@ -1,11 +1,12 @@
 """Contrast datasets for steering: positive and negative prompts, paired or labelled."""
+
 from __future__ import annotations
 
 import json
 import operator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import torch
 
@@ -35,11 +36,12 @@ class ContrastPairs:
             if any(not isinstance(t, str) or not t for t in items):
                 raise InputError(f"every one of the {name} must be a non-empty string")
         if self.paired and len(self.positives) != len(self.negatives):
-            raise InputError(f"paired contrast set has {len(self.positives)} positives but "
-                             f"{len(self.negatives)} negatives")
+            raise InputError(
+                f"paired contrast set has {len(self.positives)} positives but {len(self.negatives)} negatives"
+            )
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, str]]) -> "ContrastPairs":
+    def from_pairs(cls, pairs: Iterable[tuple[str, str]]) -> ContrastPairs:
         """From (positive, negative) tuples."""
         items = list(pairs)
         if not items:
@@ -47,7 +49,7 @@ class ContrastPairs:
         return cls(tuple(p for p, _ in items), tuple(n for _, n in items), paired=True)
 
     @classmethod
-    def from_labels(cls, prompts: Sequence[str], labels: Sequence[int]) -> "ContrastPairs":
+    def from_labels(cls, prompts: Sequence[str], labels: Sequence[int]) -> ContrastPairs:
         """From prompts with 0/1 labels (1 = positive)."""
         if len(prompts) != len(labels):
             raise InputError(f"{len(prompts)} prompts but {len(labels)} labels")
@@ -68,10 +70,9 @@ class ContrastPairs:
 
     def prompts_and_labels(self) -> tuple[list[str], list[int]]:
         """All prompts, positives first, with their 0/1 labels."""
-        return (list(self.positives) + list(self.negatives),
-                [1] * len(self.positives) + [0] * len(self.negatives))
+        return (list(self.positives) + list(self.negatives), [1] * len(self.positives) + [0] * len(self.negatives))
 
-    def split(self, fraction: float = 0.5, seed: int = 0) -> tuple["ContrastPairs", "ContrastPairs"]:
+    def split(self, fraction: float = 0.5, seed: int = 0) -> tuple[ContrastPairs, ContrastPairs]:
         """Two disjoint random parts (pairs stay together); the first holds ``fraction``."""
         if not 0.0 < fraction < 1.0:
             raise InputError(f"split fraction must be in (0, 1), got {fraction}")
@@ -81,8 +82,11 @@ class ContrastPairs:
             k = round(fraction * len(perm))
             if not 0 < k < len(perm):
                 raise InputError(f"cannot split {len(perm)} pairs with fraction {fraction}")
-            take = lambda idx: ContrastPairs(tuple(self.positives[i] for i in idx),  # noqa: E731
-                                             tuple(self.negatives[i] for i in idx), True)
+            take = lambda idx: ContrastPairs(
+                tuple(self.positives[i] for i in idx),  # noqa: E731
+                tuple(self.negatives[i] for i in idx),
+                True,
+            )
             return take(perm[:k]), take(perm[k:])
         parts: list[list[tuple[str, ...]]] = []
         for items in (self.positives, self.negatives):
@@ -93,7 +97,7 @@ class ContrastPairs:
             parts.append([tuple(items[i] for i in perm[:k]), tuple(items[i] for i in perm[k:])])
         return (ContrastPairs(parts[0][0], parts[1][0]), ContrastPairs(parts[0][1], parts[1][1]))
 
-    def shuffled(self, seed: int = 0) -> "ContrastPairs":
+    def shuffled(self, seed: int = 0) -> ContrastPairs:
         """Negative control: the same prompts with labels permuted at random (same set sizes)."""
         prompts, labels = self.prompts_and_labels()
         g = torch.Generator().manual_seed(seed)
@@ -135,8 +139,7 @@ def load_pairs(path: str | Path) -> ContrastPairs:
             prompts.append(prompt)
             labels.append(int(label))
         else:
-            raise InputError(f"{path}:{no}: needs fields 'positive'/'negative' or 'prompt'/'label', "
-                             f"got {sorted(row)}")
+            raise InputError(f"{path}:{no}: needs fields 'positive'/'negative' or 'prompt'/'label', got {sorted(row)}")
         if pairs and prompts:
             raise InputError(f"{path}:{no}: mixes pair lines and labelled lines")
     if not pairs and not prompts:

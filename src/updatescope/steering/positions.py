@@ -4,25 +4,42 @@ Shared by capture (CAA), injection and the pushforward, so that "layer 5, last t
 the same residual-stream entry everywhere: the *output* of decoder block 5, before the final
 norm, at the last non-pad token of each row.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..errors import InputError
 
-__all__ = ["Position", "check_position", "decoder_layers", "resolve_layers", "select_positions",
-           "pad_sequences", "hidden_of", "with_hidden"]
+__all__ = [
+    "Position",
+    "check_position",
+    "decoder_layers",
+    "resolve_layers",
+    "select_positions",
+    "pad_sequences",
+    "hidden_of",
+    "with_hidden",
+]
 
 #: ``"last"`` (last non-pad token), ``"all"`` (mean over non-pad tokens) or an int ``k``
 #: (the k-th non-pad token of each row; negative counts from the end, so -1 == "last").
-Position = Union[str, int]
+Position = str | int
 
 # Attribute paths where Hugging Face families keep their decoder blocks, most common first.
-_LAYER_PATHS = ("model.layers", "model.decoder.layers", "transformer.h", "gpt_neox.layers",
-                "transformer.layers", "layers", "h")
+_LAYER_PATHS = (
+    "model.layers",
+    "model.decoder.layers",
+    "transformer.h",
+    "gpt_neox.layers",
+    "transformer.layers",
+    "layers",
+    "h",
+)
 
 
 def check_position(position: Position) -> Position:
@@ -46,11 +63,17 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     # like a block list whose length matches the config's layer count.
     n = getattr(getattr(model, "config", None), "num_hidden_layers", None)
     for name, module in model.named_modules():
-        if (isinstance(module, nn.ModuleList) and name.rsplit(".", 1)[-1] in ("layers", "h")
-                and len(module) > 0 and (n is None or len(module) == n)):
+        if (
+            isinstance(module, nn.ModuleList)
+            and name.rsplit(".", 1)[-1] in ("layers", "h")
+            and len(module) > 0
+            and (n is None or len(module) == n)
+        ):
             return module
-    raise InputError(f"{type(model).__name__}: cannot find its decoder layers (looked for "
-                     f"{', '.join(_LAYER_PATHS)}); pass a Hugging Face causal LM")
+    raise InputError(
+        f"{type(model).__name__}: cannot find its decoder layers (looked for "
+        f"{', '.join(_LAYER_PATHS)}); pass a Hugging Face causal LM"
+    )
 
 
 def resolve_layers(model: nn.Module, layers: int | Sequence[int] | None) -> list[int]:
@@ -90,8 +113,11 @@ def select_positions(hidden: Tensor, attention_mask: Tensor | None, position: Po
     is 1; "all" is the mean over those positions.
     """
     B, L, _ = hidden.shape
-    mask = (torch.ones(B, L, dtype=torch.bool, device=hidden.device) if attention_mask is None
-            else attention_mask.to(device=hidden.device).bool())
+    mask = (
+        torch.ones(B, L, dtype=torch.bool, device=hidden.device)
+        if attention_mask is None
+        else attention_mask.to(device=hidden.device).bool()
+    )
     counts = mask.sum(1)
     if bool((counts == 0).any()):
         raise InputError("a row of attention_mask has no real tokens")
@@ -108,8 +134,7 @@ def select_positions(hidden: Tensor, attention_mask: Tensor | None, position: Po
     return hidden[torch.arange(B, device=hidden.device), idx]
 
 
-def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0,
-                  side: str = "left") -> tuple[Tensor, Tensor]:
+def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0, side: str = "left") -> tuple[Tensor, Tensor]:
     """Token-id lists -> (input_ids (n, L), attention_mask (n, L)), padded on ``side``."""
     if side not in ("left", "right"):
         raise InputError(f"padding side must be 'left' or 'right', got {side!r}")

@@ -6,9 +6,11 @@ a Jacobian-vector product.  We compute it exactly with forward-mode AD (``torch.
 over ``torch.func.functional_call``), one forward pass per batch, never materialising J and
 never differencing (finite differences lose half the digits and need a step size).
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,13 +32,20 @@ def _check_direction(model: nn.Module, delta: Mapping[str, Tensor]) -> dict[str,
         if name not in params:
             raise InputError(f"direction names parameter {name!r}, which the model does not have")
         if tuple(t.shape) != tuple(params[name].shape):
-            raise InputError(f"direction for {name!r} has shape {tuple(t.shape)}, parameter has "
-                             f"{tuple(params[name].shape)}")
+            raise InputError(
+                f"direction for {name!r} has shape {tuple(t.shape)}, parameter has {tuple(params[name].shape)}"
+            )
     return params
 
 
-def layer_outputs(model: nn.Module, params: Mapping[str, Tensor], input_ids: Tensor,
-                  attention_mask: Tensor | None, layers: Sequence[int], position: Position) -> tuple[Tensor, ...]:
+def layer_outputs(
+    model: nn.Module,
+    params: Mapping[str, Tensor],
+    input_ids: Tensor,
+    attention_mask: Tensor | None,
+    layers: Sequence[int],
+    position: Position,
+) -> tuple[Tensor, ...]:
     """Decoder-layer outputs at one position per row with ``params`` swapped in.
     ids (B, L) -> n_layers tensors of shape (B, d).  Pure in ``params``, so it can be jvp'd."""
     blocks = decoder_layers(model)
@@ -45,22 +54,34 @@ def layer_outputs(model: nn.Module, params: Mapping[str, Tensor], input_ids: Ten
     def make_hook(layer: int):
         def hook(module: nn.Module, args: Any, output: Any) -> None:
             got[layer] = select_positions(hidden_of(output), attention_mask, position)
+
         return hook
 
     handles = [blocks[layer].register_forward_hook(make_hook(layer)) for layer in layers]
     try:
-        torch.func.functional_call(model, dict(params), args=(),
-                                   kwargs={"input_ids": input_ids, "attention_mask": attention_mask,
-                                           "use_cache": False}, strict=False)
+        torch.func.functional_call(
+            model,
+            dict(params),
+            args=(),
+            kwargs={"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False},
+            strict=False,
+        )
     finally:
         for handle in handles:
             handle.remove()
     return tuple(got[layer] for layer in layers)
 
 
-def pushforward(model: nn.Module, delta: Mapping[str, Tensor], input_ids: Tensor,
-                attention_mask: Tensor | None = None, *, layers: int | Sequence[int] | None = None,
-                position: Position = "last", batch_size: int = 16) -> Tensor:
+def pushforward(
+    model: nn.Module,
+    delta: Mapping[str, Tensor],
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    layers: int | Sequence[int] | None = None,
+    position: Position = "last",
+    batch_size: int = 16,
+) -> Tensor:
     """Activation shift J_θ h_l · δθ for each chosen layer.  ids (n, L) -> (n_layers, n, d).
 
     ``delta`` maps parameter names (as in ``model.named_parameters()``) to tensors of the
@@ -80,8 +101,8 @@ def pushforward(model: nn.Module, delta: Mapping[str, Tensor], input_ids: Tensor
     device = primals[0].device
     chunks: list[Tensor] = []
     for start in range(0, input_ids.shape[0], batch_size):
-        ids = input_ids[start:start + batch_size].to(device)
-        mask = None if attention_mask is None else attention_mask[start:start + batch_size].to(device)
+        ids = input_ids[start : start + batch_size].to(device)
+        mask = None if attention_mask is None else attention_mask[start : start + batch_size].to(device)
 
         def f(*ps: Tensor) -> tuple[Tensor, ...]:
             return layer_outputs(model, dict(zip(names, ps)), ids, mask, idx, position)
@@ -94,8 +115,10 @@ def pushforward(model: nn.Module, delta: Mapping[str, Tensor], input_ids: Tensor
         except (NotImplementedError, RuntimeError) as err:
             if "forward AD" not in str(err) and "forward-mode" not in str(err):
                 raise
-            raise InputError(f"{type(model).__name__}: an operation lacks forward-mode AD; load the "
-                             f"model with attn_implementation='eager'") from None
+            raise InputError(
+                f"{type(model).__name__}: an operation lacks forward-mode AD; load the "
+                f"model with attn_implementation='eager'"
+            ) from None
         chunks.append(torch.stack(shifts))
     return torch.cat(chunks, dim=1)
 
@@ -106,12 +129,22 @@ def _lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     shift_labels = labels[:, 1:].reshape(-1).to(logits.device)
     if bool((shift_labels == IGNORE_INDEX).all()):
         raise InputError("every label is IGNORE_INDEX: no target to take a gradient step on")
-    return F.cross_entropy(shift_logits.float() if shift_logits.dtype in (torch.float16, torch.bfloat16)
-                           else shift_logits, shift_labels, ignore_index=IGNORE_INDEX)
+    return F.cross_entropy(
+        shift_logits.float() if shift_logits.dtype in (torch.float16, torch.bfloat16) else shift_logits,
+        shift_labels,
+        ignore_index=IGNORE_INDEX,
+    )
 
 
-def gradient_step(model: nn.Module, input_ids: Tensor, labels: Tensor, attention_mask: Tensor | None = None,
-                  *, lr: float = 1.0, params: Sequence[str] | None = None) -> dict[str, Tensor]:
+def gradient_step(
+    model: nn.Module,
+    input_ids: Tensor,
+    labels: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    lr: float = 1.0,
+    params: Sequence[str] | None = None,
+) -> dict[str, Tensor]:
     """δθ = -lr · ∇_θ L, L the mean next-token loss (labels aligned with input_ids, (n, L);
     IGNORE_INDEX marks positions without a target).  Params default to every trainable one."""
     named = dict(model.named_parameters())
@@ -124,13 +157,16 @@ def gradient_step(model: nn.Module, input_ids: Tensor, labels: Tensor, attention
     device = named[names[0]].device
     leaves = {k: named[k].detach().requires_grad_(True) for k in names}
     mask = None if attention_mask is None else attention_mask.to(device)
-    out = torch.func.functional_call(model, leaves, args=(), strict=False,
-                                     kwargs={"input_ids": input_ids.to(device), "attention_mask": mask,
-                                             "use_cache": False})
+    out = torch.func.functional_call(
+        model,
+        leaves,
+        args=(),
+        strict=False,
+        kwargs={"input_ids": input_ids.to(device), "attention_mask": mask, "use_cache": False},
+    )
     logits = out.logits if hasattr(out, "logits") else out[0]
     grads = torch.autograd.grad(_lm_loss(logits, labels), [leaves[k] for k in names], allow_unused=True)
-    return {k: (torch.zeros_like(leaves[k]) if g is None else -lr * g).detach()
-            for k, g in zip(names, grads)}
+    return {k: (torch.zeros_like(leaves[k]) if g is None else -lr * g).detach() for k, g in zip(names, grads)}
 
 
 def direction_norm(delta: Mapping[str, Tensor]) -> float:

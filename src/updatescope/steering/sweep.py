@@ -1,17 +1,18 @@
 """Layer x scale sweeps: which layer and how strong.  A table, then optionally a figure."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..errors import InputError, MissingExtraError
 
 __all__ = ["sweep", "best_setting", "plot_sweep"]
 
 
-def sweep(score: Callable[[int, float], float], layers: Sequence[int],
-          scales: Sequence[float]) -> dict[str, Any]:
+def sweep(score: Callable[[int, float], float], layers: Sequence[int], scales: Sequence[float]) -> dict[str, Any]:
     """Call ``score(layer, scale)`` on the full grid.
 
     Returns ``{"layers": [...], "scales": [...], "scores": [[score per scale] per layer],
@@ -48,8 +49,7 @@ def best_setting(table: dict[str, Any]) -> dict[str, float]:
     return best
 
 
-def plot_sweep(table: dict[str, Any], path: str | Path, title: str | None = None,
-               ylabel: str = "score") -> Path:
+def plot_sweep(table: dict[str, Any], path: str | Path, title: str | None = None, ylabel: str = "score") -> Path:
     """Score vs scale, one line per layer, next to a layer x scale heatmap; saved as PNG.
 
     Uses ``matplotlib.figure.Figure`` directly, so no pyplot state or global backend is touched.

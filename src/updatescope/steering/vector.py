@@ -1,8 +1,9 @@
 """The steering vector: one direction per decoder layer plus the record of how it was made."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -71,29 +72,32 @@ class SteeringVector:
         """{layer: (d,) vector}."""
         return {layer: self.vectors[i] for i, layer in enumerate(self.layers)}
 
-    def select(self, layers: int | Sequence[int]) -> "SteeringVector":
+    def select(self, layers: int | Sequence[int]) -> SteeringVector:
         """The same vector restricted to some of its layers."""
         keep = [layers] if isinstance(layers, int) else list(layers)
         rows = torch.stack([self.for_layer(layer) for layer in keep])
         norms = None if self.norms is None else tuple(self.norms[self.layers.index(x)] for x in keep)
         return replace(self, vectors=rows, layers=tuple(keep), norms=norms)
 
-    def normalised(self) -> "SteeringVector":
+    def normalised(self) -> SteeringVector:
         """Each layer's vector divided by its norm; the raw norms are kept in ``norms``."""
         if self.normalisation == "unit":
             return self
         n = self.vectors.double().norm(dim=1)
         if bool((n == 0).any()):
             raise InputError("cannot normalise a steering vector with a zero layer")
-        return replace(self, vectors=(self.vectors.double() / n[:, None]).to(self.vectors.dtype),
-                       normalisation="unit", norms=tuple(float(x) for x in n))
+        return replace(
+            self,
+            vectors=(self.vectors.double() / n[:, None]).to(self.vectors.dtype),
+            normalisation="unit",
+            norms=tuple(float(x) for x in n),
+        )
 
-    def allclose(self, other: "SteeringVector", rtol: float = 1e-6, atol: float = 0.0) -> bool:
+    def allclose(self, other: SteeringVector, rtol: float = 1e-6, atol: float = 0.0) -> bool:
         """Same metadata and numerically close vectors (dataclass == would compare tensors)."""
         meta = ("layers", "position", "method", "model_fingerprint", "normalisation", "provenance")
         if any(getattr(self, k) != getattr(other, k) for k in meta):
             return False
         if self.vectors.shape != other.vectors.shape:
             return False
-        return bool(torch.allclose(self.vectors.double().cpu(), other.vectors.double().cpu(),
-                                   rtol=rtol, atol=atol))
+        return bool(torch.allclose(self.vectors.double().cpu(), other.vectors.double().cpu(), rtol=rtol, atol=atol))

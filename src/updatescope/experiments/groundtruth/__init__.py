@@ -1,8 +1,9 @@
 """Ground truth from actual fine-tuning: the output head alone (:mod:`.head`) or LoRA
 adapters on the last decoder blocks (:mod:`.lora`)."""
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

@@ -6,10 +6,12 @@ the source's train split; transfer to a target is the reduction of the target's 
 mean cross-entropy against the base head — the setting paper A's head Fisher describes
 literally.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +33,9 @@ def mean_loss(w: Tensor, b: Tensor | None, acts: Tensor, labels: Tensor, chunk: 
     return tot / max(1, acts.shape[0])
 
 
-def trainable_rows(w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]],
-                   extra: int = 512, chunk: int = 256) -> Tensor:
+def trainable_rows(
+    w0: Tensor, b0: Tensor | None, tasks: Mapping[str, Mapping[str, Tensor]], extra: int = 512, chunk: int = 256
+) -> Tensor:
     """The head rows fine-tuning may change: every label token of every task, plus the
     ``extra`` tokens with the largest total base probability over all tasks' inputs.
 
@@ -58,9 +61,19 @@ def _logits_rows(z0: Tensor, acts: Tensor, rows: Tensor, dw: Tensor) -> Tensor:
     return z0.index_add(1, rows, acts @ dw.T)
 
 
-def finetune_head(w0: Tensor, b0: Tensor | None, acts: Tensor, labels: Tensor, *, steps: int,
-                  lr: float, batch: int, seed: int = 0, rows: Tensor | None = None,
-                  z0: Tensor | None = None) -> Tensor:
+def finetune_head(
+    w0: Tensor,
+    b0: Tensor | None,
+    acts: Tensor,
+    labels: Tensor,
+    *,
+    steps: int,
+    lr: float,
+    batch: int,
+    seed: int = 0,
+    rows: Tensor | None = None,
+    z0: Tensor | None = None,
+) -> Tensor:
     """Head-only fine-tuning: Adam on ΔW_R (|R|×d) for ``steps`` minibatch steps.  -> ΔW_R.
 
     Cross-entropy of ``(W0 + ΔW) a + b0`` on (acts, labels) where ΔW is zero outside the
@@ -86,21 +99,33 @@ def finetune_head(w0: Tensor, b0: Tensor | None, acts: Tensor, labels: Tensor, *
 
 
 @torch.no_grad()
-def _loss_rows(w0: Tensor, b0: Tensor | None, task: Mapping[str, Tensor], rows: Tensor, dw: Tensor,
-               chunk: int = 512) -> float:
+def _loss_rows(
+    w0: Tensor, b0: Tensor | None, task: Mapping[str, Tensor], rows: Tensor, dw: Tensor, chunk: int = 512
+) -> float:
     acts, labels = task["acts"], task["labels"]
     tot = 0.0
     for i in range(0, acts.shape[0], chunk):
         base = task["z0"][i : i + chunk] if "z0" in task else logits_of(w0, b0, acts[i : i + chunk])
-        tot += float(F.cross_entropy(_logits_rows(base, acts[i : i + chunk], rows, dw),
-                                     labels[i : i + chunk], reduction="sum"))
+        tot += float(
+            F.cross_entropy(_logits_rows(base, acts[i : i + chunk], rows, dw), labels[i : i + chunk], reduction="sum")
+        )
     return tot / max(1, acts.shape[0])
 
 
-def transfer_matrix(w0: Tensor, b0: Tensor | None, train: Mapping[str, Mapping[str, Tensor]],
-                    evals: Mapping[str, Mapping[str, Tensor]], *, steps: int, lr: float, batch: int,
-                    seed: int = 0, extra_rows: int | None = 512, max_cached_logits: int = 2**28,
-                    log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def transfer_matrix(
+    w0: Tensor,
+    b0: Tensor | None,
+    train: Mapping[str, Mapping[str, Tensor]],
+    evals: Mapping[str, Mapping[str, Tensor]],
+    *,
+    steps: int,
+    lr: float,
+    batch: int,
+    seed: int = 0,
+    extra_rows: int | None = 512,
+    max_cached_logits: int = 2**28,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Ground truth: fine-tune on each source's train split, evaluate every target's eval split.
 
     -> {"base_loss": {t: L0}, "loss": {t: {s: L}}, "transfer": {t: {s: L0 − L}}, "rows": |R|}
@@ -110,8 +135,7 @@ def transfer_matrix(w0: Tensor, b0: Tensor | None, train: Mapping[str, Mapping[s
     (s = t) is kept in ``transfer`` for reference; the selection metrics never use it.
     """
     names = list(train)
-    rows = (torch.arange(w0.shape[0]) if extra_rows is None
-            else trainable_rows(w0, b0, train, extra=extra_rows))
+    rows = torch.arange(w0.shape[0]) if extra_rows is None else trainable_rows(w0, b0, train, extra=extra_rows)
     total = sum(int(d["acts"].shape[0]) for d in (*train.values(), *evals.values())) * w0.shape[0]
     if total <= max_cached_logits:
         train = {n: {**d, "z0": logits_of(w0, b0, d["acts"])} for n, d in train.items()}
@@ -121,12 +145,21 @@ def transfer_matrix(w0: Tensor, b0: Tensor | None, train: Mapping[str, Mapping[s
     loss: dict[str, dict[str, float]] = {t: {} for t in names}
     for k, s in enumerate(names):
         t0 = time.perf_counter()
-        dw = finetune_head(w0, b0, train[s]["acts"], train[s]["labels"], steps=steps, lr=lr,
-                           batch=batch, seed=seed + k, rows=rows, z0=train[s].get("z0"))
+        dw = finetune_head(
+            w0,
+            b0,
+            train[s]["acts"],
+            train[s]["labels"],
+            steps=steps,
+            lr=lr,
+            batch=batch,
+            seed=seed + k,
+            rows=rows,
+            z0=train[s].get("z0"),
+        )
         for t in names:
             loss[t][s] = _loss_rows(w0, b0, evals[t], rows, dw)
         if log:
-            log(f"fine-tuned on {s}: own eval loss {base[s]:.3f} -> {loss[s][s]:.3f} "
-                f"({time.perf_counter() - t0:.1f}s)")
+            log(f"fine-tuned on {s}: own eval loss {base[s]:.3f} -> {loss[s][s]:.3f} ({time.perf_counter() - t0:.1f}s)")
     transfer = {t: {s: base[t] - loss[t][s] for s in names} for t in names}
     return {"base_loss": base, "loss": loss, "transfer": transfer, "rows": int(rows.numel())}

@@ -17,13 +17,15 @@ target token counted once as in :mod:`updatescope.capture.causal_lm`; the loss i
 next-token cross-entropy over counted targets, computed only at counted positions (the
 verbalizer counts one position per prompt).
 """
+
 from __future__ import annotations
 
 import copy
 import functools
 import hashlib
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -33,9 +35,8 @@ from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 from updatescope.experiments.caching import cache_key, cached
-from updatescope.experiments.groundtruth import minibatch_indices
 from updatescope.experiments.configs import LORA_TARGETS
-
+from updatescope.experiments.groundtruth import minibatch_indices
 
 
 class _Stop(Exception):
@@ -45,8 +46,9 @@ class _Stop(Exception):
 def _decoder(model: nn.Module) -> nn.Module:
     inner = getattr(model, "model", None)
     if inner is None or not isinstance(getattr(inner, "layers", None), nn.ModuleList):
-        raise InputError(f"{type(model).__name__}: LoRA ground truth needs a decoder with `.model.layers` "
-                         "(Llama-style causal LM)")
+        raise InputError(
+            f"{type(model).__name__}: LoRA ground truth needs a decoder with `.model.layers` (Llama-style causal LM)"
+        )
     return inner
 
 
@@ -57,10 +59,20 @@ def _split_layer(model: nn.Module, n_last: int) -> int:
     return n - n_last
 
 
-def capture_block_inputs(model: Any, tokenizer: Any, texts: Sequence[Any], *, n_last: int, fp: str,
-                         positions: Sequence[Any] | None = None, max_tokens: int | None = None,
-                         seq_len: int = 128, token_budget: int = 2048, desc: str = "capture",
-                         use_cache: bool = True) -> dict[str, Tensor]:
+def capture_block_inputs(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[Any],
+    *,
+    n_last: int,
+    fp: str,
+    positions: Sequence[Any] | None = None,
+    max_tokens: int | None = None,
+    seq_len: int = 128,
+    token_budget: int = 2048,
+    desc: str = "capture",
+    use_cache: bool = True,
+) -> dict[str, Tensor]:
     """Residual stream entering block ``L − n_last`` for document chunks of ``texts``.
 
     -> {"hidden": (N, S, d) float32, "labels": (N, S) int64 (next token at counted positions,
@@ -112,8 +124,15 @@ def capture_block_inputs(model: Any, tokenizer: Any, texts: Sequence[Any], *, n_
         keep = (lab != IGNORE_INDEX).any(1)
         return {"hidden": torch.cat(hidden)[keep], "labels": lab[keep], "mask": torch.cat(masks)[keep]}
 
-    key = cache_key("blocks-v1", fp, list(texts), None if positions is None else [list(p) for p in positions],
-                    max_tokens, seq_len, layer)
+    key = cache_key(
+        "blocks-v1",
+        fp,
+        list(texts),
+        None if positions is None else [list(p) for p in positions],
+        max_tokens,
+        seq_len,
+        layer,
+    )
     return cached("blocks", key, build, use_cache=use_cache)
 
 
@@ -181,9 +200,19 @@ def mean_loss(tail: nn.Module, data: Mapping[str, Tensor], batch: int = 16) -> f
     return float(sums.sum()) / max(int(counts.sum()), 1)
 
 
-def finetune_lora(model: nn.Module, data: Mapping[str, Tensor], *, n_last: int, r: int, alpha: float,
-                  lr: float, steps: int, batch: int, seed: int = 0,
-                  targets: Sequence[str] = LORA_TARGETS) -> nn.Module:
+def finetune_lora(
+    model: nn.Module,
+    data: Mapping[str, Tensor],
+    *,
+    n_last: int,
+    r: int,
+    alpha: float,
+    lr: float,
+    steps: int,
+    batch: int,
+    seed: int = 0,
+    targets: Sequence[str] = LORA_TARGETS,
+) -> nn.Module:
     """A fresh tail with LoRA adapters trained by Adam on ``data`` -> the tail (eval mode).
 
     ``steps`` minibatches of ``batch`` sequences, drawn without replacement within an epoch
@@ -233,20 +262,31 @@ def _code_digest() -> str:
     from updatescope import __version__
 
     try:
-        src = "".join(inspect.getsource(f) for f in (tail_model, _head_inputs, sequence_losses, finetune_lora,
-                                                     minibatch_indices))
+        src = "".join(
+            inspect.getsource(f) for f in (tail_model, _head_inputs, sequence_losses, finetune_lora, minibatch_indices)
+        )
     except (OSError, TypeError):
         src = __version__
     return hashlib.sha256(src.encode()).hexdigest()[:16]
 
 
-def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
-                    evals: Mapping[str, Mapping[str, Tensor]], *, n_last: int, r: int, alpha: float,
-                    lr: float, steps: int, batch: int, seed: int = 0,
-                    targets: Sequence[str] = LORA_TARGETS,
-                    candidates: Mapping[str, Sequence[str]] | None = None,
-                    resume_tag: str | None = None,
-                    log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def transfer_matrix(
+    model: nn.Module,
+    train: Mapping[str, Mapping[str, Tensor]],
+    evals: Mapping[str, Mapping[str, Tensor]],
+    *,
+    n_last: int,
+    r: int,
+    alpha: float,
+    lr: float,
+    steps: int,
+    batch: int,
+    seed: int = 0,
+    targets: Sequence[str] = LORA_TARGETS,
+    candidates: Mapping[str, Sequence[str]] | None = None,
+    resume_tag: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """LoRA ground truth, same layout as :func:`.head.transfer_matrix`:
     {"base_loss": {t: L0}, "loss": {t: {s: L}}, "transfer": {t: {s: L0 − L}},
     "train_loss": {s: {"after": L}}, "tokens": {"train"|"eval": {name: counted targets}},
@@ -274,8 +314,12 @@ def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
     digests, code = None, None
     if resume_tag is not None:
         code = _code_digest()
-        digests = {f"{split}/{n}/{k}": _digest(d[k]) for split, src in (("train", train), ("eval", evals))
-                   for n, d in src.items() for k in ("hidden", "labels", "mask")}
+        digests = {
+            f"{split}/{n}/{k}": _digest(d[k])
+            for split, src in (("train", train), ("eval", evals))
+            for n, d in src.items()
+            for k in ("hidden", "labels", "mask")
+        }
     loss: dict[str, dict[str, float]] = {t: {} for t in names}
     loss_seq: dict[str, dict[str, list[float]]] = {t: {} for t in names}
     train_loss: dict[str, dict[str, float]] = {}
@@ -285,19 +329,36 @@ def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
 
         def build(s: str = s, k: int = k) -> dict[str, Any]:
             t1 = time.perf_counter()
-            tail = finetune_lora(model, train[s], n_last=n_last, r=r, alpha=alpha, lr=lr, steps=steps,
-                                 batch=batch, seed=seed + k, targets=targets)
-            out = {"train_after": mean_loss(tail, train[s]),
-                   "eval": {t: sequence_losses(tail, evals[t])[0] for t in wanted[s]}}
+            tail = finetune_lora(
+                model,
+                train[s],
+                n_last=n_last,
+                r=r,
+                alpha=alpha,
+                lr=lr,
+                steps=steps,
+                batch=batch,
+                seed=seed + k,
+                targets=targets,
+            )
+            out = {
+                "train_after": mean_loss(tail, train[s]),
+                "eval": {t: sequence_losses(tail, evals[t])[0] for t in wanted[s]},
+            }
             out["seconds"] = time.perf_counter() - t1
             return out
 
         if digests is None:
             res = build()
         else:
-            parts = {f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
-                     for split, ts in (("train", [s]), ("eval", wanted[s])) for t in ts}
-            key = cache_key("lora-gt", code, resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts)
+            parts = {
+                f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
+                for split, ts in (("train", [s]), ("eval", wanted[s]))
+                for t in ts
+            }
+            key = cache_key(
+                "lora-gt", code, resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts
+            )
             res = cached("lora-gt", key, build)
         train_loss[s] = {"after": float(res["train_after"])}
         seconds[s] = float(res["seconds"])
@@ -306,21 +367,53 @@ def transfer_matrix(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
             loss[t][s] = float(sums.sum()) / max(int(base_seq[t][1].sum()), 1)
             loss_seq[t][s] = [float(v) for v in sums]
         if log:
-            log(f"LoRA on {s}: own eval loss {base[s]:.3f} -> {loss[s][s]:.3f}, train loss after "
-                f"{train_loss[s]['after']:.3f}, {len(wanted[s])} targets ({time.perf_counter() - t0:.1f}s)")
+            log(
+                f"LoRA on {s}: own eval loss {base[s]:.3f} -> {loss[s][s]:.3f}, train loss after "
+                f"{train_loss[s]['after']:.3f}, {len(wanted[s])} targets ({time.perf_counter() - t0:.1f}s)"
+            )
     transfer = {t: {s: base[t] - loss[t][s] for s in loss[t]} for t in names}
-    counted = {split: {n: int((d["labels"] != IGNORE_INDEX).sum()) for n, d in src.items()}
-               for split, src in (("train", train), ("eval", evals))}
-    seq = {"base": {t: [float(v) for v in base_seq[t][0]] for t in names}, "loss": loss_seq,
-           "tokens": {t: [int(v) for v in base_seq[t][1]] for t in names}}
-    return {"base_loss": base, "loss": loss, "transfer": transfer, "train_loss": train_loss, "tokens": counted,
-            "eval_sequences": seq, "finetune_seconds": seconds}
+    counted = {
+        split: {n: int((d["labels"] != IGNORE_INDEX).sum()) for n, d in src.items()}
+        for split, src in (("train", train), ("eval", evals))
+    }
+    seq = {
+        "base": {t: [float(v) for v in base_seq[t][0]] for t in names},
+        "loss": loss_seq,
+        "tokens": {t: [int(v) for v in base_seq[t][1]] for t in names},
+    }
+    return {
+        "base_loss": base,
+        "loss": loss,
+        "transfer": transfer,
+        "train_loss": train_loss,
+        "tokens": counted,
+        "eval_sequences": seq,
+        "finetune_seconds": seconds,
+    }
 
 
-def transfer_from_config(model: nn.Module, train: Mapping[str, Mapping[str, Tensor]],
-                         evals: Mapping[str, Mapping[str, Tensor]], lc: Any, *, seed: int,
-                         **kw: Any) -> dict[str, Any]:
+def transfer_from_config(
+    model: nn.Module,
+    train: Mapping[str, Mapping[str, Tensor]],
+    evals: Mapping[str, Mapping[str, Tensor]],
+    lc: Any,
+    *,
+    seed: int,
+    **kw: Any,
+) -> dict[str, Any]:
     """:func:`transfer_matrix` with the recipe of a ``LoRAConfig`` ``lc`` (n_last, r, alpha,
     lr, steps, batch, targets); ``kw``: candidates, resume_tag, log."""
-    return transfer_matrix(model, train, evals, n_last=lc.n_last, r=lc.r, alpha=lc.alpha, lr=lc.lr,
-                           steps=lc.steps, batch=lc.batch, seed=seed, targets=list(lc.targets), **kw)
+    return transfer_matrix(
+        model,
+        train,
+        evals,
+        n_last=lc.n_last,
+        r=lc.r,
+        alpha=lc.alpha,
+        lr=lc.lr,
+        steps=lc.steps,
+        batch=lc.batch,
+        seed=seed,
+        targets=list(lc.targets),
+        **kw,
+    )

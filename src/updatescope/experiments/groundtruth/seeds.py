@@ -7,9 +7,11 @@ family.  So every (target, source) value is averaged over ``n`` seeds and its st
 error (sd over seeds / √n, ddof = 1) is kept beside it; ``select.metrics.noise_ceiling``
 turns the per-seed tables into what a perfect predictor could reach at this noise level.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from updatescope.select.metrics import mean_and_se
 
@@ -25,8 +27,9 @@ def gt_seed(base: int, j: int) -> int:
     return base + SEED_STRIDE * j
 
 
-def over_seeds(run_one: Callable[[int], dict[str, Any]], base_seed: int, n: int,
-               log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def over_seeds(
+    run_one: Callable[[int], dict[str, Any]], base_seed: int, n: int, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Run ``run_one(seed)`` (-> a transfer-matrix record with "transfer" and "loss", as
     :func:`.lora.transfer_matrix` / :func:`.head.transfer_matrix` return) for ``n`` seeds.
 
@@ -44,14 +47,28 @@ def over_seeds(run_one: Callable[[int], dict[str, Any]], base_seed: int, n: int,
         runs.append(run_one(s))
     transfer, se = mean_and_se([r["transfer"] for r in runs])
     loss, _ = mean_and_se([r["loss"] for r in runs])
-    out = {**runs[0], "transfer": transfer, "transfer_se": se, "loss": loss, "seeds": seeds,
-           "transfer_by_seed": [r["transfer"] for r in runs], "loss_by_seed": [r["loss"] for r in runs]}
+    out = {
+        **runs[0],
+        "transfer": transfer,
+        "transfer_se": se,
+        "loss": loss,
+        "seeds": seeds,
+        "transfer_by_seed": [r["transfer"] for r in runs],
+        "loss_by_seed": [r["loss"] for r in runs],
+    }
     if all("eval_sequences" in r for r in runs):
         # per-sequence eval losses averaged over seeds: the eval bootstrap of the mean table
         seq0 = runs[0]["eval_sequences"]
-        out["eval_sequences"] = {**seq0, "loss": {
-            t: {s: [sum(r["eval_sequences"]["loss"][t][s][i] for r in runs) / len(runs) for i in range(len(v))]
-                for s, v in row.items()} for t, row in seq0["loss"].items()}}
+        out["eval_sequences"] = {
+            **seq0,
+            "loss": {
+                t: {
+                    s: [sum(r["eval_sequences"]["loss"][t][s][i] for r in runs) / len(runs) for i in range(len(v))]
+                    for s, v in row.items()
+                }
+                for t, row in seq0["loss"].items()
+            },
+        }
     if all("finetune_seconds" in r for r in runs):
         out["finetune_seconds"] = sum(sum(r["finetune_seconds"].values()) for r in runs)
     if all("train_loss" in r for r in runs):
