@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo lint test test-slow bench clean
+.PHONY: setup demo lint test test-slow bench clean docs
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,9 @@ test: $(STAMP) lint
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) demo-report .pytest_cache

@@ -1,10 +1,11 @@
-"""Run the README's bank and document-selection worked examples on the packaged model and
-record what the commands print, so the README's sentences about them are generated from a
+"""Run the bank and document-selection worked examples of docs/guide-banks.md and
+docs/guide-select.md on the packaged model and record what the commands print, so the
+guides' sentences about them are generated from a
 record (``python docs/results_table.py --write``) instead of typed.
 
     python docs/readme_examples.py     # -> docs/results/readme_examples.json (about 2 minutes)
 
-Every step is a CLI command run through ``updatescope.cli.main`` exactly as the README shows
+Every step is a CLI command run through ``updatescope.cli.main`` exactly as the guides show
 it (the quickstart's three 400-token signatures, moved into ``sigs/``; the bank; a pool of the
 first 4 eval-split documents of ``code_email`` and ``wiki_space``, cut to 400 characters).
 """

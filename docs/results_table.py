@@ -1,7 +1,7 @@
 """Markdown tables for docs/results.md from a `updatescope reproduce` JSON record.
 
     python docs/results_table.py docs/results/source_selection_full.json   # print one record
-    python docs/results_table.py --write     # regenerate every generated block of docs/results.md
+    python docs/results_table.py --write     # regenerate every generated block of the pages in DOCS
     python docs/results_table.py --check     # exit 1 if a block differs from its record
     python docs/results_table.py --reanalyse OUT.json RUN.json...   # evidence tables from older runs
 
@@ -722,7 +722,7 @@ def vision_lines(rec: dict) -> list[str]:
     return lines
 
 
-# ------------------------------------------------- README blocks (several records each)
+# ------------------------------------------------- summary blocks (several records each)
 def _kind(m: dict) -> str:
     """Which experiment a selection record is from: "smiles", "verbalizer" or "selection"."""
     if "correlation" in m:
@@ -732,7 +732,7 @@ def _kind(m: dict) -> str:
     return "selection"
 
 
-#: per record kind, the headline metric of the README's method table: (label, getter)
+#: per record kind, the headline metric of the evidence page's method table: (label, getter)
 def _headline(rec: dict) -> tuple[str, Any]:
     m = rec["metrics"]
     kind = _kind(m)
@@ -1077,7 +1077,7 @@ MULTI_KINDS = {
 
 
 def example_bank(rec: dict) -> list[str]:
-    """The README's bank example: what ``index query`` and ``index dedup`` printed."""
+    """The bank guide's example (docs/guide-banks.md): what ``index query`` and ``index dedup`` printed."""
     q, d = rec["metrics"]["query"], rec["metrics"]["dedup"]
     rows = q["rows"]
 
@@ -1097,8 +1097,8 @@ def example_bank(rec: dict) -> list[str]:
 
 
 def example_select(rec: dict) -> list[str]:
-    """The README's select example: the top k with their scores, and where the rest of the
-    target's own documents ranked."""
+    """The select guide's example (docs/guide-select.md): the top k with their scores, and
+    where the rest of the target's own documents ranked."""
     s = rec["metrics"]["select"]
     dom, scores, k = s["domains"], s["scores"], len(s["top"])
     target = rec["config"]["target"]
@@ -1202,11 +1202,16 @@ def reanalyse(out: str, paths: list[str]) -> int:
     return 0
 
 
+#: the pages whose generated blocks this script writes: the results, the evidence summary
+#: and the guides' worked examples
+DOCS = ("results.md", "evidence.md", "guide-banks.md", "guide-select.md")
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--reanalyse":
         return reanalyse(argv[1], argv[2:])
     if argv and argv[0] in ("--write", "--check"):
-        docs = [Path(argv[1])] if len(argv) > 1 else [HERE / "results.md", HERE.parent / "README.md"]
+        docs = [Path(argv[1])] if len(argv) > 1 else [HERE / name for name in DOCS]
         return _blocks.run(
             argv[:1], docs, lambda kind, record: render(kind, record, HERE / "results"), "docs/results_table.py"
         )

@@ -1,4 +1,4 @@
-"""Tables generated from benchmark records (benchmarks/README.md, README.md) match the records,
+"""Tables generated from benchmark records (benchmarks/README.md, docs/accuracy.md, docs/speed.md) match the records,
 and the ``--table`` renderers of the reference benchmarks give one labelled group per record."""
 
 import json
@@ -28,8 +28,9 @@ def test_generated_benchmark_tables_match_their_records():
     _check_blocks("benchmarks/README.md")
 
 
-def test_generated_readme_tables_match_their_records():
-    _check_blocks("README.md")
+@pytest.mark.parametrize("doc", ["docs/accuracy.md", "docs/speed.md"])
+def test_generated_docs_tables_match_their_records(doc):
+    _check_blocks(doc)
 
 
 def _table(script: str, *paths: Path, check: bool = True) -> subprocess.CompletedProcess:

@@ -1,4 +1,5 @@
-"""The README quickstart runs word for word (through main(), on the packaged SmolLM2)."""
+"""The README quickstart runs word for word (through main(), on the packaged SmolLM2), and so
+does its Python example; the README stays a landing page."""
 
 import re
 import shlex
@@ -23,7 +24,22 @@ def test_readme_starts_with_the_two_commands():
     assert "make demo" in head and "make test" in head
 
 
-def test_quickstart_runs(tmp_path, monkeypatch, capsys):
+def python_example() -> str:
+    text = README.read_text()
+    block = re.search(r"<!-- python:start -->\s*```python\n(.*?)```\s*<!-- python:end -->", text, re.S)
+    assert block, "README lost its Python example block"
+    return block.group(1)
+
+
+def test_readme_is_a_landing_page():
+    lines = README.read_text().split("\n")
+    assert len(lines) <= 200, f"README has {len(lines)} lines; details belong in docs/"
+    head = "\n".join(lines[:10])
+    assert "make demo" in head and "make test" in head
+    assert len(python_example().strip().split("\n")) <= 20
+
+
+def _need_packaged_model():
     pytest.importorskip("transformers")
     try:
         from updatescope.models.smollm2 import smollm2_gguf_path
@@ -31,6 +47,10 @@ def test_quickstart_runs(tmp_path, monkeypatch, capsys):
         smollm2_gguf_path()
     except Exception as exc:  # the packaged model is part of `make` set-up
         pytest.skip(f"packaged SmolLM2 not installed: {exc}")
+
+
+def test_quickstart_runs(tmp_path, monkeypatch, capsys):
+    _need_packaged_model()
     monkeypatch.chdir(tmp_path)
     lines = quickstart_lines()
     assert any(ln.startswith("updatescope sketch") for ln in lines)
@@ -41,5 +61,21 @@ def test_quickstart_runs(tmp_path, monkeypatch, capsys):
         out, err = capsys.readouterr()
         assert rc == 0, f"{line}: {err}"
     assert "email" in out or "inspect" in line
+    for name in ("email", "http", "space"):
+        assert (tmp_path / f"{name}.safetensors").stat().st_size > 100_000
+
+
+def test_python_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's Python block, run as written on the files the quickstart exports."""
+    _need_packaged_model()
+    monkeypatch.chdir(tmp_path)
+    for line in quickstart_lines():
+        argv = shlex.split(line)
+        if argv[1] == "domains" and "--export" in argv:
+            assert main(argv[1:]) == 0
+    capsys.readouterr()
+    exec(compile(python_example(), "README.md", "exec"), {"__name__": "readme_example"})
+    firsts = [ln.split()[0] for ln in capsys.readouterr().out.split("\n") if ln.strip()]
+    assert sorted(w for w in firsts if w in ("http", "space")) == ["http", "space"]
     for name in ("email", "http", "space"):
         assert (tmp_path / f"{name}.safetensors").stat().st_size > 100_000

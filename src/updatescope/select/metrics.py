@@ -288,7 +288,7 @@ def summarise(
     """All selection metrics for one method, JSON-ready (NaN -> None).
 
     Keys: n_targets, top1, chance_top1, top1_over_chance, oracle_normalised_transfer,
-    regret, spearman (each {mean, sd, max, ci, n, per_target[, excluded][, p_value]}, ci the
+    regret, spearman (each ``{mean, sd, max, ci, n, per_target[, excluded][, p_value]}``, ci the
     bootstrap interval over targets or None with < 2 targets) and pooled_spearman.
     """
     kw = {"targets": targets, "sources": sources}
