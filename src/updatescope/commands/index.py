@@ -72,8 +72,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
+    import math
+
     from updatescope.signatures.bank import dedup, open_bank
 
+    if not (math.isfinite(args.tol) and 0 <= args.tol < 1):
+        raise InputError(f"--tol must be a finite number in [0, 1), got {args.tol}")
+    if not (math.isfinite(args.screen) and 0 < args.screen <= 1):
+        raise InputError(f"--screen must be a number in (0, 1], got {args.screen}")
     bank = open_bank(args.bank)
     pairs = dedup(bank, screen=args.screen, tol=args.tol)
     if args.json:

@@ -18,6 +18,24 @@ Appending writes at the end of the three data files and then rewrites the small 
 it costs O(new rows); bytes beyond the committed row count (an interrupted append) are cut
 off by the next append and never read.  Every file is memory-mapped, never loaded whole.
 
+Writers take an exclusive ``fcntl.flock`` on ``bank.lock`` in the folder for the whole
+append (read the header, write the rows, rename the new header into place), so two appends
+started together are serialised: both entries are kept (or a duplicate is refused), and the
+header, written to a new file and renamed, is the one commit point a reader ever sees.
+
+Integrity: each row records the sha256 of its vector row and of its state row; the header
+records the sha256 of the committed ``rows.jsonl`` bytes and a sha256 of its own fields.
+Opening checks the header and the rows (one hash of ``rows.jsonl``); ``query`` and ``dedup``
+check every vector row before answering (``verify_vectors``: one streaming sha256 pass over
+``vectors.f32``, ``_SCAN_ROWS`` rows in memory at a time, about a second per GB); a state row
+is checked each time it is read (192 KiB per listed entry at m = 4096).  A damaged file is a
+one-line ``SignatureFileError`` naming it, never a changed answer.
+
+Duplicates: two entries are "the same signature" when their state rows (the sums and the
+diagonals, float64) are identical bit for bit; the sha256 of the state row is that key, so
+the same file given twice, under another spelling of its path, through a symlink or as a
+byte-identical copy is refused naming both.
+
 ``query`` is two stages.  (1) The fisher estimate of every entry, by one (chunked) matrix
 product of the memory-mapped vectors with the target's vector: equal to
 ``alignment(entry, target).fisher`` up to float32 rounding (tested).  (2) For the best
@@ -30,9 +48,12 @@ only: stage 1 reads 16 KB per entry, stage 2 reads 192 KiB per listed entry.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +79,10 @@ __all__ = [
 ]
 
 FORMAT = "updatescope-bank"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: row and header checksums (version 1 banks have none and are refused)
 _HEADER, _ROWS, _VECTORS, _STATE = "bank.json", "rows.jsonl", "vectors.f32", "state.f64"
+_LOCK = "bank.lock"
+LOCK_TIMEOUT_S = 120.0  # how long an append waits for another one to finish before refusing
 _NAME_PREFIX = '{"name": '
 _DECODER = json.JSONDecoder()
 _SCAN_ROWS = 8192  # vector rows per matmul step of the scan: 32 MiB at m = 4096
@@ -100,6 +123,7 @@ class SignatureBank:
     def __init__(self, path: Path, config: SketchConfig, rows: _Rows, rows_bytes: int = 0) -> None:
         self.path, self.config, self.rows = path, config, rows
         self._rows_bytes = rows_bytes  # committed size of rows.jsonl
+        self._vectors_checked = -1  # rows of vectors.f32 verified so far (verify_vectors)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -122,8 +146,12 @@ class SignatureBank:
             raise InputError(f"bank entry {i} out of range (the bank has {len(self)})")
         m = self.config.sketch_dim
         row = np.array(_memmap(self.path / _STATE, np.float64, (len(self), self._width))[i])
-        state = torch.from_numpy(row)
         r = self.rows[i]
+        if _sha(row) != r.get("sha256_state"):
+            raise SignatureFileError(
+                f"bank file {_STATE} is damaged: row {i} ({r['name']!r}) does not match its checksum: {self.path}"
+            )
+        state = torch.from_numpy(row)
         return Signature(
             self.config,
             state[: 6 * m].view(2, 3, m).clone(),
@@ -132,9 +160,40 @@ class SignatureBank:
             dict(r.get("meta", {})),
         )
 
+    def verify_vectors(self) -> None:
+        """Check every committed row of ``vectors.f32`` against its recorded sha256.
+
+        Cost: one sequential read and sha256 of the file (n·m·4 bytes, about a second per GB),
+        ``_SCAN_ROWS`` rows in memory at a time; done once per open bank.  SignatureFileError
+        naming the file and the first damaged row."""
+        if self._vectors_checked == len(self):
+            return
+        mm = self.vectors()
+        for start in range(0, len(self), _SCAN_ROWS):
+            block = np.ascontiguousarray(mm[start : start + _SCAN_ROWS])
+            for k in range(block.shape[0]):
+                i = start + k
+                if _sha(block[k]) != self.rows[i].get("sha256_vector"):
+                    raise SignatureFileError(
+                        f"bank file {_VECTORS} is damaged: row {i} ({self.rows.name(i)!r}) does not match "
+                        f"its checksum: {self.path}"
+                    )
+        self._vectors_checked = len(self)
+
+    def content_keys(self) -> dict[str, str]:
+        """{state sha256: entry name} of every entry: the duplicate key (module docstring)."""
+        return {self.rows[i]["sha256_state"]: self.rows.name(i) for i in range(len(self))}
+
     def append(self, sigs: Sequence[Signature], names: Sequence[str] | None = None) -> SignatureBank:
         """Add signatures (same config as the bank, else IncompatibleSignatureError naming the
-        field); names must be new.  Writes only the new rows and the header.  Returns self."""
+        field); names must be new, and so must contents (an entry with the same state bit for
+        bit is refused naming both).  Writes only the new rows and the header, holding the
+        bank's lock; refused when another process appended since this bank was opened.
+        Returns self."""
+        with _locked(self.path):
+            return self._append(sigs, names)
+
+    def _append(self, sigs: Sequence[Signature], names: Sequence[str] | None) -> SignatureBank:
         sigs = list(sigs)
         names = [_default_name(s, len(self) + k) for k, s in enumerate(sigs)] if names is None else list(names)
         if len(names) != len(sigs):
@@ -149,9 +208,21 @@ class SignatureBank:
             taken.add(name)
         if not sigs:
             return self
+        on_disk = _read_header(self.path)
+        if int(on_disk.get("n", -1)) != len(self) or int(on_disk.get("rows_bytes", -1)) != self._rows_bytes:
+            raise InputError(f"the bank was changed by another process since it was opened; open it again: {self.path}")
         m, n = self.config.sketch_dim, len(self)
         vec = np.stack([s.vector().numpy() for s in sigs]).astype("<f4")
-        state = np.stack([torch.cat((s.sums.reshape(-1), s.diag.reshape(-1))).numpy() for s in sigs]).astype("<f8")
+        state = np.stack([_state_row(s) for s in sigs])
+        keys = self.content_keys()
+        for k, name in enumerate(names):
+            key = _sha(state[k])
+            if key in keys:
+                raise InputError(
+                    f"{name!r} is the same signature as {keys[key]!r} (identical sketch state, bit for bit); "
+                    "a bank holds each signature once"
+                )
+            keys[key] = name
         rows = [
             {
                 "name": name,
@@ -159,8 +230,10 @@ class SignatureBank:
                 "counts": [int(c) for c in s.counts.tolist()],
                 "fingerprint": s.config.fingerprint,
                 "meta": dict(s.meta),
+                "sha256_vector": _sha(vec[k]),
+                "sha256_state": _sha(state[k]),
             }
-            for s, name in zip(sigs, names)
+            for k, (s, name) in enumerate(zip(sigs, names))
         ]
         _append_bytes(self.path / _VECTORS, n * m * 4, vec.tobytes())
         _append_bytes(self.path / _STATE, n * self._width * 8, state.tobytes())
@@ -168,8 +241,72 @@ class SignatureBank:
         _append_bytes(self.path / _ROWS, self._rows_bytes, text)
         self.rows.extend(rows)
         self._rows_bytes += len(text)
-        _write_header(self.path, self.config, len(self.rows), self._rows_bytes)
+        _write_header(self.path, self.config, len(self.rows), self._rows_bytes, _rows_sha(self.path, self._rows_bytes))
         return self
+
+
+def _state_row(sig: Signature) -> np.ndarray:
+    """The entry's state as stored in ``state.f64``: sums then diag, float64 little-endian."""
+    return torch.cat((sig.sums.reshape(-1), sig.diag.reshape(-1))).numpy().astype("<f8")
+
+
+def _sha(row: np.ndarray) -> str:
+    """sha256 of one row's little-endian bytes (the bytes as stored in the bank's files)."""
+    return hashlib.sha256(np.ascontiguousarray(row).tobytes()).hexdigest()
+
+
+def _rows_sha(path: Path, nbytes: int) -> str:
+    h = hashlib.sha256()
+    with open(path / _ROWS, "rb") as fh:
+        left = nbytes
+        while left > 0:
+            chunk = fh.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest()
+
+
+_locks_held: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def _locked(path: Path, timeout: float | None = None):
+    """Exclusive ``flock`` on ``path/bank.lock`` (re-entrant within one process); waits up to
+    ``LOCK_TIMEOUT_S`` for another writer, then refuses with one line."""
+    import fcntl
+
+    key = os.path.realpath(path)
+    if _locks_held.get(key):
+        _locks_held[key] += 1
+        try:
+            yield
+        finally:
+            _locks_held[key] -= 1
+        return
+    try:
+        fd = os.open(Path(path) / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(f"cannot lock the bank ({exc.strerror or type(exc).__name__}): {path}") from None
+    try:
+        deadline = time.monotonic() + (LOCK_TIMEOUT_S if timeout is None else timeout)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InputError(f"the bank is being written by another process (locked): {path}") from None
+                time.sleep(0.05)
+        _locks_held[key] = 1
+        try:
+            yield
+        finally:
+            _locks_held.pop(key, None)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _default_name(sig: Signature, index: int) -> str:
@@ -190,15 +327,48 @@ def _append_bytes(path: Path, committed: int, data: bytes) -> None:
         fh.write(data)
 
 
-def _write_header(path: Path, config: SketchConfig, n: int, rows_bytes: int) -> None:
-    header = {
+def _header_sha(header: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in header.items() if k != "header_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def _write_header(path: Path, config: SketchConfig, n: int, rows_bytes: int, rows_sha256: str) -> None:
+    """The commit point: a new header file renamed over the old one."""
+    header: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "config": config.to_dict(),
         "n": n,
         "rows_bytes": rows_bytes,
+        "rows_sha256": rows_sha256,
     }
+    header["header_sha256"] = _header_sha(header)
     write_text_atomic(json.dumps(header, sort_keys=True, indent=1) + "\n", path / _HEADER)
+
+
+def _read_header(path: Path) -> dict[str, Any]:
+    """The parsed header, checked against its own checksum; ValueError when it is not valid."""
+    from updatescope.data.textfiles import parse_json
+
+    raw = (path / _HEADER).read_bytes()
+    if len(raw) > 1 << 20:
+        raise ValueError(f"{_HEADER} is {len(raw):,} bytes, not a bank header")
+    try:
+        header = parse_json(raw.decode("utf-8"), _HEADER)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError(f"format {str(header.get('format') if isinstance(header, dict) else None)[:40]!r}")
+    version = header.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"format version {str(version)[:20]} is not one this updatescope reads")
+    if version < FORMAT_VERSION:
+        raise ValueError(
+            f"format version {version} has no checksums; rebuild the bank from its signature files with index build"
+        )
+    if header.get("header_sha256") != _header_sha(header):
+        raise ValueError(f"{_HEADER} does not match its checksum (damaged)")
+    return header
 
 
 def _memmap(path: Path, dtype: Any, shape: tuple[int, int]) -> np.ndarray:
@@ -219,10 +389,13 @@ def create_bank(path: str | os.PathLike, config: SketchConfig) -> SignatureBank:
         raise InputError(f"bank folder already exists: {path} (open it to append)")
     if not path.parent.is_dir():
         raise InputError(f"output folder does not exist: {path.parent}")
-    path.mkdir()
-    for name in (_ROWS, _VECTORS, _STATE):
+    try:
+        path.mkdir()  # atomic: of two builds into one new folder, one gets here
+    except FileExistsError:
+        raise InputError(f"bank folder already exists: {path} (open it to append)") from None
+    for name in (_ROWS, _VECTORS, _STATE, _LOCK):
         (path / name).touch()
-    _write_header(path, config, 0, 0)
+    _write_header(path, config, 0, 0, hashlib.sha256().hexdigest())
     return SignatureBank(path, config, _Rows([]), 0)
 
 
@@ -232,18 +405,16 @@ def open_bank(path: str | os.PathLike) -> SignatureBank:
     if not (path / _HEADER).is_file():
         raise SignatureFileError(f"not a signature bank (no {_HEADER}): {path}")
     try:
-        header = json.loads((path / _HEADER).read_text(encoding="utf-8"))
-        if header.get("format") != FORMAT:
-            raise ValueError(f"format {str(header.get('format'))[:40]!r}")
-        if int(header["format_version"]) > FORMAT_VERSION:
-            raise ValueError(f"format version {header['format_version']} is newer than this updatescope supports")
+        header = _read_header(path)
         config = SketchConfig.from_dict(header["config"])
         n, rows_bytes = int(header["n"]), int(header["rows_bytes"])
         with open(path / _ROWS, "rb") as fh:
             text = fh.read(rows_bytes)
+        if len(text) == rows_bytes and hashlib.sha256(text).hexdigest() != header["rows_sha256"]:
+            raise ValueError(f"{_ROWS} does not match its checksum (damaged)")
         rows = _Rows(text.decode("utf-8").splitlines())
         if len(text) != rows_bytes or len(rows) != n:
-            raise ValueError(f"rows.jsonl holds {len(rows)} of the {n} committed rows")
+            raise ValueError(f"{_ROWS} holds {len(rows)} of the {n} committed rows")
     except (OSError, ValueError, KeyError, TypeError, StopIteration, InputError) as exc:
         raise SignatureFileError(
             f"not a readable signature bank ({str(exc)[:200] or type(exc).__name__}): {path}"
@@ -277,15 +448,17 @@ def build_bank(inputs: Iterable[str | os.PathLike], out: str | os.PathLike, *, a
 
     Every file is loaded and checked against the first one's config before anything is
     written.  Names: the signature's ``name`` metadata, else the file stem; a clash falls
-    back to the path.  ``append=True`` adds to an existing bank.
+    back to the path.  The same signature twice (module docstring: identical state, so also
+    the same file under another path, a symlink or a copy) is refused naming both.
+    ``append=True`` adds to an existing bank, holding its lock from reading the bank to
+    committing the new rows, so concurrent appends are serialised.
     """
     from updatescope.signatures.io import load_signature
 
     files = _signature_files(inputs)
-    sigs, names = [], []
-    bank = open_bank(out) if append else None
-    taken = set(bank.names) if bank else set()
-    first = bank.config if bank else None
+    loaded: list[tuple[Path, Signature, str]] = []
+    first: SketchConfig | None = None
+    seen: dict[str, Path] = {}
     for f in files:
         sig = load_signature(f)
         if first is None:
@@ -294,17 +467,63 @@ def build_bank(inputs: Iterable[str | os.PathLike], out: str | os.PathLike, *, a
             first.check_compatible(sig.config)
         except IncompatibleSignatureError as exc:
             raise InputError(f"{f}: {exc}") from None
+        key = _sha(_state_row(sig))
+        if key in seen:
+            raise InputError(
+                f"{f} and {seen[key]} hold the same signature (identical sketch state, bit for bit); "
+                "give each signature once"
+            )
+        seen[key] = f
+        loaded.append((f, sig, key))
+    assert first is not None
+    out = Path(out)
+    if not append:
+        with _locked_new(out, first) as bank:
+            return _add(bank, loaded)
+    if not (out / _HEADER).is_file():
+        raise SignatureFileError(f"not a signature bank (no {_HEADER}): {out}")
+    with _locked(out):
+        bank = open_bank(out)
+        try:
+            bank.config.check_compatible(first)
+        except IncompatibleSignatureError as exc:
+            raise InputError(f"{loaded[0][0]}: {exc}") from None
+        return _add(bank, loaded)
+
+
+@contextlib.contextmanager
+def _locked_new(out: Path, config: SketchConfig):
+    """A new bank, locked; removed again when filling it fails (no half-made bank is left)."""
+    import shutil
+
+    bank = create_bank(out, config)
+    try:
+        with _locked(out):
+            yield bank
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _add(bank: SignatureBank, loaded: Sequence[tuple[Path, Signature, str]]) -> SignatureBank:
+    """Append the loaded files to an open, locked bank: names and contents must be new."""
+    taken = set(bank.names)
+    keys = bank.content_keys()
+    sigs, names = [], []
+    for f, sig, key in loaded:
+        if key in keys:
+            raise InputError(
+                f"{f} is the same signature as the bank's entry {keys[key]!r} (identical sketch state, "
+                f"bit for bit): {bank.path}"
+            )
         name = sig.meta.get("name") or f.name.split(".")[0]
         if name in taken:
             name = str(f)
         if name in taken:
-            raise InputError(f"signature file given twice: {f}")
+            raise InputError(f"the bank already has an entry named {name!r}: {bank.path}")
         taken.add(name)
         sigs.append(sig)
         names.append(name)
-    if bank is None:
-        assert first is not None
-        bank = create_bank(out, first)
     return bank.append(sigs, names)
 
 
@@ -315,6 +534,7 @@ def fisher_scores(bank: SignatureBank, target: Signature) -> np.ndarray:
     One matmul per ``_SCAN_ROWS`` rows of the memory-mapped matrix: memory O(rows·m).
     """
     _check_target(bank, target)
+    bank.verify_vectors()
     v = target.vector().to(torch.float32)
     mm = bank.vectors()
     out = np.empty(len(bank), dtype=np.float64)
@@ -401,8 +621,11 @@ def dedup(bank: SignatureBank, *, screen: float = 0.8, tol: float = 0.02) -> lis
     """
     from updatescope.sketch.align import alignment
 
-    if not 0 < screen <= 1:
+    if not isinstance(screen, (int, float)) or not 0 < screen <= 1:
         raise InputError(f"screen must be in (0, 1], got {screen}")
+    if not isinstance(tol, (int, float)) or not 0 <= tol < 1:  # NaN fails both comparisons
+        raise InputError(f"tol must be a finite number in [0, 1), got {tol}")
+    bank.verify_vectors()
     mm = bank.vectors()
     n = len(bank)
     pairs: list[tuple[int, int]] = []
