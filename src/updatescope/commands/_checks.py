@@ -86,10 +86,16 @@ def positive(name: str, value: int | None) -> None:
 
 
 def check_report(path: str | None, *, inputs: Sequence[str] = ()) -> Path | None:
-    """The --report folder, checked before any work (and the plotting extra with it)."""
+    """The --report folder, checked before any work (and the plotting extra with it): a new
+    or empty folder, or one updatescope wrote a report into before (its marker file,
+    ``report.html.REPORT_MARKER``); any other non-empty folder is refused, so a page that is
+    not ours (an ``index.html`` of a site, a notebook's output) is never overwritten."""
     if path is None:
         return None
     out = check_out_folder(path, inputs=inputs)
+    from updatescope.report.html import check_report_folder
+
+    check_report_folder(out)
     from updatescope.report.figures import pyplot
 
     pyplot()  # MissingExtraError naming the extra, before the work starts

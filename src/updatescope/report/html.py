@@ -24,7 +24,43 @@ import numpy as np
 
 from updatescope.records import write_bytes_atomic, write_text_atomic
 
-__all__ = ["KEY", "NETWORK_KEY", "DOCUMENT_KEY", "DocumentView", "NetworkView", "write_report"]
+__all__ = [
+    "KEY",
+    "NETWORK_KEY",
+    "DOCUMENT_KEY",
+    "REPORT_MARKER",
+    "DocumentView",
+    "NetworkView",
+    "check_report_folder",
+    "write_report",
+]
+
+#: File written into every report folder: a folder holding it may be written again.
+REPORT_MARKER = ".updatescope-report"
+
+
+def check_report_folder(out_dir: Path) -> None:
+    """UpdatescopeError unless ``out_dir`` is missing, empty, or holds ``REPORT_MARKER``: a
+    report never overwrites files that updatescope did not write."""
+    from updatescope.errors import UpdatescopeError
+
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir() or (out_dir / REPORT_MARKER).is_file():
+        return
+    try:
+        found = sorted(p.name for p in out_dir.iterdir())
+    except OSError as exc:
+        raise UpdatescopeError(
+            f"cannot list the report folder ({exc.strerror or type(exc).__name__}): {out_dir}"
+        ) from None
+    if found:
+        what = "index.html" if "index.html" in found else found[0]
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        raise UpdatescopeError(
+            f"report folder {out_dir} is not empty ({what}{more}) and was not written by updatescope; "
+            "give a new or empty folder"
+        )
+
 
 KEY = [
     (
@@ -353,7 +389,11 @@ def write_report(
     inputs are left out; the key lists the quantities the page shows.
     """
     out_dir = Path(out_dir)
+    check_report_folder(out_dir)  # also checked by the commands before any work
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(
+        "written by updatescope: this folder's report may be replaced by the next one\n", out_dir / REPORT_MARKER
+    )
     figs = _Figures(out_dir)
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
