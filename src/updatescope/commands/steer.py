@@ -44,6 +44,18 @@ def _read_prompts(path: str) -> list[str]:
     return lines
 
 
+def _check_prompt(text: str) -> None:
+    """InputError unless ``--prompt`` is valid Unicode text.  Bytes of the command line that
+    are not UTF-8 reach Python as lone surrogates U+DC80..U+DCFF (surrogateescape)."""
+    from updatescope.data.textfiles import check_string
+    from updatescope.errors import InputError
+
+    bad = next((i for i, ch in enumerate(text) if 0xDC80 <= ord(ch) <= 0xDCFF), None)
+    if bad is not None:
+        raise InputError(f"--prompt is not valid UTF-8 text (byte 0x{ord(text[bad]) - 0xDC00:02x} at character {bad})")
+    check_string(text, "--prompt")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from updatescope.commands._checks import check_out_file
     from updatescope.data.textfiles import check_inputs
@@ -86,6 +98,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         raise InputError(f"--positions must be one of {', '.join(INJECT_POSITIONS)}, got {args.positions!r}")
     if args.prompt is not None and not args.prompt.strip():
         raise InputError("--prompt is empty")
+    if args.prompt is not None:
+        _check_prompt(args.prompt)
     prompts = [args.prompt] if args.prompt is not None else _read_prompts(args.data)
     vec = load_vector(args.vector)  # format checked now; the model check comes after loading
 
@@ -120,7 +134,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for text in prompts:
         base = generate(text)
-        with steer(model, vec, scale=args.scale, positions=args.positions):
+        with steer(model, vec, scale=args.scale, positions=args.positions, check_finite=True):
             steered = generate(text)
         rows.append({"prompt": text, "base": base, "steered": steered})
     if args.json:

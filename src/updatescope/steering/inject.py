@@ -8,6 +8,7 @@ padded batches and ``generate``: position t of the current chunk has absolute in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -87,6 +88,7 @@ def steer(
     layers: int | Sequence[int] | None = None,
     scale: float = 1.0,
     positions: str = "all",
+    check_finite: bool = False,
 ) -> Iterator[None]:
     """Within the block, decoder layer l's output h (B, q, d) becomes h + scale * v_l at the
     chosen positions (pad tokens, as given by the attention mask, are never touched).
@@ -94,6 +96,13 @@ def steer(
     ``vector``: a SteeringVector (its layers by default), a (d,) or (n_layers, d) tensor with
     ``layers``, or {layer: (d,) tensor}.  Every hook is removed on exit, also on error;
     ``scale == 0`` leaves the computation bit-for-bit unchanged.
+
+    ``check_finite``: a scale that is not finite is refused, and the residual stream is
+    checked after every decoder layer from the first steered one on: when the mean square
+    of a position (what the next RMSNorm computes, in float32) is not finite, the scale has
+    overflowed the model's number format and an InputError names the scale and the layer,
+    instead of generation going on from garbage (an empty or constant continuation).  Costs
+    one reduction and one device sync per layer and call.
     """
     if positions not in INJECT_POSITIONS:
         raise InputError(f"positions must be one of {INJECT_POSITIONS}, got {positions!r}")
@@ -101,6 +110,8 @@ def steer(
         scale = float(scale)
     except (TypeError, ValueError):
         raise InputError(f"scale must be a number, got {scale!r}") from None
+    if check_finite and not math.isfinite(scale):
+        raise InputError(f"scale must be a finite number, got {scale}")
     table = _per_layer(model, vector, layers)
     blocks = decoder_layers(model)
     width = getattr(getattr(model, "config", None), "hidden_size", None)
@@ -157,6 +168,17 @@ def steer(
 
         return hook
 
+    def make_check(layer: int):
+        def check(module: nn.Module, args: Any, output: Any) -> None:
+            h = hidden_of(output)
+            if not bool(torch.isfinite(h.float().square().mean(-1)).all()):
+                raise InputError(
+                    f"steering scale {scale:g} overflows the residual stream at layer {layer} "
+                    f"({h.dtype} values are no longer finite); use a smaller scale"
+                )
+
+        return check
+
     if scale == 0.0:
         # Adding zero can still flip -0.0 to +0.0; skipping keeps the no-op exact.
         yield
@@ -169,6 +191,9 @@ def steer(
     try:
         for layer, v in table.items():
             handles.append(blocks[layer].register_forward_hook(make_hook(v)))
+        if check_finite and table:  # registered after the steering hooks: each sees the steered output
+            for layer in range(min(table), len(blocks)):
+                handles.append(blocks[layer].register_forward_hook(make_check(layer)))
         yield
     finally:
         for handle in handles:

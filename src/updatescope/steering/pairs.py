@@ -107,12 +107,24 @@ class ContrastPairs:
 
 def load_pairs(path: str | Path) -> ContrastPairs:
     """Read a JSONL file: each line ``{"positive": ..., "negative": ...}`` (pairs) or
-    ``{"prompt": ..., "label": 0|1}`` (labelled).  All lines must use the same form."""
+    ``{"prompt": ..., "label": 0|1}`` (labelled).  All lines must use the same form.
+
+    The file goes through the data readers' checks (``data.textfiles``): a regular,
+    readable, size-capped file (a FIFO, folder or device is refused unread), UTF-8 text,
+    JSON without hostile nesting or over-long numbers, and strings without lone surrogates;
+    each failure is one InputError naming the file (and line)."""
+    from ..data.textfiles import check_string, parse_json, read_input_bytes
+
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read contrast pairs ({type(err).__name__})") from None
+        raw = read_input_bytes(path)
+    except InputError as exc:  # the shared check's words, under this reader's heading
+        raise InputError(f"cannot read contrast pairs: {exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: contrast pairs are not UTF-8 text (bad byte at offset {exc.start})") from None
+    lines = text.splitlines()
     pairs: list[tuple[str, str]] = []
     prompts: list[str] = []
     labels: list[int] = []
@@ -121,22 +133,24 @@ def load_pairs(path: str | Path) -> ContrastPairs:
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
-            raise InputError(f"{path}:{no}: not valid JSON") from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
+        except (RecursionError, ValueError):  # deep nesting, over-long integers: the shared refusal
+            row = parse_json(line, f"{path}:{no}")
         if not isinstance(row, dict):
             raise InputError(f"{path}:{no}: expected a JSON object")
         if "positive" in row and "negative" in row:
             pos, neg = row["positive"], row["negative"]
             if not (isinstance(pos, str) and isinstance(neg, str) and pos and neg):
                 raise InputError(f"{path}:{no}: 'positive' and 'negative' must be non-empty strings")
-            pairs.append((pos, neg))
+            pairs.append((check_string(pos, f"{path}:{no}"), check_string(neg, f"{path}:{no}")))
         elif "prompt" in row and "label" in row:
             prompt, label = row["prompt"], row["label"]
             if not isinstance(prompt, str) or not prompt:
                 raise InputError(f"{path}:{no}: 'prompt' must be a non-empty string")
             if not isinstance(label, int) or label not in (0, 1):  # bools pass: True == 1
                 raise InputError(f"{path}:{no}: 'label' must be 0 or 1, got {label!r}")
-            prompts.append(prompt)
+            prompts.append(check_string(prompt, f"{path}:{no}"))
             labels.append(int(label))
         else:
             raise InputError(f"{path}:{no}: needs fields 'positive'/'negative' or 'prompt'/'label', got {sorted(row)}")
