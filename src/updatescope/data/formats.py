@@ -154,6 +154,9 @@ def read_table(path: str | Path, columns: Columns) -> list[dict[str, Any]]:
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise InputError(f"{path}: row {i} is a {type(row).__name__}, not an object")
+        if columns.messages is not None:
+            rows[i] = row = _Row(row)
+            row.where = f"{path}: row {i}"
         for name in columns.names or ("text",):
             if name not in row:
                 have = ", ".join(sorted(map(str, row)))[:120]
@@ -178,6 +181,23 @@ def _check_messages(value: Any, path: Path, i: int, name: str) -> None:
         check_string(turn["content"], f"{path}: row {i} column {name!r}")
     if not any(t["role"] == "assistant" for t in value):
         raise InputError(f"{path}: row {i} column {name!r} has no assistant turn to count")
+    first = next(t["role"] for t in value if t["role"] != "system")
+    if first != "user":
+        raise InputError(
+            f"{path}: row {i} column {name!r}: the chat starts with a {first!r} turn; after any system "
+            "turns a chat must start with a 'user' turn (an assistant turn answers a prompt)"
+        )
+
+
+class _Row(dict):
+    """A table row (a plain dict to every reader) that remembers its file and row number,
+    so that an error found later, when the tokenizer renders it, can name both."""
+
+    where: str = ""
+
+
+def _where(row: Any, i: int) -> str:
+    return getattr(row, "where", "") or f"row {i}"
 
 
 def is_table_input(paths: Sequence[str | Path], columns: Columns) -> bool:
@@ -227,17 +247,23 @@ def to_examples(
             if getattr(tokenizer, "chat_template", None) is None:
                 raise InputError("--messages-column: the tokenizer has no chat template")
             msgs = r[columns.messages]
-            ids = _chat_ids(tokenizer, msgs)
-            pos = []
-            for t, turn in enumerate(msgs):
-                if turn["role"] != "assistant":
-                    continue
-                # the assistant's tokens: after the prompt that asks for this turn, up to the turn's end
-                start = len(_chat_ids(tokenizer, msgs[:t], add_generation_prompt=True))
-                stop = len(_chat_ids(tokenizer, msgs[: t + 1]))
-                if ids[:stop] != _chat_ids(tokenizer, msgs[: t + 1]):
-                    raise InputError(f"row {i}: the chat template does not render turns as prefixes")
-                pos.extend(range(max(start, 1), stop))
+            try:
+                ids = _chat_ids(tokenizer, msgs)
+                pos = []
+                for t, turn in enumerate(msgs):
+                    if turn["role"] != "assistant":
+                        continue
+                    # the assistant's tokens: after the prompt that asks for this turn, up to the turn's end
+                    start = len(_chat_ids(tokenizer, msgs[:t], add_generation_prompt=True))
+                    stop = len(_chat_ids(tokenizer, msgs[: t + 1]))
+                    if ids[:stop] != _chat_ids(tokenizer, msgs[: t + 1]):
+                        raise InputError(f"{_where(r, i)}: the chat template does not render turns as prefixes")
+                    pos.extend(range(max(start, 1), stop))
+            except InputError:
+                raise
+            except Exception as exc:  # the template's own refusal (jinja raise_exception, ValueError)
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+                raise InputError(f"{_where(r, i)}: the tokenizer's chat template refuses this chat: {first}") from None
         if pos or keep_empty:  # a row whose completion tokenises to nothing counts no target
             texts.append(ids)
             positions.append(pos)

@@ -7,7 +7,10 @@ one-line error: nothing here ever downloads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +21,31 @@ from updatescope.capture.hook import find_output_linear
 from updatescope.constants import torch_dtype
 from updatescope.errors import InputError, MissingExtraError
 
-__all__ = ["load_causal_lm", "head_fingerprint", "FINGERPRINT_HEX"]
+__all__ = ["load_causal_lm", "head_fingerprint", "quiet_transformers", "FINGERPRINT_HEX"]
 
 FINGERPRINT_HEX = 16  # 64-bit prefix of the sha256: collisions are not a practical concern
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Within the block, transformers prints no progress bar ("Loading weights") and logs
+    errors only; its previous verbosity and progress-bar setting are restored on exit.
+    Every model load goes through it, so ``--quiet`` leaves stderr to the result and error
+    lines, and an error found after loading is one line, not a bar and a line."""
+    try:
+        tlog = importlib.import_module("transformers.utils.logging")
+    except ImportError:  # pragma: no cover - the loaders raise MissingExtraError themselves
+        yield
+        return
+    verbosity, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(verbosity)
+        if bars:
+            tlog.enable_progress_bar()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -63,20 +88,13 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
         root = str(path)
     # transformers logs a loading report of a line per parameter when weights do not fit; the
     # one-line error below says what matters, so its logger is quieted for this call only
-    tlog = transformers.utils.logging
-    verbosity, bars = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
-    tlog.set_verbosity_error()
-    tlog.disable_progress_bar()
     try:
-        model, info = transformers.AutoModelForCausalLM.from_pretrained(
-            root, dtype=dtype, output_loading_info=True, **kwargs
-        )
+        with quiet_transformers():
+            model, info = transformers.AutoModelForCausalLM.from_pretrained(
+                root, dtype=dtype, output_loading_info=True, **kwargs
+            )
     except Exception as exc:  # transformers raises many types; the user needs one line
         raise InputError(f"cannot load a causal LM from {spec}: {_first_line(exc)}") from exc
-    finally:
-        tlog.set_verbosity(verbosity)
-        if bars:
-            tlog.enable_progress_bar()
     missing = sorted(info.get("missing_keys") or ())
     if missing:
         # randomly initialised parameters: the folder's weights do not fit its config (another
@@ -86,7 +104,8 @@ def load_causal_lm(spec: str | Path, dtype: torch.dtype | str = torch.float32) -
             f"parameter(s) missing, e.g. {missing[0]}"
         )
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(root, **kwargs)
+        with quiet_transformers():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(root, **kwargs)
     except Exception as exc:
         raise InputError(f"cannot load the tokenizer from {spec}: {_first_line(exc)}") from exc
     find_output_linear(model)

@@ -79,10 +79,13 @@ def _build_cache(gguf_path: Path, target: Path) -> None:
         raise MissingExtraError("gguf", "hf") from exc
     from safetensors.torch import save_file
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
-    )
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    from updatescope.models.hf import quiet_transformers
+
+    with quiet_transformers():
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+        )
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
     try:
@@ -128,8 +131,11 @@ def load_smollm2(dtype: torch.dtype = torch.float32, rebuild: bool = False) -> t
     if not (target / _DONE_MARKER).is_file():
         _build_cache(gguf, target)
     transformers = _require_transformers()
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(target), dtype=dtype)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(target))
+    from updatescope.models.hf import quiet_transformers
+
+    with quiet_transformers():  # no "Loading weights" bar on stderr (``--quiet`` means quiet)
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(target), dtype=dtype)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(target))
     model.eval()
     return model, tokenizer
 
