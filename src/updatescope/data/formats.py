@@ -184,8 +184,8 @@ def _check_messages(value: Any, path: Path, i: int, name: str) -> None:
     first = next(t["role"] for t in value if t["role"] != "system")
     if first != "user":
         raise InputError(
-            f"{path}: row {i} column {name!r}: the chat starts with a {first!r} turn; after any system "
-            "turns a chat must start with a 'user' turn (an assistant turn answers a prompt)"
+            f"{path}: row {i} column {name!r}: the first turn after any system turns is {first!r}, not "
+            "'user' (an assistant turn answers a prompt)"
         )
 
 
