@@ -72,21 +72,25 @@ def synthetic_bank(path: Path, protos: list, n: int, max_state_bytes: float) -> 
     state = np.stack([torch.cat((s.sums.reshape(-1), s.diag.reshape(-1))).numpy() for s in protos])
     g = np.random.default_rng(0)
     full_state = n * width * 8 <= max_state_bytes
+    from updatescope.signatures.bank import _row_line, _rows_sha, _sha, _write_header
+
+    vector_sha = []  # the bank checks each row against its recorded sha256
     with open(path / "vectors.f32", "ab") as fv, open(path / "state.f64", "ab") as fs:
         for i in range(p, n, 4096):
             idx = np.arange(i, min(i + 4096, n)) % p
-            fv.write((vec[idx] + 0.01 * g.standard_normal((len(idx), m), dtype=np.float32)).astype("<f4").tobytes())
+            block = (vec[idx] + 0.01 * g.standard_normal((len(idx), m), dtype=np.float32)).astype("<f4")
+            fv.write(block.tobytes())
+            vector_sha.extend(_sha(r) for r in block)
             if full_state:
                 fs.write(state[idx].astype("<f8").tobytes())
         if not full_state:
             fs.truncate(n * width * 8)  # sparse: rows read by a query are filled below
-    rows = [{**bank.rows[i % p], "name": f"e{i}"} for i in range(n)]
-    from updatescope.signatures.bank import _row_line, _write_header
-
-    text = "".join(_row_line(r) for r in rows[p:]).encode("utf-8")
+    rows = [{**bank.rows[i % p], "name": f"e{i}", "sha256_vector": vector_sha[i - p]} for i in range(p, n)]
+    text = "".join(_row_line(r) for r in rows).encode("utf-8")
     with open(path / "rows.jsonl", "ab") as fh:
         fh.write(text)
-    _write_header(path, bank.config, n, bank._rows_bytes + len(text))
+    size = bank._rows_bytes + len(text)
+    _write_header(path, bank.config, n, size, _rows_sha(path, size))
     return open_bank(path), state, full_state
 
 
