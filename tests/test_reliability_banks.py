@@ -200,3 +200,18 @@ def test_random_damage_gives_the_right_answer_or_one_line(tmp_path, sigs, capsys
                 assert "Traceback" not in err and not out, err
                 outcomes["refused"] += 1
     assert outcomes["same"] and outcomes["refused"] > 40, outcomes
+
+
+def test_checksum_keys_inside_metadata_do_not_confuse_the_bank(tmp_path, capsys):
+    """Row checksums are read without parsing the row: a signature whose own metadata holds
+    keys of the same names still verifies against the row's real checksums."""
+    g = torch.Generator().manual_seed(3)
+    a, e = torch.randn(30, 8, generator=g, dtype=torch.float64), torch.randn(30, 5, generator=g, dtype=torch.float64)
+    sig = FisherSketch(8, 5, 64, 0).update(a, e).signature(name="odd", sha256_vector="0" * 64, sha256_state="f" * 64)
+    save_signature(sig, tmp_path / "odd.safetensors")
+    other = _sig(tmp_path / "t.safetensors", 4)
+    _ok(capsys, "index", "build", tmp_path / "odd.safetensors", "--out", tmp_path / "bank")
+    out = json.loads(_ok(capsys, "index", "query", tmp_path / "bank", "--target", other, "--json"))
+    assert [r["source"] for r in out["rows"]] == ["odd"]
+    err = _refused(capsys, "index", "build", tmp_path / "odd.safetensors", "--out", tmp_path / "bank", "--append")
+    assert "same signature" in err

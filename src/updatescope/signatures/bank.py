@@ -109,6 +109,17 @@ class _Rows(Sequence[dict]):
     def extend(self, rows: Iterable[dict]) -> None:
         self._items.extend(rows)
 
+    def digest(self, i: int, key: str) -> str | None:
+        """Row i's ``sha256_vector`` or ``sha256_state`` without parsing the row.  Top-level
+        keys after the name are sorted, so these two follow ``meta``: the last occurrence of
+        the key is the row's own (a key of that name inside ``meta`` comes earlier)."""
+        item = self._items[i]
+        if isinstance(item, str):
+            mark = f'"{key}": "'
+            k = item.rfind(mark)
+            return item[k + len(mark) : k + len(mark) + 64] if k >= 0 else None
+        return item.get(key)
+
     def name(self, i: int) -> str:
         """Row i's name without parsing the row: lines start with the name (``_row_line``)."""
         item = self._items[i]
@@ -173,7 +184,7 @@ class SignatureBank:
             block = np.ascontiguousarray(mm[start : start + _SCAN_ROWS])
             for k in range(block.shape[0]):
                 i = start + k
-                if _sha(block[k]) != self.rows[i].get("sha256_vector"):
+                if _sha(block[k]) != self.rows.digest(i, "sha256_vector"):
                     raise SignatureFileError(
                         f"bank file {_VECTORS} is damaged: row {i} ({self.rows.name(i)!r}) does not match "
                         f"its checksum: {self.path}"
@@ -182,7 +193,7 @@ class SignatureBank:
 
     def content_keys(self) -> dict[str, str]:
         """{state sha256: entry name} of every entry: the duplicate key (module docstring)."""
-        return {self.rows[i]["sha256_state"]: self.rows.name(i) for i in range(len(self))}
+        return {self.rows.digest(i, "sha256_state"): self.rows.name(i) for i in range(len(self))}
 
     def append(self, sigs: Sequence[Signature], names: Sequence[str] | None = None) -> SignatureBank:
         """Add signatures (same config as the bank, else IncompatibleSignatureError naming the
