@@ -56,8 +56,9 @@ N = {1000: 1000, 49152: 500}
 
 def smollm2_tasks() -> tuple[int, int, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], dict]:
     """(d, K, [(acts, logits, labels)] per domain, description) of the estimator's quick SmolLM2 streams."""
-    from updatescope.experiments import heads, source_selection
-    from updatescope.experiments.configs import EstimatorConfig
+    from updatescope.experiments import heads
+    from updatescope.experiments import selection as source_selection
+    from updatescope.experiments.estimator.config import EstimatorConfig
 
     cfg = EstimatorConfig.defaults(quick=True)
     model, tok = heads.load_model(cfg.model)

@@ -492,7 +492,7 @@ def schedules_table(m: dict) -> list[str]:
 
 def llm_search_table(m: dict) -> list[str]:
     """The llm-search record; verdicts by the runner's own rules (``llm_search.verdicts``)."""
-    from updatescope.experiments.llm_search import verdicts
+    from updatescope.experiments.llm_search.runner import verdicts
 
     cfg, v = m["config"], verdicts(m)
     pm = lambda b, f="{:+.4f}": f"{f.format(b['mean'])} ± {b['se']:.4f}"

@@ -215,7 +215,7 @@ def layer_cost_table(rec: dict) -> list[str]:
 def validation_tables(rec: dict) -> list[str]:
     """The tracking, energy, diagnostic and cost tables of a ``network`` record, with the
     setting they were measured in."""
-    from updatescope.experiments.network import markdown_tables
+    from updatescope.experiments.network.runner import markdown_tables
 
     m, cfg = rec["metrics"], rec["config"]
     n_src = len(cfg["label_agreement"]) * len(cfg["input_overlap"])

@@ -10,7 +10,9 @@ from torch import nn
 
 from _tiny_lm import loader, reproduce
 from updatescope.errors import InputError
-from updatescope.experiments import _vision, heads, source_selection
+from updatescope.experiments import heads
+from updatescope.experiments import selection as source_selection
+from updatescope.experiments.estimator import vision as _vision
 
 
 @pytest.fixture

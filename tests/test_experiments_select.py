@@ -10,9 +10,11 @@ import torch.nn.functional as F
 
 from _tiny_lm import WordTokenizer, reproduce, tiny_llama
 from updatescope.errors import InputError
-from updatescope.experiments import heads, select_evidence
-from updatescope.experiments.configs import LoRAConfig, SelectEvidenceConfig
+from updatescope.experiments import heads
+from updatescope.experiments.configs import LoRAConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
+from updatescope.experiments.select_evidence import runner as select_evidence
+from updatescope.experiments.select_evidence.config import SelectEvidenceConfig
 from updatescope.select.baselines import gradient_cosine_scores, project_rows
 
 VOCAB = {"a": "alpha beta gamma delta", "b": "one two three four", "c": "red green blue cyan"}

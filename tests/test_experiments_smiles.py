@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from _tiny_lm import check_budget_run, loader, reproduce
-from updatescope.experiments import heads, smiles
+from updatescope.experiments import heads
+from updatescope.experiments.smiles import runner as smiles
 
 # within-collection names (collection "nci", property families tpsa / logp) -> an alphabet above
 WITHIN = [("tpsa", 1), ("tpsa", 2), ("logp", 1), ("logp", 2), ("logp", 3)]

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from _tiny_lm import check_budget_run, loader, reproduce
-from updatescope.experiments import heads, source_selection
+from updatescope.experiments import heads
+from updatescope.experiments import selection as source_selection
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ import math
 import pytest
 
 from _tiny_lm import loader, reproduce
-from updatescope.experiments import heads, scoring, verbalizer
+from updatescope.experiments import heads, scoring
 from updatescope.experiments.groundtruth import head as head_gt
+from updatescope.experiments.verbalizer import runner as verbalizer
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from updatescope.errors import InputError
-from updatescope.experiments import _vision, heads
+from updatescope.experiments import heads
+from updatescope.experiments.estimator import vision as _vision
 
 
 def _pool(n_photos=6, per_photo=20, d=8, seed=0):

@@ -97,7 +97,7 @@ def test_margin_loss_matches_answer_margins_tail_and_finite_differences():
 
     from updatescope.data.statements import answer_margins
     from updatescope.experiments.groundtruth.lora import tail_model
-    from updatescope.experiments.llm_search import _Weights, block_inputs, encode, margin_loss, searched_names
+    from updatescope.experiments.llm_search.runner import _Weights, block_inputs, encode, margin_loss, searched_names
 
     torch.manual_seed(0)
     cfg = LlamaConfig(

@@ -109,7 +109,7 @@ def test_summary_of_planes_of_different_widths():
     """A plane built from per-task gradients drops directions with vanishing singular values,
     so replicates' curves can differ in length: the shorter is held at its last value (no
     further direction, no further capture) and the lengths are recorded."""
-    from updatescope.experiments.recovery import _curve_mean_se
+    from updatescope.experiments.recovery.runner import _curve_mean_se
 
     out = _curve_mean_se([[0.1, 0.5, 0.7], [0.2, 0.4]])
     assert out["lengths"] == [3, 2] and out["n"] == 2

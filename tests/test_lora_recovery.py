@@ -10,8 +10,10 @@ import torch
 
 from _tiny_lm import WordTokenizer, reproduce, tiny_llama
 from updatescope.errors import InputError
-from updatescope.experiments import heads, lora_recovery
-from updatescope.experiments.configs import LoRAConfig, LoRARecoveryConfig
+from updatescope.experiments import heads
+from updatescope.experiments.configs import LoRAConfig
+from updatescope.experiments.lora_recovery import runner as lora_recovery
+from updatescope.experiments.lora_recovery.config import LoRARecoveryConfig
 
 WORDS = {"a": "alpha beta gamma delta epsilon", "b": "one two three four five", "c": "red green blue cyan teal"}
 

@@ -7,7 +7,9 @@ import pytest
 
 from _tiny_lm import loader, reproduce, tiny_llama
 from updatescope.errors import InputError
-from updatescope.experiments import configure, heads, network_selection, source_selection
+from updatescope.experiments import configure, heads
+from updatescope.experiments import selection as source_selection
+from updatescope.experiments.network_selection import runner as network_selection
 
 DOMAINS = ["dom_a", "dom_b", "dom_c", "dom_d"]
 WORDS = {

@@ -10,7 +10,7 @@ import pytest
 from _tiny_lm import reproduce
 from updatescope.errors import InputError
 from updatescope.experiments import configure
-from updatescope.experiments.configs import SchedulesConfig
+from updatescope.experiments.schedules.config import SchedulesConfig
 
 TINY = {
     "model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3},
@@ -63,7 +63,7 @@ def test_config_defaults_and_full_needs_three_replicates():
 
 
 def test_paired_interval_and_verdict_rule():
-    from updatescope.experiments.schedules import paired, verdict
+    from updatescope.experiments.schedules.runner import paired, verdict
 
     d = paired([10.0, 12.0, 11.0], [20.0, 21.0, 23.0])  # differences -10, -9, -12
     assert d["mean"] == pytest.approx(-31 / 3)
@@ -127,7 +127,7 @@ def _start(sim: dict, seq: dict) -> dict:
 
 
 def test_regime_check_and_cannot_be_decided_verdict():
-    from updatescope.experiments.schedules import paired, regime_check, verdict
+    from updatescope.experiments.schedules.runner import paired, regime_check, verdict
 
     order = ("copy", "reverse", "sort", "mod-add")
     good = {"copy": 1.0, "reverse": 0.95, "sort": 0.92, "mod-add": 1.0}
@@ -155,7 +155,7 @@ def test_nonfinite_recovery_ends_the_run():
 
     import torch
 
-    from updatescope.experiments.schedules import _check_finite
+    from updatescope.experiments.schedules.runner import _check_finite
 
     _check_finite(SimpleNamespace(theta_rec=torch.zeros(3)), [1.0, 0.5], 0, 0.1)
     with pytest.raises(FloatingPointError, match="NaN/inf"):

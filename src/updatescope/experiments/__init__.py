@@ -1,14 +1,18 @@
 """Experiments: one small runner per reproduced claim, ``updatescope reproduce NAME``.
 
-The registry below is the only list of experiments.  Each entry names its config class
-(:mod:`.configs`, torch-free, validated) and its runner module, which defines
+The registry below is the only list of experiments.  Each entry names its folder, a package
+under ``updatescope.experiments`` that holds everything of that experiment: ``config.py`` (its
+frozen, validated, torch-free config dataclass), ``runner.py`` (``run(config, out_dir: Path) ->
+Result``), ``figures.py`` (its figures, from the record's numbers).  The folder's
+``__init__.py`` names the config class as ``Config`` and a ``run`` that imports the runner
+when called, so the package itself never imports torch.  Folders do not import each other;
+what several share lives in the shared modules beside them (``configs``, ``heads``,
+``scoring``, ``selection``, ``stats``, ``plotting``, ``caching``, ``groundtruth``).
 
-    run(config, out_dir: Path) -> Result
-
-and nothing else that the shell needs.  :func:`configure` builds and validates a config from
-``--quick``, ``--seed`` and ``--set`` before anything heavy is imported; :func:`run_experiment`
-runs it, writes the JSON record atomically and only then draws the figures, so a missing
-plotting extra never loses a finished run.  How to add one: docs/architecture.md.
+:func:`configure` builds and validates a config from ``--quick``, ``--seed`` and ``--set``
+before anything heavy is imported; :func:`run_experiment` runs it, writes the JSON record
+atomically and only then draws the figures, so a missing plotting extra never loses a
+finished run.  How to add one: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -23,21 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from updatescope.errors import InputError, MissingExtraError
-from updatescope.experiments.configs import (
-    EstimatorConfig,
-    LLMSearchConfig,
-    LoRARecoveryConfig,
-    NetworkExperimentConfig,
-    NetworkSelectionConfig,
-    RandomSearchConfig,
-    RecoveryConfig,
-    SchedulesConfig,
-    SelectEvidenceConfig,
-    SelectionConfig,
-    SmilesConfig,
-    SteeringConfig,
-    VerbalizerConfig,
-)
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
 
@@ -59,13 +48,24 @@ class Result:
 
 @dataclass(frozen=True)
 class Experiment:
+    """One registry line: the ``reproduce`` name, the folder (package under
+    ``updatescope.experiments``) and a one-line summary.  ``config``: the folder's ``Config``
+    class (a frozen dataclass with ``defaults(quick, seed)``), found there when not given."""
+
     name: str
-    config: type  # frozen dataclass with ``defaults(quick, seed)``
-    module: str  # runner module under updatescope.experiments
+    module: str
     summary: str
+    config: type | None = None
+
+    def __post_init__(self) -> None:
+        if self.config is None:
+            object.__setattr__(self, "config", self.package().Config)
+
+    def package(self) -> Any:
+        return importlib.import_module(f"updatescope.experiments.{self.module}")
 
     def runner(self) -> Callable[[Any, Path], Result]:
-        return importlib.import_module(f"updatescope.experiments.{self.module}").run
+        return self.package().run
 
 
 REGISTRY: dict[str, Experiment] = {
@@ -73,74 +73,62 @@ REGISTRY: dict[str, Experiment] = {
     for e in (
         Experiment(
             "estimator",
-            EstimatorConfig,
             "estimator",
             "sketch vs exact Fisher alignment on SmolLM2 streams and EfficientNet tasks (paper A)",
         ),
         Experiment(
             "source-selection",
-            SelectionConfig,
             "source_selection",
             "rank 19 candidate domains per target against LoRA transfer (paper A)",
         ),
         Experiment(
             "verbalizer",
-            VerbalizerConfig,
             "verbalizer",
             "fixed prompt, answer-word sets: activation-only methods are blind (paper A)",
         ),
-        Experiment("smiles", SmilesConfig, "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
+        Experiment("smiles", "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
         Experiment(
             "recovery",
-            RecoveryConfig,
             "recovery",
             "recovery after forgetting: capture, drift, rank, Krylov on the synthetic lab (paper B)",
         ),
         Experiment(
             "random-search",
-            RandomSearchConfig,
             "random_search",
             "Best-of-N random search in subspaces of the synthetic lab (paper B)",
         ),
         Experiment(
             "network",
-            NetworkExperimentConfig,
             "network",
             "head / block-diagonal / last-k sketches vs the exact full-network Fisher (paper A)",
         ),
         Experiment(
             "steering",
-            SteeringConfig,
             "steering",
             "CAA vs the pushforward of one gradient step on true/false statements (paper B)",
         ),
         Experiment(
             "select",
-            SelectEvidenceConfig,
             "select_evidence",
             "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them",
         ),
         Experiment(
             "lora-recovery",
-            LoRARecoveryConfig,
             "lora_recovery",
             "recovery after forgetting with LoRA on SmolLM2: capture in LoRA and BA space (paper B)",
         ),
         Experiment(
             "network-selection",
-            NetworkSelectionConfig,
             "network_selection",
             "LoRA-layer vs head sketch: which predicts the LoRA transfer of a source-selection record",
         ),
         Experiment(
             "llm-search",
-            LLMSearchConfig,
             "llm_search",
             "Best-of-N random search around SmolLM2's weights: sigma window, gain vs N, prefix basis (paper B)",
         ),
         Experiment(
             "schedules",
-            SchedulesConfig,
             "schedules",
             "simultaneous multitask vs sequential specialisation: forgetting and recovery cost (paper B)",
         ),

@@ -8,7 +8,7 @@ embedding, mean gradient) and ``eval_docs`` of its eval split measure the loss.
 
 Selectors (top ``k`` documents each, same k):
 
-- ``fisher``, ``activation``, ``error``: :func:`updatescope.select.documents.score_documents`
+- ``fisher``, ``activation``, ``error``: :func:`updatescope.pipeline.score_documents`
   (joint FisherSketch score and its two marginals) against the target's signature;
 - ``mean_gradient``: cosine of the document's mean head gradient with the target's
   (:func:`select.baselines.mean_gradient`);
@@ -49,10 +49,11 @@ from torch import Tensor
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.experiments import Result, config_record, heads
-from updatescope.experiments.configs import SelectEvidenceConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
-from updatescope.report import console, figures
+from updatescope.experiments.select_evidence import figures
+from updatescope.experiments.select_evidence.config import SelectEvidenceConfig
+from updatescope.report import console
 
 NAME = "select"
 METHODS = ("fisher", "activation", "error", "mean_gradient", "embedding", "per_example_gradient", "random")
@@ -197,8 +198,8 @@ def score_all(
     """Every deterministic selector's scores (N,) and its cost; also the per-document block
     inputs (captured for the gradient baseline, reused for fine-tuning)."""
     from updatescope.capture.chunks import tokenize
+    from updatescope.pipeline import score_documents
     from updatescope.select.baselines import mean_gradient, project_rows
-    from updatescope.select.documents import score_documents
 
     w0, b0 = heads.head_weights(model)
     k_out, d = w0.shape

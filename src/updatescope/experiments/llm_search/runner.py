@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from updatescope.experiments import Result, config_record, heads
-from updatescope.experiments.configs import LLMSearchConfig
+from updatescope.experiments.llm_search.config import LLMSearchConfig
 
 NAME = "llm-search"
 FIGURE = "llm_search.png"
@@ -179,9 +179,9 @@ class _Weights:
 
 def run(config: LLMSearchConfig, out_dir: Path) -> Result:
     from updatescope.data.statements import answer_ids
+    from updatescope.experiments.llm_search import figures
     from updatescope.locallinear.search import best_of_n, expected_max_normal
     from updatescope.locallinear.subspaces import orthonormal_basis, random_basis
-    from updatescope.report import figures
 
     t0 = time.perf_counter()
     model, tok = heads.load_model(config.model)

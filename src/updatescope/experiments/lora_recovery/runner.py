@@ -72,10 +72,11 @@ from torch import Tensor, nn
 from updatescope.constants import IGNORE_INDEX
 from updatescope.experiments import Result, config_record, heads
 from updatescope.experiments.caching import cache_file, cache_key, cached
-from updatescope.experiments.configs import LoRARecoveryConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import minibatch_indices
-from updatescope.experiments.recovery import mean_se
+from updatescope.experiments.lora_recovery import figures
+from updatescope.experiments.lora_recovery.config import LoRARecoveryConfig
+from updatescope.experiments.stats import mean_se
 from updatescope.locallinear import (
     PhaseConfig,
     capture_fraction,
@@ -97,7 +98,6 @@ from updatescope.locallinear import (
 )
 from updatescope.locallinear.lora import ba_increments as _w_increments
 from updatescope.locallinear.lora import ba_pairs, delta_w, push_w  # noqa: F401 (public here too)
-from updatescope.report import figures
 
 NAME = "lora-recovery"
 STREAM = 100_000  # batch-index shift between replicates

@@ -53,8 +53,9 @@ import numpy as np
 import torch
 
 from updatescope.experiments import Result, config_record
-from updatescope.experiments.configs import SchedulesConfig
-from updatescope.experiments.recovery import mean_se
+from updatescope.experiments.schedules import figures
+from updatescope.experiments.schedules.config import SchedulesConfig
+from updatescope.experiments.stats import mean_se
 from updatescope.locallinear import (
     TASKS,
     flat_params,
@@ -64,7 +65,6 @@ from updatescope.locallinear import (
     swapped_params,
 )
 from updatescope.locallinear.lab import forget_and_recover, multitask_model, recovery_stability, sequential_model
-from updatescope.report import figures
 
 NAME = "schedules"
 SCHEDULES = ("simultaneous", "sequential")

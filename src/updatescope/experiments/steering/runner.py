@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from updatescope.experiments import Result, config_record, heads
-from updatescope.experiments.configs import SteeringConfig
+from updatescope.experiments.steering.config import SteeringConfig
 
 NAME = "steering"
 

@@ -44,10 +44,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from updatescope.experiments import Result, config_record, heads, source_selection
-from updatescope.experiments.configs import EstimatorConfig, VisionEstimatorConfig
+from updatescope.experiments import Result, config_record, heads, selection
+from updatescope.experiments.estimator import figures
+from updatescope.experiments.estimator.config import EstimatorConfig, VisionEstimatorConfig
 from updatescope.experiments.scoring import SKETCH_KINDS
-from updatescope.report import figures
 
 NAME = "estimator"
 KINDS = SKETCH_KINDS
@@ -261,7 +261,7 @@ def run_lm(cfg: EstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, An
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
     w0, b0 = heads.head_weights(model)
-    data = source_selection.capture_domains(model, tok, fp, domains, cfg.tokens.used(), log)
+    data = selection.capture_domains(model, tok, fp, domains, cfg.tokens.used(), log)
     del model
 
     maps = {"act_map": cfg.act_map, "error_map": cfg.error_map}
@@ -297,7 +297,7 @@ def run_lm(cfg: EstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, An
 def run_vision(cfg: VisionEstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The EfficientNet-lite0 block: tasks over a pool of augmented photographs (see ``_vision``)."""
     from updatescope.data.images import photo_names
-    from updatescope.experiments import _vision
+    from updatescope.experiments.estimator import vision as _vision
 
     photos = list(cfg.photos or photo_names())
     model = _vision.load_model()

@@ -55,12 +55,14 @@ import torch
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
-from updatescope.experiments import Result, config_record, heads, scoring, source_selection
-from updatescope.experiments.configs import LoRAConfig, VerbalizerConfig
+from updatescope.experiments import Result, config_record, heads, scoring, selection
+from updatescope.experiments.configs import LoRAConfig
 from updatescope.experiments.groundtruth import head as head_gt
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
-from updatescope.report import console, figures
+from updatescope.experiments.plotting import plot_selection
+from updatescope.experiments.verbalizer.config import VerbalizerConfig
+from updatescope.report import console
 
 NAME = "verbalizer"
 #: (positive word, negative word); the quick run uses the first 6 (5 candidates per target,
@@ -256,7 +258,7 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
                 )
 
             budget = {
-                **source_selection.probe_budget(cfg.budget_grid, truth_at, seed, log),
+                **selection.probe_budget(cfg.budget_grid, truth_at, seed, log),
                 "domains": names,
                 "validation_split": "held-out tail of the train",
                 "validation_n": len(val),
@@ -289,11 +291,11 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         for name, p, q, _h in specs
     }
     per_source = {
-        "easiness": {n: -v for n, v in source_selection.base_loss_on(w0, b0, train).items()},
+        "easiness": {n: -v for n, v in selection.base_loss_on(w0, b0, train).items()},
         "size": {n: float(len(rows[n])) for n in names},  # identical by construction: a chance-level control
         "word_prob": {n: word_mass(w0, b0, train[n]["acts"], {n: word_ids[n]})[n] for n in names},
     }
-    sc, metrics_by_method, head = source_selection.score_and_evaluate(
+    sc, metrics_by_method, head = selection.score_and_evaluate(
         w0, b0, train, gt["transfer"], fp=fp, cfg=cfg, log=log, groups=groups, per_source=per_source
     )
     console.print_method_table(head, sc["cannot_run"])
@@ -349,8 +351,6 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         metrics,
         time.perf_counter() - t0,
         figures={
-            "verbalizer.png": lambda path: figures.plot_selection(
-                head, gt["transfer"], sc["scores"]["fisher"], path, title
-            )
+            "verbalizer.png": lambda path: plot_selection(head, gt["transfer"], sc["scores"]["fisher"], path, title)
         },
     )

@@ -36,7 +36,9 @@ import torch
 from torch import nn
 
 from updatescope.experiments import Result, config_record
-from updatescope.experiments.configs import RecoveryConfig
+from updatescope.experiments.recovery import figures
+from updatescope.experiments.recovery.config import RecoveryExperimentConfig
+from updatescope.experiments.stats import mean_se
 from updatescope.locallinear import (
     TASKS,
     capture_fraction,
@@ -53,7 +55,6 @@ from updatescope.locallinear import (
 )
 from updatescope.locallinear.lab import independent_recovery, mix_loss_fn, recovery_stability, synthetic_recovery
 from updatescope.locallinear.protocol import unit_rows as _unit
-from updatescope.report import figures
 
 NAME = "recovery"
 
@@ -79,7 +80,7 @@ def _example_grads(model: nn.Module, tasks, task: str, index: int, n: int, shuff
     return gradient_stack(model, [loss(i) for i in range(n)])
 
 
-def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
+def _replicate(config: RecoveryExperimentConfig, r: int) -> dict[str, Any]:
     cfg = config.lab
     t0 = time.perf_counter()
     model, tasks, run_, info = synthetic_recovery(
@@ -197,15 +198,6 @@ def _replicate(config: RecoveryConfig, r: int) -> dict[str, Any]:
     return out
 
 
-def mean_se(values: list) -> dict[str, Any]:
-    """Mean and standard error over replicates (ddof 1; None with one replicate)."""
-    a = np.asarray(values, dtype=float)
-    mean = a.mean(0)
-    se = a.std(0, ddof=1) / math.sqrt(a.shape[0]) if a.shape[0] > 1 else None
-    tolist = lambda x: x.tolist() if isinstance(x, np.ndarray) else (None if x is None else float(x))
-    return {"mean": tolist(mean), "se": tolist(se), "n": int(a.shape[0])}
-
-
 def _curve_mean_se(curves: list[list[float]]) -> dict[str, Any]:
     """mean_se of capture curves over replicates.  A plane's curve is as long as its basis,
     and a basis from per-task gradients loses the directions whose singular values vanish
@@ -249,7 +241,7 @@ def summarise(reps: list[dict]) -> dict[str, Any]:
     return s
 
 
-def run(config: RecoveryConfig, out_dir: Path) -> Result:
+def run(config: RecoveryExperimentConfig, out_dir: Path) -> Result:
     """Run every replicate and summarise."""
     t0 = time.perf_counter()
     reps = [_replicate(config, r) for r in range(config.seeds)]

@@ -41,7 +41,7 @@ from torch import Tensor, nn
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.experiments import Result
-from updatescope.experiments.configs import NetworkExperimentConfig
+from updatescope.experiments.network.config import NetworkExperimentConfig
 from updatescope.network import (
     NetworkConfig,
     NetworkSketch,

@@ -19,7 +19,7 @@ are the same as with ``transfer``; pooled over targets it puts targets on a rela
 Budget (``budget_grid``, as in ``source-selection``): the LoRA steps are chosen before the
 truth is measured, on the sketch split of ``budget_domains`` bins (never the eval split the
 truth uses), by the largest median signal-to-noise ratio of the transfers over 2 seeds
-(:func:`source_selection.choose_budget`); ``budget_only`` records the probe alone.
+(:func:`selection.choose_budget`); ``budget_only`` records the probe alone.
 
 Statistics, for every method's similarity (FisherSketch joint A_F, activation-only
 Scov(M_a), error-only Scov(Γ_e), the exact Gram identity, mean-gradient cosine, the
@@ -57,9 +57,11 @@ from typing import Any
 
 import numpy as np
 
-from updatescope.experiments import Result, config_record, heads, scoring, source_selection
-from updatescope.experiments.configs import SmilesConfig, check_budget_domains
-from updatescope.report import console, figures
+from updatescope.experiments import Result, config_record, heads, scoring, selection
+from updatescope.experiments.configs import check_budget_domains
+from updatescope.experiments.smiles import figures
+from updatescope.experiments.smiles.config import SmilesConfig
+from updatescope.report import console
 
 NAME = "smiles"
 
@@ -223,11 +225,7 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
     w0, b0 = heads.head_weights(model)
-    budget = (
-        source_selection.choose_budget(model, tok, fp, domains, cfg, log, loader=load_texts)
-        if cfg.budget_grid
-        else None
-    )
+    budget = selection.choose_budget(model, tok, fp, domains, cfg, log, loader=load_texts) if cfg.budget_grid else None
     if cfg.budget_only:  # the probe alone: no ground truth, no scores
         log(f"budget probe only: {budget['chosen']} LoRA steps chosen; no ground truth measured")
         return Result(
@@ -237,8 +235,8 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
             time.perf_counter() - t0,
         )
     wanted = cfg.tokens.used() if cfg.ground_truth == "head" else {"sketch": cfg.tokens.sketch}
-    data = source_selection.capture_domains(model, tok, fp, domains, wanted, log, loader=load_texts)
-    gt = source_selection.ground_truth(
+    data = selection.capture_domains(model, tok, fp, domains, wanted, log, loader=load_texts)
+    gt = selection.ground_truth(
         model,
         tok,
         fp,
@@ -256,7 +254,7 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
     collections = {d: collection_of(d) for d in domains}
     # within one collection the collection label is constant: group by property instead
     groups = {d: property_of(d) for d in domains} if cfg.collection else collections
-    per_source = source_selection.trivial_values(w0, b0, data["sketch"], gt)
+    per_source = selection.trivial_values(w0, b0, data["sketch"], gt)
     if cfg.collection:
         sc = scoring.score_methods(
             w0,
@@ -274,7 +272,7 @@ def run(cfg: SmilesConfig, out_dir: Path) -> Result:
         by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed, groups=groups)
         head = scoring.headline(by_method)
     else:
-        sc, by_method, head = source_selection.score_and_evaluate(
+        sc, by_method, head = selection.score_and_evaluate(
             w0, b0, data["sketch"], truth, fp=fp, cfg=cfg, log=log, groups=groups, per_source=per_source
         )
     noise = scoring.truth_noise(

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from updatescope.experiments import Result, config_record
-from updatescope.experiments.configs import RandomSearchConfig
+from updatescope.experiments.random_search import figures
+from updatescope.experiments.random_search.config import RandomSearchConfig
 from updatescope.locallinear import (
     TASKS,
     ParamLayout,
@@ -44,7 +45,6 @@ from updatescope.locallinear import (
     top_directions,
 )
 from updatescope.locallinear.lab import synthetic_recovery
-from updatescope.report import figures
 
 NAME = "random-search"
 

@@ -4,7 +4,7 @@ The ground truth is read from a ``source-selection`` record (``metrics.ground_tr
 transfer = target eval-loss reduction after LoRA fine-tuning on the source, mean over seeds,
 with its SE and per-seed tables); nothing is retrained.  The record's sketch-split token
 streams are re-created with the selection runner's own data functions
-(:func:`source_selection.load_texts`, the same character cap and token count, the chunking
+(:func:`selection.load_texts`, the same character cap and token count, the chunking
 of :mod:`capture.chunks`), so every method sees the tokens the record's head sketch saw.
 
 Per domain three sketches of the same tokens, same ``sketch_dim`` and seed:
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from updatescope.errors import InputError
-from updatescope.experiments import Result, config_record, heads, scoring, source_selection
-from updatescope.experiments.configs import NetworkSelectionConfig
-from updatescope.report import figures
+from updatescope.experiments import Result, config_record, heads, scoring, selection
+from updatescope.experiments.network_selection import figures
+from updatescope.experiments.network_selection.config import NetworkSelectionConfig
 
 NAME = "network-selection"
 #: method -> what it ranks by (the record keeps this next to the numbers)
@@ -208,7 +208,7 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     rcfg, rm = rec["config"], rec["metrics"]
     gt = rm["ground_truth"]
     domains = list(rcfg["domains"])
-    families = dict(rcfg.get("families") or {d: source_selection.family_of(d) for d in domains})
+    families = dict(rcfg.get("families") or {d: selection.family_of(d) for d in domains})
     rec_tokens = int(rcfg["tokens"]["sketch"])
     n_tok = cfg.sketch_tokens or rec_tokens
     if n_tok > rec_tokens:
@@ -236,7 +236,7 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     counted: dict[str, dict[str, int]] = {"head": {}, **{k: {} for k in sets}}
     for name in domains:
         # the selection runner's texts: same loader, same character cap (from the record's token count)
-        texts = source_selection.load_texts(name, "sketch", rec_tokens * source_selection.CHARS_PER_TOKEN_CAP)
+        texts = selection.load_texts(name, "sketch", rec_tokens * selection.CHARS_PER_TOKEN_CAP)
         t0 = time.perf_counter()
         cap = heads.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/sketch", use_cache=False)
         secs["head_capture"][name] = time.perf_counter() - t0

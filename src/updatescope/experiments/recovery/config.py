@@ -1,0 +1,58 @@
+"""``recovery``'s config: the synthetic lab's recovery protocol and its analyses.  Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from updatescope.errors import InputError
+from updatescope.experiments.configs import (
+    check_positive,
+    check_seed,
+    default_lab,
+)
+
+
+@dataclass(frozen=True)
+class RecoveryExperimentConfig:
+    """``recovery``: the synthetic lab's recovery protocol and its analyses.  ``lab`` is a
+    :class:`updatescope.locallinear.config.LabConfig` (set its fields as ``lab.recover_lr=...``)."""
+
+    lab: Any = field(default_factory=lambda: default_lab(False, 0))
+    seeds: int = 3  # replicates (fresh forgetting/recovery batches); every number is mean +- SE
+    batches_per_task: int = 8  # gradients per task in the static planes (width 4 x this)
+    plane_n: int = 256  # sequences per task gradient (planes, drift, resample floor)
+    rank_n: int = 100  # per-example gradients per task for the effective rank
+    krylov_k: int = 30  # matched horizon: k = 1..krylov_k steps and Krylov dimensions
+    drift_steps: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200)
+    # eta = lab.eta_lambda / the largest lambda_max of eta_draws Hessian batches at theta_forg (eta_iters
+    # power iterations each), then re-measured on another batch: one draw with 20 iterations set a step
+    # whose full-lab recovery diverged (loss NaN at step 4)
+    eta_draws: int = 3
+    eta_iters: int = 40
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        check_positive(self, "seeds", "batches_per_task", "plane_n", "rank_n", "krylov_k", "eta_draws", "eta_iters")
+        check_seed(self.seed)
+        if self.rank_n < 2:
+            raise InputError(f"rank_n must be >= 2, got {self.rank_n}")
+        if not self.drift_steps or any(k < 1 for k in self.drift_steps):
+            raise InputError(f"drift_steps must be positive recovery steps, got {list(self.drift_steps)}")
+        if self.krylov_k > self.lab.dense_steps:
+            raise InputError(f"krylov_k={self.krylov_k} exceeds lab.dense_steps={self.lab.dense_steps}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> RecoveryExperimentConfig:
+        if quick:
+            return cls(
+                lab=default_lab(True, seed),
+                seeds=3,
+                batches_per_task=2,
+                krylov_k=10,
+                drift_steps=(1, 5, 10, 50, 100, 150),
+                seed=seed,
+                quick=True,
+            )
+        return cls(lab=default_lab(False, seed), seed=seed)
