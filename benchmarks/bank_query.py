@@ -36,7 +36,8 @@ import torch
 
 import updatescope as us
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
-from updatescope.signatures.bank import create_bank, fisher_scores, open_bank, query
+from updatescope.select.bank_query import query
+from updatescope.signatures.bank import create_bank, fisher_scores, open_bank
 
 HERE = Path(__file__).resolve().parent
 

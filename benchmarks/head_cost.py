@@ -45,7 +45,7 @@ import torch
 
 from updatescope.records import make_record, portable_command, portable_config, write_json_atomic
 from updatescope.sketch.fishersketch import FisherSketch, _basis
-from updatescope.sketch.hadamard import _digits
+from updatescope.sketch.hadamard import radix_digits
 from updatescope.sketch.maps import _STACK_DENSE_DIM
 
 HERE = Path(__file__).resolve().parent
@@ -60,7 +60,7 @@ def _spread(xs: list[float]) -> dict:
 def _map_madds(mp) -> float:
     """Multiply-adds per token of one map's GEMMs (both factors u and v); ``fwht`` over n
     costs n·Σ(its radix factors) per transform."""
-    fw = lambda n: n * sum(_digits(n))  # noqa: E731
+    fw = lambda n: n * sum(radix_digits(n))  # noqa: E731
     if mp.kind == "dense":
         return 2.0 * mp.dim * 2 * mp.m
     if mp.kind == "srht":  # H_Bp[S] stage, then H_A = H_A1 ⊗ H_A2

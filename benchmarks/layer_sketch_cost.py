@@ -6,7 +6,7 @@ each repetition so a loaded machine slows them alike; the figures are ratios.
     python benchmarks/layer_sketch_cost.py [--threads 2] [--seqs 4 --seq-len 256 --reps 5]
 
 Arms: ``forward`` (logits only), ``forward_backward`` (summed cross-entropy, backward to
-every weight), ``head_sketch`` (``sketch_causal_lm``'s work: capture + ``update_logits``),
+every weight), ``head_sketch`` (``pipeline.sketch_corpus``'s work: capture + ``update_logits``),
 ``layers_last_block`` (the last decoder block's 7 linear layers + the head, per token),
 ``layers_lora_targets`` (q_proj and v_proj of the last 2 blocks + the head, per token) and
 ``layers_all`` (every linear layer + the head, per sequence).

@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     from updatescope.models.smollm2 import load_smollm2
-    from updatescope.select.documents import score_documents
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, score_documents, sketch_corpus
 
     model, tok = load_smollm2()
     model.eval()
@@ -49,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         tok.pad_token = tok.eos_token
     ids = tok(POOL * (args.tokens // 20 + 1), add_special_tokens=False)["input_ids"][: args.tokens]
     docs = [ids[i : i + args.doc_len] for i in range(0, len(ids), args.doc_len)]  # token-id documents
-    target = sketch_causal_lm(model, tok, [TARGET * 20], sketch_dim=args.sketch_dim, progress=False)
+    target = sketch_corpus(model, tok, [TARGET * 20], SketchOptions(sketch_dim=args.sketch_dim), progress=False)
     batch = max(1, args.token_budget // args.doc_len)
 
     def bare() -> int:

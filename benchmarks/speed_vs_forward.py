@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--arms takes ACT/ERROR pairs of {', '.join(('auto', *MAP_KINDS))}; got {' '.join(bad)}")
     torch.set_num_threads(args.threads)
     from updatescope.models.smollm2 import load_smollm2
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, sketch_corpus
 
     model, tok = load_smollm2()
     model = model.to(args.device).eval()
@@ -140,17 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     fp_times = [time.perf_counter() - t]
 
     def sketched(act_map: str, error_map: str) -> int:
-        sig = sketch_causal_lm(
-            model,
-            tok,
-            texts,
-            chunk_len=args.chunk_len,
-            token_budget=args.token_budget,
-            progress=False,
-            act_map=act_map,
-            error_map=error_map,
-            fingerprint=fp,
+        options = SketchOptions(
+            chunk_len=args.chunk_len, token_budget=args.token_budget, act_map=act_map, error_map=error_map
         )
+        sig = sketch_corpus(model, tok, texts, options, progress=False, fingerprint=fp)
         sync()
         return sig.count + len(texts)  # count = predicted tokens; +1 per chunk = tokens forwarded
 

@@ -39,7 +39,7 @@ import torch
 import updatescope as us
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
 from updatescope.sketch import workspace
-from updatescope.sketch.fishersketch import _basis, features
+from updatescope.sketch.fishersketch import features, sketch_basis
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,7 +69,7 @@ def memory_child(d: int, k: int, n: int, m: int) -> None:
     """
     a, e = torch.randn(n, d), _errors(n, k)
     sk = us.FisherSketch(act_dim=d, out_dim=k, sketch_dim=m, seed=0)
-    amap, emap = _basis(sk.config, torch.device("cpu"))  # the basis is part of what the sketch adds
+    amap, emap = sketch_basis(sk.config, torch.device("cpu"))  # the basis is part of what the sketch adds
     basis = sum(
         v.numel() * v.element_size() for mp in (amap, emap) for v in vars(mp).values() if isinstance(v, torch.Tensor)
     )

@@ -27,7 +27,7 @@ import torch
 
 import updatescope as us
 from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
-from updatescope.sketch.fishersketch import _basis, with_bias
+from updatescope.sketch.fishersketch import sketch_basis, with_bias
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cold import error_pool, parse, parser  # noqa: E402
@@ -37,7 +37,7 @@ PARTS = ("read", "update", "error_map", "act_map")
 
 def measure(kind: str, d: int, k: int, m: int, n: int, reps: int, pool: list[torch.Tensor], a: torch.Tensor) -> dict:
     sk = us.FisherSketch(act_dim=d, out_dim=k, sketch_dim=m, seed=0, error_map=kind)
-    amap, emap = _basis(sk.config, a.device)
+    amap, emap = sketch_basis(sk.config, a.device)
     calls = {
         "read": lambda x: float(x.sum()),
         "update": lambda x: sk.update(a, x),

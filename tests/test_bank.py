@@ -11,7 +11,8 @@ import updatescope as us
 from updatescope.cli import main
 from updatescope.errors import IncompatibleSignatureError, SignatureFileError
 from updatescope.models.head_tasks import HeadTaskFamily
-from updatescope.signatures.bank import create_bank, dedup, fisher_scores, open_bank, query
+from updatescope.select.bank_query import query
+from updatescope.signatures.bank import create_bank, dedup, fisher_scores, open_bank
 
 M = 256
 

@@ -13,7 +13,7 @@ from torch import nn
 from _tiny_lm import WordTokenizer, tiny_llama
 from updatescope.capture.causal_lm import capture_causal_lm
 from updatescope.errors import IncompatibleSignatureError, InputError
-from updatescope.signatures.build import sketch_causal_lm
+from updatescope.pipeline import SketchOptions, sketch_corpus
 from updatescope.sketch.align import alignment, exact_alignment
 from updatescope.sketch.config import SketchConfig
 from updatescope.sketch.fishersketch import FisherSketch, with_bias
@@ -82,9 +82,9 @@ def test_biased_head_fisher_matches_autograd():
     # negative control: dropping the bias block changes the value
     dropped = exact_alignment(a_s, e_s, a_t, e_t)
     assert abs(dropped.fisher - truth) > 1e-3
-    # the library path: sketch_causal_lm records the bias and estimates the biased Fisher
+    # the library path: sketch_corpus records the bias and estimates the biased Fisher
     sigs = [
-        sketch_causal_lm(model, tok, texts, sketch_dim=4096, seed=s, progress=False)
+        sketch_corpus(model, tok, texts, SketchOptions(sketch_dim=4096, seed=s), progress=False)
         for s in (0,)
         for texts in (TEXTS_S, TEXTS_T)
     ]

@@ -139,7 +139,7 @@ def test_index_query_report(sigs, tmp_path, capsys):
 def test_select_report_shows_top_documents_and_histogram(tmp_path, capsys):
     from test_cli import _save_tiny
     from updatescope.models.hf import load_causal_lm
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, sketch_corpus
 
     path = _save_tiny(tmp_path / "m", 0)
     model, tok = load_causal_lm(str(path))
@@ -153,7 +153,7 @@ def test_select_report_shows_top_documents_and_histogram(tmp_path, capsys):
     pool = tmp_path / "pool.jsonl"
     pool.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     us.save_signature(
-        sketch_causal_lm(model, tok, docs[3::2], sketch_dim=M, progress=False), tmp_path / "t.safetensors"
+        sketch_corpus(model, tok, docs[3::2], SketchOptions(sketch_dim=M), progress=False), tmp_path / "t.safetensors"
     )
     rep = tmp_path / "srep"
     assert (

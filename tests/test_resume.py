@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-import updatescope.signatures.build as build
 from updatescope.cli import main
 from updatescope.errors import InputError
+from updatescope.pipeline import SketchOptions, segment_ranges, sketch_corpus
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,9 @@ def test_kill_and_resume_equals_uninterrupted(setup, tmp_path, monkeypatch, caps
     assert plain.read_bytes() == full.read_bytes()  # checkpointing does not change the result
 
     saved = []
-    real = build._save_checkpoint
+    import updatescope.pipeline.checkpoint as checkpoint
+
+    real = checkpoint.save_checkpoint
 
     def save_then_die(path, sk, nxt, key):
         real(path, sk, nxt, key)
@@ -67,10 +69,10 @@ def test_kill_and_resume_equals_uninterrupted(setup, tmp_path, monkeypatch, caps
         if len(saved) == 2:
             raise KeyboardInterrupt  # killed right after the second checkpoint
 
-    monkeypatch.setattr(build, "_save_checkpoint", save_then_die)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save_then_die)
     assert main(_argv(model, data, resumed, "--checkpoint-every", "16")) == 130
     assert not resumed.exists() and (tmp_path / "resumed.safetensors.ckpt").exists()
-    monkeypatch.setattr(build, "_save_checkpoint", real)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", real)
     assert main(_argv(model, data, resumed, "--checkpoint-every", "16", "--resume")) == 0
     assert resumed.read_bytes() == full.read_bytes()  # bit for bit
     capsys.readouterr()
@@ -83,8 +85,9 @@ def test_resume_skips_done_segments_and_checks_the_run(setup, tmp_path):
     model, tok = load_causal_lm(model_dir)
     texts = [json.loads(x)["text"] for x in data.read_text().splitlines()]
     ck = tmp_path / "run.ckpt"
-    kw = dict(sketch_dim=64, token_budget=64, progress=False, checkpoint=ck, checkpoint_every=16)
-    whole = build.sketch_corpus(model, tok, texts, **kw)
+    opts = SketchOptions(sketch_dim=64, token_budget=64)
+    kw = dict(progress=False, checkpoint=ck, checkpoint_every=16)
+    whole = sketch_corpus(model, tok, texts, opts, **kw)
     done = []
 
     def stop_after_two(s):
@@ -93,15 +96,25 @@ def test_resume_skips_done_segments_and_checks_the_run(setup, tmp_path):
             raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError):
-        build.sketch_corpus(model, tok, texts, on_segment=stop_after_two, **kw)
+        sketch_corpus(model, tok, texts, opts, on_segment=stop_after_two, **kw)
     again = []
-    sig = build.sketch_corpus(model, tok, texts, resume=True, on_segment=again.append, **kw)
-    assert again[0] == 2 and len(again) == len(build.segment_ranges(len(texts))) - 2  # nothing redone
+    sig = sketch_corpus(model, tok, texts, opts, resume=True, on_segment=again.append, **kw)
+    assert again[0] == 2 and len(again) == len(segment_ranges(len(texts))) - 2  # nothing redone
     assert torch.equal(sig.sums, whole.sums) and torch.equal(sig.counts, whole.counts)
     with pytest.raises(InputError, match="different run"):
-        build.sketch_corpus(model, tok, texts[:-1], resume=True, **kw)
-    with pytest.raises(InputError, match="different run"):
-        build.sketch_corpus(model, tok, texts, resume=True, **{**kw, "sketch_dim": 128})
+        sketch_corpus(model, tok, texts[:-1], opts, resume=True, **kw)
+    # every option that changes the sums is part of the run's key
+    for changed in (
+        {"sketch_dim": 128},
+        {"seed": 1},
+        {"max_tokens": 500},
+        {"dtype": "bfloat16"},
+        {"chunk_len": 32},
+        {"act_map": "srht"},
+        {"token_budget": 128},
+    ):
+        with pytest.raises(InputError, match="different run"):
+            sketch_corpus(model, tok, texts, SketchOptions(**{**opts.to_dict(), **changed}), resume=True, **kw)
 
 
 def test_resume_without_checkpoint_is_one_line(setup, tmp_path, capsys):

@@ -9,7 +9,8 @@ import torch
 
 import updatescope as us
 from updatescope.cli import main
-from updatescope.select.documents import score_documents, score_streams, target_directions
+from updatescope.pipeline import score_documents
+from updatescope.select.documents import score_streams, target_directions
 from updatescope.sketch.config import SketchConfig
 
 D, K = 3, 4
@@ -117,11 +118,11 @@ def _pool():
 def test_model_scores_equal_per_document_streams(tiny):
     from updatescope.capture.causal_lm import capture_causal_lm
     from updatescope.models.hf import head_fingerprint
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, sketch_corpus
 
     _, model, tok = tiny
     docs, _, _ = _pool()
-    target = sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False)
+    target = sketch_corpus(model, tok, docs[1::2], SketchOptions(sketch_dim=256), progress=False)
     res = score_documents(model, tok, docs, target, token_budget=128, progress=False)
     cfg = SketchConfig(16, 64, 256, 0, fingerprint=head_fingerprint(model, tok))
     streams = []
@@ -148,11 +149,11 @@ def test_model_scores_with_positions_equal_the_counted_rows(tiny):
     """Scores over chosen targets (a completion's tokens) equal the streams of those rows."""
     from updatescope.capture.causal_lm import capture_causal_lm
     from updatescope.models.hf import head_fingerprint
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, sketch_corpus
 
     _, model, tok = tiny
     docs, _, _ = _pool()
-    target = sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False)
+    target = sketch_corpus(model, tok, docs[1::2], SketchOptions(sketch_dim=256), progress=False)
     # the second half of each document's targets; document 4 (3 words) keeps one, and an
     # empty position list counts nothing (undefined score, flagged short)
     lengths = [len(tok(d)["input_ids"]) for d in docs]
@@ -177,14 +178,14 @@ def test_model_scores_with_positions_equal_the_counted_rows(tiny):
 
 
 def test_cli_select_writes_topk_and_scores(tiny, tmp_path, capsys):
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, sketch_corpus
 
     path, model, tok = tiny
     docs, _, _ = _pool()
     pool = tmp_path / "pool.jsonl"
     pool.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     us.save_signature(
-        sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False), tmp_path / "t.safetensors"
+        sketch_corpus(model, tok, docs[1::2], SketchOptions(sketch_dim=256), progress=False), tmp_path / "t.safetensors"
     )
     out = tmp_path / "subset.jsonl"
     assert (
@@ -246,7 +247,7 @@ def test_cli_select_tables_export_parquet_and_datasets(tiny, tmp_path, capsys):
     datasets = pytest.importorskip("datasets")
     import pyarrow.parquet as pq
 
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, sketch_corpus
 
     path, model, tok = tiny
     docs, _, _ = _pool()
@@ -258,7 +259,7 @@ def test_cli_select_tables_export_parquet_and_datasets(tiny, tmp_path, capsys):
     pool = tmp_path / "pool.parquet"
     datasets.Dataset.from_list(rows).to_parquet(str(pool))
     sig = tmp_path / "t.safetensors"
-    us.save_signature(sketch_causal_lm(model, tok, docs[1::2], sketch_dim=256, progress=False), sig)
+    us.save_signature(sketch_corpus(model, tok, docs[1::2], SketchOptions(sketch_dim=256), progress=False), sig)
     base = [
         "select",
         "--model",

@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-import updatescope.data.textfiles as textfiles
+import updatescope.inputs as inputs
 from test_cli import corpora, models  # noqa: F401  (fixtures)
 from updatescope.cli import main
 from updatescope.signatures.io import load_signature, save_signature
@@ -88,7 +88,7 @@ def test_non_regular_or_unbounded_inputs_are_refused(
         data, want = "/dev/zero", "not a regular file"
     elif kind == "too-big":
         data = corpora["code"]
-        monkeypatch.setattr(textfiles, "MAX_INPUT_BYTES", 100)
+        monkeypatch.setattr(inputs, "MAX_INPUT_BYTES", 100)
         want = "above the limit of 100"
     else:
         data = tmp_path / "locked.txt"
@@ -363,9 +363,9 @@ def test_token_budget_only_batches(models, corpora, tmp_path, capsys):  # noqa: 
 
 
 def test_run_that_cannot_fit_is_refused_with_the_number(models, corpora, tmp_path, capsys, monkeypatch):  # noqa: F811
-    import updatescope.cli as cli
+    import updatescope.devices as devices
 
-    monkeypatch.setattr(cli, "_available_memory", lambda device: 1 << 20)  # 1 MiB free
+    monkeypatch.setattr(devices, "available_memory", lambda device: 1 << 20)  # 1 MiB free
     err = _refused(
         capsys,
         "sketch",

@@ -32,6 +32,11 @@ _LAZY = {
     "Signature": "updatescope.sketch.signature",
     "SketchConfig": "updatescope.sketch.config",
     "error_vectors": "updatescope.sketch.inputs",
+    "Corpus": "updatescope.pipeline",
+    "SketchOptions": "updatescope.pipeline",
+    "load_model": "updatescope.pipeline",
+    "sketch_corpus": "updatescope.pipeline",
+    "score_documents": "updatescope.pipeline",
 }
 
 __all__ = sorted(
@@ -53,6 +58,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from updatescope.pipeline import Corpus, SketchOptions, load_model, score_documents, sketch_corpus
     from updatescope.select.rank import Ranking, RankRow, rank_sources
     from updatescope.signatures.io import load_signature, save_signature
     from updatescope.sketch import (

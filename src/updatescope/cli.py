@@ -30,74 +30,38 @@ EXIT_USER_ERROR = 2
 _MATRIX_MAX = 40  # signatures up to which rank --report draws the all-pairs heatmaps
 
 
-def _available_memory(device: Any) -> int | None:
-    """Bytes free on ``device`` now (GPU: the driver's count; CPU: MemAvailable), None if unknown."""
-    if getattr(device, "type", str(device)).startswith("cuda"):
-        import torch
+def _sketch_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(Corpus, SketchOptions) from the flags, read and validated before the model loads."""
+    from updatescope.data.formats import Columns
+    from updatescope.pipeline import Corpus, SketchOptions
 
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_sketch_memory(d: int, k: int, m: int, act_map: str, error_map: str, budget: int, device: Any) -> None:
-    """Refuse, with the numbers, a sketch whose random bases and per-batch features cannot fit.
-
-    A lower bound: a dense side holds a (dim, 2m) float32 basis (drawn through an int8 copy);
-    the structured maps hold O(dim + m); each pass also makes (tokens, 2m) float32 features
-    per side and a float32 copy of the (tokens, K) logits."""
-    from updatescope.sketch.config import resolve_map
-
-    need = 0
-    for dim, kind in ((d, act_map), (k, error_map)):
-        need += 5 * dim * 2 * m if resolve_map(kind, dim, m) == "dense" else 16 * (dim + 2 * m)
-    need += budget * (2 * (2 * m) + k) * 4
-    free = _available_memory(device)
-    if free is not None and need > free:
-        raise UpdatescopeError(
-            f"this sketch needs at least {need / 2**30:.1f} GiB on {device} (random bases for "
-            f"act_dim {d}, out_dim {k}, sketch_dim {m}, maps {act_map}/{error_map}, token budget "
-            f"{budget}) and {free / 2**30:.1f} GiB is free; lower --sketch-dim or "
-            "--token-budget, or choose --act-map/--error-map srht"
-        )
-
-
-# ------------------------------------------------------------------ commands
-def _sketch_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    """(rows or documents, Columns or None, data description), read and validated before the
-    model loads.  Plain text and JSONL with a 'text' field keep the ``textfiles`` rules."""
-    from updatescope.data.formats import Columns, is_table_input, read_examples
-
+    options = SketchOptions(
+        sketch_dim=args.sketch_dim,
+        seed=args.seed,
+        act_map=args.act_map,
+        error_map=args.error_map,
+        max_tokens=args.max_tokens,
+        token_budget=args.token_budget,
+        dtype=args.dtype,
+    )
     columns = Columns(args.text_column, args.prompt_column, args.completion_column, args.messages_column)
-    desc = ",".join(Path(p).name for p in args.data)
-    if not is_table_input(args.data, columns):
-        from updatescope.data.textfiles import read_corpus
+    return Corpus.from_files(args.data, columns), options
 
-        return read_corpus(args.data), None, desc
-    return read_examples(args.data, columns), columns, desc
+
+def _signature_meta(args: argparse.Namespace, out: Path, corpus: Any) -> dict[str, str]:
+    meta = {"data": corpus.description, "name": args.name or out.name.split(".")[0], "dtype": args.dtype}
+    if corpus.columns is not None:
+        meta["columns"] = corpus.columns.describe()
+    return meta
 
 
 def cmd_sketch(args: argparse.Namespace) -> int:
-    from updatescope.constants import check_sketch_dim
-
     # every flag and path is checked before the data is read and the model loads
-    check_sketch_dim(args.sketch_dim)
-    if not 0 <= args.seed < 2**63:
-        raise UpdatescopeError(f"--seed must be in [0, 2^63), got {args.seed}")
     positive("--max-tokens", args.max_tokens)
     positive("--token-budget", args.token_budget)
     positive("--checkpoint-every", args.checkpoint_every)
     from updatescope.distributed import init_from_env, rank_and_world, resolve_device
-    from updatescope.signatures.build import checkpoint_path
+    from updatescope.pipeline.checkpoint import check_checkpoint_path, checkpoint_path
 
     rank, world = rank_and_world()
     out = check_out_file(args.out, inputs=args.data)
@@ -107,17 +71,20 @@ def cmd_sketch(args: argparse.Namespace) -> int:
             raise UpdatescopeError("--layers sketches run without --checkpoint-every/--resume")
         if world > 1:
             raise UpdatescopeError("--layers sketches run in a single process, not under torchrun")
-        if "countsketch" in (args.act_map, args.error_map):
-            raise UpdatescopeError(
-                "--layers needs two-factor maps (dense, srht, fold, spread, stack, foldspread), not countsketch"
-            )
     if world > 1 and ckpt is not None:
         raise UpdatescopeError(
             "--checkpoint-every/--resume run in a single process; under torchrun, sketch "
             "shards separately with checkpoints and join them with 'updatescope merge'"
         )
+    if ckpt is not None:
+        check_checkpoint_path(ckpt)
     if args.resume and not ckpt.exists():
         raise UpdatescopeError(f"--resume: no checkpoint at {ckpt} (run with --checkpoint-every N first)")
+    corpus, options = _sketch_inputs(args)  # validates every flag and file before the model loads
+    if args.layers:
+        from updatescope.pipeline.network import check_layer_options
+
+        check_layer_options(options)
     if args.error_map == "countsketch" and rank == 0:
         from updatescope.sketch.align import COUNTSKETCH_WARNING
 
@@ -126,44 +93,27 @@ def cmd_sketch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     device = resolve_device(args.device)
-    rows, columns, desc = _sketch_inputs(args)  # validates every file before the model loads
     if args.layers:
-        return _network.sketch_network(args, out, device, rows, columns, desc)
+        return _network.sketch_network(args, out, device, corpus, options)
 
-    from updatescope.data.formats import to_examples
-    from updatescope.models.hf import load_causal_lm
-    from updatescope.signatures.build import sketch_corpus
+    from updatescope.pipeline import load_model, sketch_corpus
     from updatescope.signatures.io import save_signature
 
     created = init_from_env(device)
     try:
-        model, tok = load_causal_lm(args.model, dtype=args.dtype)
+        model, tok = load_model(args.model, dtype=args.dtype)
         model.to(device)
-        from updatescope.capture.hook import find_output_linear
-
-        k, d = find_output_linear(model).weight.shape
-        _check_sketch_memory(int(d), int(k), args.sketch_dim, args.act_map, args.error_map, args.token_budget, device)
-        texts, positions = (rows, None) if columns is None else to_examples(rows, columns, tok)
-        meta = {"data": desc, "name": args.name or out.name.split(".")[0], "dtype": args.dtype}
-        if columns is not None:
-            meta["columns"] = columns.describe()
         t0 = time.perf_counter()
         sig = sketch_corpus(
             model,
             tok,
-            texts,
-            positions=positions,
-            sketch_dim=args.sketch_dim,
-            seed=args.seed,
-            max_tokens=args.max_tokens,
-            token_budget=args.token_budget,
-            act_map=args.act_map,
-            error_map=args.error_map,
+            corpus,
+            options,
             checkpoint=ckpt,
             checkpoint_every=args.checkpoint_every,
             resume=args.resume,
             progress=not args.quiet,
-            meta=meta,
+            meta=_signature_meta(args, out, corpus),
         )
         dt = time.perf_counter() - t0
         if rank == 0:

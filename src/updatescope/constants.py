@@ -15,6 +15,10 @@ __all__ = [
     "MAX_SKETCH_DIM",
     "check_sketch_dim",
     "torch_dtype",
+    "DEFAULT_SKETCH_DIM",
+    "SEED_LIMIT",
+    "check_seed",
+    "DEFAULT_TOKEN_BUDGET",
 ]
 
 #: Label that marks a position without a target (padding, prompt tokens): the sketch skips it.
@@ -31,6 +35,25 @@ SKETCH_DIM_MULTIPLE = 16
 #: and at most this: beyond it the random bases alone outgrow memory without adding accuracy
 #: a comparison of corpora can use (the sketch error falls as 1/sqrt(m))
 MAX_SKETCH_DIM = 1 << 16
+
+
+#: The default sketch dimension m: a 16 KB float32 signature vector.
+DEFAULT_SKETCH_DIM = 4096
+
+#: Seeds are integers in [0, SEED_LIMIT): a torch generator's seed range, shared by every
+#: command (sketch bases, experiments, fine-tuning ground truth).
+SEED_LIMIT = 2**63
+
+#: Padded tokens per forward pass by default: 1,024 × 49,152 float32 logits are 200 MB.
+DEFAULT_TOKEN_BUDGET = 1024
+
+
+def check_seed(value: object, name: str = "seed") -> None:
+    """InputError unless ``value`` is an integer seed in [0, SEED_LIMIT)."""
+    from updatescope.errors import InputError
+
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
+        raise InputError(f"{name} must be an integer in [0, 2^63), got {value!r}")
 
 
 def check_sketch_dim(value: object) -> None:

@@ -46,7 +46,7 @@ def _synthetic_signatures(quiet: bool) -> tuple[dict[str, Signature], dict[str, 
 def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature], dict[str, str], dict[str, str]]:
     from updatescope.data.domains import demo_domains, list_domains
     from updatescope.models.hf import head_fingerprint, load_causal_lm
-    from updatescope.signatures.build import sketch_causal_lm
+    from updatescope.pipeline import SketchOptions, sketch_corpus
 
     t0 = time.perf_counter()
     model, tok = load_causal_lm("smollm2")
@@ -56,16 +56,12 @@ def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature
     family_of = {d.name: d.family for d in list_domains()}
     sigs, families = {}, {}
     for name, texts in demo_domains(split="sketch").items():
-        sigs[name] = sketch_causal_lm(
+        sigs[name] = sketch_corpus(
             model,
             tok,
             texts,
-            sketch_dim=4096,
-            seed=0,
-            max_tokens=max_tokens,
-            token_budget=1024,
+            SketchOptions(max_tokens=max_tokens),
             progress=not quiet,
-            desc=name,
             fingerprint=fp,
             meta={"name": name, "family": family_of.get(name, "")},
         )

@@ -16,7 +16,7 @@ import torch
 
 from updatescope.errors import InputError
 
-__all__ = ["resolve_device", "DEVICE_HELP"]
+__all__ = ["resolve_device", "available_memory", "DEVICE_HELP"]
 
 DEVICE_HELP = "cpu, cuda, cuda:N or auto (CUDA when present, else CPU)"
 
@@ -43,3 +43,20 @@ def resolve_device(spec: Any = "cpu") -> torch.device:
     if index >= count:
         raise InputError(f"device {spec!r} does not exist: this machine has {count} CUDA device(s)")
     return torch.device("cuda", index)
+
+
+def available_memory(device: Any) -> int | None:
+    """Bytes free on ``device`` now (GPU: the driver's count; CPU: MemAvailable), None if unknown."""
+    if getattr(device, "type", str(device)).startswith("cuda"):
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -91,8 +91,9 @@ def _config_key(sk: FisherSketch) -> int:
     return int.from_bytes(hashlib.sha256(text).digest()[:7], "little")
 
 
-def _flat(sk: FisherSketch) -> torch.Tensor:
-    return torch.cat((sk._sums.reshape(-1), sk._diag.reshape(-1)))
+def _flat(state: Mapping[str, Any]) -> torch.Tensor:
+    """A sketch's float64 sums and diagonal blocks as one vector (its ``state_dict()``)."""
+    return torch.cat((state["sums"].reshape(-1), state["diag"].reshape(-1)))
 
 
 def gather_slots(
@@ -114,8 +115,9 @@ def gather_slots(
         if not 0 <= i < n_slots:
             raise InputError(f"slot {i} out of range 0..{n_slots - 1}")
         like.config.check_compatible(sk.config)
-        states[i] = _flat(sk).to(dev)
-        counts[i] = sk._counts.to(dev)
+        state = sk.state_dict()
+        states[i] = _flat(state).to(dev)
+        counts[i] = state["counts"].to(dev)
         owned[i] = 1
     if dist.is_available() and dist.is_initialized():
         # the same config on every rank, or the sums below would add unrelated bases
@@ -131,12 +133,16 @@ def gather_slots(
         raise InputError(f"slots {torch.nonzero(owned > 1).squeeze(1).tolist()} were filled by more than one rank")
     out = []
     split = 2 * 3 * m
+    config = like.config.to_dict()
     for i in range(n_slots):
-        sk = FisherSketch(config=like.config, device=dev, meta=like.meta)
-        sk._sums = states[i, :split].reshape(2, 3, m).clone()
-        sk._diag = states[i, split:].reshape(2, 3, N_BLOCKS).clone()
-        sk._counts = counts[i].cpu().clone()
-        out.append(sk)
+        state = {
+            "config": config,
+            "meta": dict(like.meta),
+            "sums": states[i, :split].reshape(2, 3, m),
+            "diag": states[i, split:].reshape(2, 3, N_BLOCKS),
+            "counts": counts[i].cpu(),
+        }
+        out.append(FisherSketch.from_state_dict(state, device=dev))
     return out
 
 

@@ -40,12 +40,12 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch, tokenize
+from updatescope.capture.chunks import causal_batches, tokenize
 from updatescope.capture.hook import LinearCapture, find_output_linear
 from updatescope.constants import IGNORE_INDEX, torch_dtype
 from updatescope.errors import InputError
 
-__all__ = ["CaptureBatch", "capture_causal_lm", "count_tokens", "DEFAULT_CHUNK_LEN"]
+__all__ = ["CaptureBatch", "capture_causal_lm", "context_length", "count_tokens", "DEFAULT_CHUNK_LEN", "pad_id_of"]
 
 #: Default window for long documents when the model's context is longer: with the default
 #: token budget of 1,024 this is the window every signature so far was sketched with.
@@ -60,13 +60,25 @@ class CaptureBatch(NamedTuple):
     labels: Tensor  # (n,) int64, observed next token
 
 
-def _context_length(model: nn.Module) -> int:
+def context_length(model: nn.Module) -> int:
+    """The model's context length from its config (2,048 when the config does not say)."""
     cfg = getattr(model, "config", None)
     for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
         value = getattr(cfg, key, None)
         if isinstance(value, int) and value > 1:
             return value
     return 2048
+
+
+def default_chunk_len(model: nn.Module) -> int:
+    """The window for long documents: the model's context, at most ``DEFAULT_CHUNK_LEN``."""
+    return min(context_length(model), DEFAULT_CHUNK_LEN)
+
+
+def pad_id_of(tokenizer: Any) -> int:
+    """The tokenizer's padding id (0 when it has none: padded positions are masked anyway)."""
+    pad = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
+    return int(pad) if pad is not None else 0
 
 
 def count_tokens(tokenizer: Any, texts: Iterable[str], add_special_tokens: bool = True) -> int:
@@ -110,7 +122,7 @@ def capture_causal_lm(
     head = head if head is not None else find_output_linear(model)  # callers that know it pass it
     if isinstance(dtype, str):
         dtype = torch_dtype(dtype)  # type: ignore[assignment]
-    chunk_len = chunk_len or min(_context_length(model), DEFAULT_CHUNK_LEN)
+    chunk_len = chunk_len or default_chunk_len(model)
     if chunk_len < 2:
         raise InputError(f"chunk_len must be at least 2, got {chunk_len}")
     try:
@@ -124,9 +136,7 @@ def capture_causal_lm(
         raise InputError(f"max_tokens must be positive, got {max_tokens}")
     param = next(model.parameters())
     device = param.device
-    pad_id = 0
-    if tokenizer is not None and getattr(tokenizer, "pad_token_id", None) is not None:
-        pad_id = int(tokenizer.pad_token_id)
+    pad_id = pad_id_of(tokenizer)
     use_autocast = dtype is not None and dtype != param.dtype
     autocast = torch.autocast(device_type=device.type, dtype=dtype) if use_autocast else nullcontext()
 
@@ -140,26 +150,23 @@ def capture_causal_lm(
     model.eval()
     try:
         with LinearCapture(head) as cap:
-            chunks = document_chunks(
-                tokenizer, texts, chunk_len=chunk_len, positions=positions, add_special_tokens=add_special_tokens
+            batches = causal_batches(
+                tokenizer,
+                texts,
+                chunk_len=chunk_len,
+                token_budget=token_budget,
+                pad_id=pad_id,
+                positions=positions,
+                max_tokens=max_tokens,
+                add_special_tokens=add_special_tokens,
             )
-            for batch in pack_batches(chunks, token_budget):
-                ids, attn, labels = pad_batch(batch, pad_id)
-                count = labels != IGNORE_INDEX
-                ids, attn, count, labels = ids.to(device), attn.to(device), count.to(device), labels.to(device)
+            for ids, attn, labels in batches:
+                keep = labels != IGNORE_INDEX
+                ids, attn, keep, labels = ids.to(device), attn.to(device), keep.to(device), labels.to(device)
                 with torch.no_grad(), autocast:
                     model(input_ids=ids, attention_mask=attn, use_cache=False)
                 acts, logits = cap.pop()
                 assert logits is not None
-                keep = count
-                if max_tokens is not None:
-                    room = max_tokens - done
-                    flat = keep.reshape(-1)
-                    idx = flat.nonzero().squeeze(1)
-                    if idx.numel() > room:
-                        flat = torch.zeros_like(flat)
-                        flat[idx[:room]] = True
-                        keep = flat.reshape(keep.shape)
                 if compact:
                     out = CaptureBatch(
                         acts[keep].to(torch.float32),
@@ -179,8 +186,6 @@ def capture_causal_lm(
                 if bar is not None:
                     bar.update(counted)
                 yield out
-                if max_tokens is not None and done >= max_tokens:
-                    break
     finally:
         if bar is not None:
             bar.close()

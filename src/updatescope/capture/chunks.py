@@ -16,7 +16,16 @@ from torch import Tensor
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 
-__all__ = ["Chunk", "tokenize", "target_mask", "split_chunks", "document_chunks", "pack_batches", "pad_batch"]
+__all__ = [
+    "Chunk",
+    "tokenize",
+    "target_mask",
+    "split_chunks",
+    "document_chunks",
+    "pack_batches",
+    "pad_batch",
+    "causal_batches",
+]
 
 
 class Chunk(NamedTuple):
@@ -129,3 +138,38 @@ def pad_batch(batch: Sequence[Chunk], pad_id: int, width: int | None = None) -> 
         nxt = torch.cat([row[1:], torch.tensor([IGNORE_INDEX])])
         labels[r, :n] = torch.where(torch.tensor(ch.count), nxt, IGNORE_INDEX)
     return ids, attn, labels
+
+
+def causal_batches(
+    tokenizer: Any,
+    texts: Iterable[Any],
+    *,
+    chunk_len: int,
+    token_budget: int,
+    pad_id: int = 0,
+    positions: Iterable[Any] | None = None,
+    max_tokens: int | None = None,
+    add_special_tokens: bool = True,
+) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """Padded causal-LM batches ``(ids, attention_mask, labels)`` (each (rows, width) int64) of
+    ``texts``: the windows of :func:`document_chunks`, packed under ``token_budget`` padded
+    tokens.  ``labels`` hold the next token at counted positions and ``IGNORE_INDEX``
+    elsewhere; with ``max_tokens`` the labels after the first ``max_tokens`` counted targets
+    (in stream order) are ignored too, and no batch follows the one that reaches it.
+
+    The one batcher of the library: the head capture, network sketches and the experiments'
+    layer passes all count the same targets with the same contexts, whatever the budget."""
+    left = max_tokens
+    chunks = document_chunks(
+        tokenizer, texts, chunk_len=chunk_len, positions=positions, add_special_tokens=add_special_tokens
+    )
+    for batch in pack_batches(chunks, token_budget):
+        ids, attn, labels = pad_batch(batch, pad_id)
+        if left is not None:
+            counted = labels != IGNORE_INDEX
+            over = counted & (counted.reshape(-1).cumsum(0).reshape(counted.shape) > left)
+            labels = labels.masked_fill(over, IGNORE_INDEX)  # the cap falls inside this batch: exact cut
+            left -= int((counted & ~over).sum())
+        yield ids, attn, labels
+        if left is not None and left <= 0:
+            return

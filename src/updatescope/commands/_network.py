@@ -6,104 +6,39 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from updatescope.commands._checks import print_json, sig_name, unique_names
-from updatescope.errors import UpdatescopeError
 
 
-def _layer_batches(
-    model: Any,
-    tok: Any,
-    texts: Sequence[Any],
-    positions: Sequence[Any] | None,
-    token_budget: int,
-    max_tokens: int | None,
-) -> Any:
-    """Padded causal-LM batches {input_ids, attention_mask, labels} of ``texts`` (the head
-    sketch's chunking and counted targets), stopping after ``max_tokens`` counted tokens."""
-    from updatescope.capture.causal_lm import DEFAULT_CHUNK_LEN, _context_length
-    from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch
-    from updatescope.constants import IGNORE_INDEX
-
-    chunk_len = max(2, min(_context_length(model), DEFAULT_CHUNK_LEN, token_budget))
-    pad_id = int(tok.pad_token_id) if getattr(tok, "pad_token_id", None) is not None else 0
-    left = max_tokens
-    for batch in pack_batches(document_chunks(tok, texts, chunk_len=chunk_len, positions=positions), token_budget):
-        ids, attn, labels = pad_batch(batch, pad_id)
-        if left is not None:
-            counted = labels != IGNORE_INDEX
-            over = counted & (counted.reshape(-1).cumsum(0).reshape(counted.shape) > left)
-            labels = labels.masked_fill(over, IGNORE_INDEX)  # the budget ends mid-batch: exact cut
-            left -= int((counted & ~over).sum())
-        if bool((labels != IGNORE_INDEX).any()):
-            yield {"input_ids": ids, "attention_mask": attn, "labels": labels}
-        if left is not None and left <= 0:
-            return
-
-
-def sketch_network(args: argparse.Namespace, out: Path, device: Any, rows: Any, columns: Any, desc: str) -> int:
+def sketch_network(args: argparse.Namespace, out: Path, device: Any, corpus: Any, options: Any) -> int:
     """``sketch --layers``: a network signature of the matching nn.Linear layers plus the head
     (one forward + one backward pass per batch)."""
     from updatescope.capture.hook import find_output_linear
-    from updatescope.data.formats import to_examples
-    from updatescope.models.hf import head_fingerprint, load_causal_lm
-    from updatescope.network import network_config, save_network_signature, sketch_layers
+    from updatescope.models.hf import head_fingerprint
+    from updatescope.network import save_network_signature
+    from updatescope.pipeline import load_model, sketch_network_corpus
 
-    model, tok = load_causal_lm(args.model, dtype=args.dtype)
+    model, tok = load_model(args.model, dtype=args.dtype)
     model.to(device)
     model.eval()
-    head = find_output_linear(model)
-    head_name = next(n for n, m in model.named_modules() if m is head)
-    # unknown patterns are refused here, before any forward pass, naming the nearest layer names
-    import difflib
-    import fnmatch
-
-    from torch import nn
-
-    linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    for pat in args.layers:
-        if not any(fnmatch.fnmatchcase(n, pat) for n in linears):
-            near = difflib.get_close_matches(pat, linears, n=3, cutoff=0.3) or linears[:3]
-            raise UpdatescopeError(
-                f"--layers pattern {pat!r} matches no nn.Linear layer of the model ({len(linears)} "
-                f"linear layers, e.g. {', '.join(near) or 'none'})"
-            )
-    cfg = network_config(
-        model,
-        [*args.layers, head_name],
-        sketch_dim=args.sketch_dim,
-        seed=args.seed,
-        mode=args.layer_mode,
-        act_map=args.act_map,
-        error_map=args.error_map,
-    )
-    texts, positions = (rows, None) if columns is None else to_examples(rows, columns, tok)
     t0 = time.perf_counter()
-    batches = _layer_batches(model, tok, texts, positions, args.token_budget, args.max_tokens)
-    if not args.quiet:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, desc=f"sketching {len(cfg.layers)} layers", unit="batch")
-    sk = sketch_layers(model, cfg, batches)
-    if sk.count == 0:
-        raise UpdatescopeError(f"no tokens to sketch in {desc} (documents shorter than two tokens?)")
+    sk = sketch_network_corpus(model, tok, corpus, args.layers, options, mode=args.layer_mode, progress=not args.quiet)
     meta = {
-        "data": desc,
+        "data": corpus.description,
         "name": args.name or out.name.split(".")[0],
         "dtype": args.dtype,
         "model": str(args.model),
-        "fingerprint": head_fingerprint(model, tok, head),
+        "fingerprint": head_fingerprint(model, tok, find_output_linear(model)),
     }
-    if columns is not None:
-        meta["columns"] = columns.describe()
+    if corpus.columns is not None:
+        meta["columns"] = corpus.columns.describe()
     save_network_signature(sk, out, **meta)
     dt = time.perf_counter() - t0
     print(
-        f"wrote {out}: network signature of {len(cfg.layers)} layers ({sk.count} {cfg.mode}s), sketch_dim "
-        f"{cfg.sketch_dim}, {sk.count / max(dt, 1e-9):.0f} samples/s"
+        f"wrote {out}: network signature of {len(sk.config.layers)} layers ({sk.count} {sk.config.mode}s), "
+        f"sketch_dim {sk.config.sketch_dim}, {sk.count / max(dt, 1e-9):.0f} samples/s"
     )
     return 0
 

@@ -31,7 +31,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from updatescope.commands._checks import check_report
-    from updatescope.signatures.bank import open_bank, query
+    from updatescope.select.bank_query import query
+    from updatescope.signatures.bank import open_bank
     from updatescope.signatures.io import load_signature
 
     if args.top < 1:

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from updatescope.constants import DTYPE_CHOICES
 from updatescope.errors import InputError
 
 SCORE_FIELDS = ("rank", "score", "score_se", "activation", "error", "tokens", "short", "source", "index")
@@ -32,45 +33,40 @@ def _out_format(args: argparse.Namespace) -> str:
     if args.out_format:
         return args.out_format
     out = Path(args.out)
-    if out.suffix.lower() == ".parquet":
+    suffix = out.suffix.lower()
+    if suffix == ".parquet":
         return "parquet"
-    if not out.suffix and any(Path(p).is_dir() for p in args.data):
+    if not suffix and any(Path(p).is_dir() for p in args.data):
         return "dataset"
     return "jsonl"
 
 
-def _read_pool(args: argparse.Namespace) -> tuple[list[Any], list[tuple[str, int]], Any]:
-    """(documents or table rows, (file, row) of each, Columns or None), validated before
-    the model loads; plain text and JSONL-'text' files keep the ``textfiles`` rules."""
-    from updatescope.data.formats import Columns, is_table_input, read_table
-    from updatescope.data.textfiles import check_inputs, read_documents
+def _check_suffix(args: argparse.Namespace, fmt: str) -> None:
+    """Refuse an --out name that says another format than the one written (e.g. JSON lines as .csv)."""
+    suffix = Path(args.out).suffix.lower()
+    if not args.out_format and fmt == "jsonl" and suffix != ".jsonl":
+        raise InputError(
+            f"--out {Path(args.out).name}: select writes JSON lines (.jsonl), parquet (.parquet) or a datasets "
+            "folder; name the file with one of those suffixes, or choose --out-format"
+        )
+
+
+def _read_pool(args: argparse.Namespace) -> Any:
+    """The pool as a ``Corpus``, validated before the model loads; plain text and JSONL-'text'
+    files keep the ``textfiles`` rules, and each document keeps its file and 0-based line
+    (text, JSONL) or row (tables), so the exported ``source``/``index`` find it again."""
+    from updatescope.data.formats import Columns
+    from updatescope.pipeline import Corpus
 
     columns = Columns(args.text_column, args.prompt_column, args.completion_column, args.messages_column)
-    table = is_table_input(args.data, columns)
-    items: list[Any] = []
-    origin: list[tuple[str, int]] = []
-    for path in check_inputs(args.data, allow_dir=table):  # all checked, duplicates refused, before any is read
-        part = read_table(path, columns) if table else read_documents(path)
-        items.extend(part)
-        origin.extend((str(path), i) for i in range(len(part)))
-    if table:
-        clash = sorted({k for row in items for k in row} & set(SCORE_FIELDS))
+    corpus = Corpus.from_files(args.data, columns)
+    if corpus.columns is not None:
+        clash = sorted({k for row in corpus.documents for k in row} & set(SCORE_FIELDS))
         if clash:
             raise InputError(
                 f"the pool has column(s) {', '.join(map(repr, clash))}, which the export adds; rename them"
             )
-    return items, origin, columns if table else None
-
-
-def _display_text(item: Any, columns: Any) -> str:
-    """What a person reads of one pool item (the report, the table): its document text."""
-    if columns is None:
-        return item
-    if columns.layout == "text":
-        return item[columns.text or "text"]
-    if columns.layout == "prompt-completion":
-        return f"{item[columns.prompt]}{item[columns.completion]}"
-    return "\n".join(f"{t['role']}: {t['content']}" for t in item[columns.messages])
+    return corpus
 
 
 def _check_writer(fmt: str, items: list[Any], columns: Any) -> None:
@@ -145,25 +141,19 @@ def cmd_select(args: argparse.Namespace) -> int:
     default_scores = out.with_name((out.name.rsplit(".", 1)[0] if fmt != "dataset" else out.name) + ".scores.jsonl")
     scores_path = check_out_file(args.scores or str(default_scores), inputs=[*args.data, args.target, str(out)])
     report = check_report(args.report, inputs=[*args.data, args.target, str(out), str(scores_path)])
-    items, origin, columns = _read_pool(args)  # every file is validated before the model loads
-    _check_writer(fmt, items, columns)
+    _check_suffix(args, fmt)
+    corpus = _read_pool(args)  # every file is validated before the model loads
+    items, origin, columns = corpus.documents, corpus.origin, corpus.columns
+    if args.top > len(items):
+        raise InputError(f"--top {args.top} is larger than the pool ({len(items)} documents)")
+    _check_writer(fmt, list(items), columns)
     target = load_signature(args.target)
 
-    from updatescope.data.formats import to_examples
-    from updatescope.models.hf import load_causal_lm
-    from updatescope.select.documents import score_documents
+    from updatescope.pipeline import load_model, score_documents
 
-    model, tok = load_causal_lm(args.model, dtype=args.dtype)
-    texts, positions = (items, None) if columns is None else to_examples(items, columns, tok, keep_empty=True)
+    model, tok = load_model(args.model, dtype=args.dtype)
     res = score_documents(
-        model,
-        tok,
-        texts,
-        target,
-        token_budget=args.token_budget,
-        min_tokens=args.min_tokens,
-        progress=not args.quiet,
-        positions=positions,
+        model, tok, corpus, target, token_budget=args.token_budget, min_tokens=args.min_tokens, progress=not args.quiet
     )
     order = res.order().tolist()
     rank_of = {d: r for r, d in enumerate(order, 1)}
@@ -185,6 +175,11 @@ def cmd_select(args: argparse.Namespace) -> int:
         return {"text": items[i], **record(i)} if columns is None else {**items[i], **record(i)}
 
     top = [i for i in order if math.isfinite(float(res.score[i]))][: args.top]
+    if not top:
+        raise InputError(
+            f"no document of the pool has a token to score ({len(items)} documents, all shorter than two tokens "
+            "or with nothing counted)"
+        )
     _write_subset(fmt, [exported(i) for i in top], out)
     write_text_atomic("".join(json.dumps(record(i)) + "\n" for i in range(len(items))), scores_path)
     n_short = int(res.short.sum())
@@ -224,7 +219,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         tname = target.meta.get("name") or Path(args.target).name.split(".")[0]
         view = DocumentView(
             tname,
-            tuple({"text": _display_text(items[i], columns), **record(i)} for i in top),
+            tuple({"text": corpus.text(i), **record(i)} for i in top),
             tuple(float(v) for v in res.score.tolist()),
         )
         path = write_report(
@@ -282,7 +277,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scores", default=None, help="score file of every document (default <out>.scores.jsonl)")
     p.add_argument("--min-tokens", type=int, default=16, help="documents with fewer counted tokens are flagged short")
     p.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="forward precision")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPE_CHOICES), help="forward precision")
     p.add_argument("--json", action="store_true", help="print the top-k records as JSON")
     p.add_argument(
         "--report",

@@ -31,7 +31,7 @@ from updatescope._version import __version__
 from updatescope.errors import InputError, SignatureFileError, UpdatescopeError
 from updatescope.network.sketch import NetworkConfig, NetworkSketch
 from updatescope.records import write_bytes_atomic
-from updatescope.signatures.io import MAX_COUNT, _checksum, _serialize, check_format_version, check_tensors
+from updatescope.signatures.io import MAX_COUNT, check_format_version, check_tensors, checksum, serialize
 from updatescope.sketch.signature import N_BLOCKS
 
 __all__ = ["NETWORK_FORMAT", "load_network_signature", "save_network_signature"]
@@ -48,9 +48,10 @@ def _entry(i: int | None) -> str:
 
 def _tensors(sk: NetworkSketch) -> dict[str, torch.Tensor]:
     """The sketch state split into one (sums, diag) entry per layer plus the full feature."""
-    sums, diag = sk._sums.detach().cpu(), sk._diag.detach().cpu()
+    state = sk.state_dict()
+    sums, diag = state["sums"].detach().cpu(), state["diag"].detach().cpu()
     L = len(sk.config.layers)
-    out = {"counts": sk._counts.detach().cpu().to(torch.int64).contiguous()}
+    out = {"counts": state["counts"].detach().cpu().to(torch.int64).contiguous()}
     for i in [*range(L), None]:
         j = L if i is None else i
         out[f"{_entry(i)}.sums"] = sums[:, j].contiguous()
@@ -81,9 +82,9 @@ def save_network_signature(sketch: NetworkSketch, path: str | os.PathLike, **met
         library_version=__version__,
         config=config_json,
         layers=json.dumps(list(sketch.config.names)),
-        sha256=_checksum(config_json, tensors),
+        sha256=checksum(config_json, tensors),
     )
-    data = _serialize(tensors, fields)
+    data = serialize(tensors, fields)
     return write_bytes_atomic(data, path)
 
 
@@ -133,7 +134,7 @@ def load_network_signature(path: str | os.PathLike) -> NetworkSketch:
         expected[f"{_entry(i)}.sums"] = ((2, m), torch.float64)
         expected[f"{_entry(i)}.diag"] = ((2, N_BLOCKS), torch.float64)
     check_tensors(tensors, expected, "network signature", path)
-    if meta.get("sha256") != _checksum(meta["config"], tensors):
+    if meta.get("sha256") != checksum(meta["config"], tensors):
         raise SignatureFileError(f"network signature checksum mismatch: the file was modified or damaged: {path}")
     sums = torch.stack([tensors[f"{_entry(i)}.sums"] for i in [*range(L), None]], 1)  # (2, L + 1, m)
     diag = torch.stack([tensors[f"{_entry(i)}.diag"] for i in [*range(L), None]], 1)  # (2, L + 1, G)

@@ -289,7 +289,7 @@ def network_alignment(source: NetworkSketch, target: NetworkSketch) -> NetworkAl
     is NaN where its sampling part cannot be measured (a stream half with fewer than 2
     samples, or a half whose norm estimate is not positive).
     """
-    from updatescope.sketch.align import _Z975, _t975
+    from updatescope.sketch.align import Z975, t975
 
     if not isinstance(source, NetworkSketch) or not isinstance(target, NetworkSketch):
         raise InputError("network_alignment() takes two NetworkSketch objects")
@@ -325,7 +325,7 @@ def network_alignment(source: NetworkSketch, target: NetworkSketch) -> NetworkAl
         var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
         torch.full_like(den, float("inf")),
     )
-    total = var_total.sqrt() * _t975(nu) / _Z975
+    total = var_total.sqrt() * t975(nu) / Z975
     keys = list(_SE_FIELDS) + [f"profile[{n}]" for n in names]
     return replace(
         point,

@@ -1,4 +1,5 @@
-"""Document-level selection: score every document of a pool against a target signature.
+"""Document-level selection: the scores of documents against a target signature, from their
+features (the model-side loop is ``updatescope.pipeline.score_documents``).
 
 Definition.  Let the target T be a signature with joint feature sums s_T (the sum of φ over
 its n_T samples, both halves) and unbiased squared norm ‖μ_T‖² (``Signature.sq_norm``), so
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -47,7 +47,14 @@ from updatescope.errors import InputError
 from updatescope.sketch.config import SketchConfig
 from updatescope.sketch.signature import Signature
 
-__all__ = ["DocumentScores", "MIN_TOKENS", "target_directions", "score_features", "score_documents", "score_streams"]
+__all__ = [
+    "DocumentScores",
+    "MIN_TOKENS",
+    "target_directions",
+    "score_features",
+    "scores_from_sums",
+    "score_streams",
+]
 
 MIN_TOKENS = 16  # documents with fewer counted tokens than this are flagged short
 
@@ -86,92 +93,13 @@ def score_features(feats: Tensor, directions: Tensor) -> Tensor:
     return torch.einsum("nkm,km->nk", feats.to(torch.float64), directions.to(feats.device, torch.float64))
 
 
-def _finish(sums: Tensor, sq: Tensor, counts: Tensor, min_tokens: int) -> DocumentScores:
+def scores_from_sums(sums: Tensor, sq: Tensor, counts: Tensor, min_tokens: int) -> DocumentScores:
     """Means and standard errors from per-document sums (D, 3), sums of squares (D, 3), counts (D,)."""
     n = counts.to(torch.float64)[:, None]
     mean = sums / n  # NaN for documents with no counted token
     var = (sq - n * mean.square()).clamp(min=0) / (n - 1)
     se = torch.where(n > 1, (var / n).sqrt(), torch.full_like(mean, float("nan")))
     return DocumentScores(mean[:, 0], se[:, 0], mean[:, 1], mean[:, 2], counts.clone(), counts < min_tokens)
-
-
-def score_documents(
-    model: Any,
-    tokenizer: Any,
-    docs: Sequence[Any],
-    target: Signature,
-    *,
-    token_budget: int = 1024,
-    dtype: Any = None,
-    min_tokens: int = MIN_TOKENS,
-    fingerprint: str | None = None,
-    progress: bool = True,
-    positions: Sequence[Any] | None = None,
-) -> DocumentScores:
-    """Score every document of ``docs`` (strings or token-id lists) against ``target``.
-
-    ``positions``: per document, the counted target indices or a boolean mask, as in
-    ``capture_causal_lm`` (e.g. only a completion's tokens, or only assistant turns); a
-    document with none counts no token and gets an undefined score.  Default: every
-    next-token target.
-
-    The model's head, the target's sketch_dim/seed/maps and the model fingerprint define the
-    basis; a target of another model or config raises IncompatibleSignatureError naming the
-    field, before any forward pass.  One forward pass per batch of ``token_budget`` tokens.
-    """
-    from updatescope.capture.causal_lm import capture_causal_lm
-    from updatescope.capture.chunks import target_mask, tokenize
-    from updatescope.capture.hook import find_output_linear
-    from updatescope.models.hf import head_fingerprint
-    from updatescope.sketch.fishersketch import features
-    from updatescope.sketch.inputs import softmax_minus_onehot
-
-    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 1:
-        raise InputError(f"min_tokens must be a positive integer, got {min_tokens!r}")
-    head = find_output_linear(model)
-    k, d = head.weight.shape
-    tc = target.config
-    fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer)
-    cfg = SketchConfig(d, k, tc.sketch_dim, tc.seed, tc.act_map, tc.error_map, fp, head.bias is not None)
-    tc.check_compatible(cfg)
-    directions = target_directions(target)
-    if positions is not None and len(positions) != len(docs):
-        raise InputError(f"positions has {len(positions)} entries for {len(docs)} documents")
-    # Tokenise once; the capture then counts each document's targets (len − 1 by default, 0
-    # below 2 tokens) in document order, so record r belongs to the document owning
-    # position r of the stream.
-    ids = [tokenize(tokenizer, t, True, i) for i, t in enumerate(docs)]
-    counted = [
-        sum(target_mask(len(x), None if positions is None else positions[i], i)) if len(x) >= 2 else 0
-        for i, x in enumerate(ids)
-    ]
-    counts = torch.tensor(counted, dtype=torch.int64)
-    keep = [i for i, c in enumerate(counted) if c > 0]
-    owner = torch.repeat_interleave(torch.arange(len(ids)), counts)
-    sums = torch.zeros(len(ids), 3, dtype=torch.float64)
-    sq = torch.zeros(len(ids), 3, dtype=torch.float64)
-    done = 0
-    with torch.inference_mode():
-        for acts, logits, labels in capture_causal_lm(
-            model,
-            [ids[i] for i in keep],
-            tokenizer,
-            positions=None if positions is None else [positions[i] for i in keep],
-            token_budget=token_budget,
-            dtype=dtype,
-            progress=progress,
-            desc="score documents",
-        ):
-            n = labels.shape[0]
-            errors = softmax_minus_onehot(logits, labels)
-            c = score_features(features(cfg, acts.to(errors.dtype), errors), directions).cpu()  # (n, 3)
-            who = owner[done : done + n]
-            sums.index_add_(0, who, c)
-            sq.index_add_(0, who, c.square())
-            done += n
-    if done != int(counts.sum()):  # the capture's counting rule changed: refuse to misattribute scores
-        raise RuntimeError(f"captured {done} records for {int(counts.sum())} counted tokens")
-    return _finish(sums, sq, counts, min_tokens)
 
 
 def score_streams(
@@ -192,4 +120,4 @@ def score_streams(
         if a.shape[0]:
             c = score_features(features(cfg, a, e), directions)
             sums[i], sq[i], counts[i] = c.sum(0), c.square().sum(0), a.shape[0]
-    return _finish(sums, sq, counts, min_tokens)
+    return scores_from_sums(sums, sq, counts, min_tokens)

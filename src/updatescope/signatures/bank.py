@@ -74,7 +74,6 @@ __all__ = [
     "open_bank",
     "build_bank",
     "fisher_scores",
-    "query",
     "dedup",
 ]
 
@@ -359,7 +358,7 @@ def _write_header(path: Path, config: SketchConfig, n: int, rows_bytes: int, row
 
 def _read_header(path: Path) -> dict[str, Any]:
     """The parsed header, checked against its own checksum; ValueError when it is not valid."""
-    from updatescope.data.textfiles import parse_json
+    from updatescope.inputs import parse_json
 
     raw = (path / _HEADER).read_bytes()
     if len(raw) > 1 << 20:
@@ -572,38 +571,6 @@ def _check_target(bank: SignatureBank, target: Signature) -> None:
         bank.config.check_compatible(target.config)
     except IncompatibleSignatureError as exc:
         raise InputError(f"the target does not fit this bank: {exc}") from None
-
-
-def _order(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest scores, best first, NaN last.  (n,) -> (k,)"""
-    key = np.where(np.isfinite(scores), -scores, np.inf)
-    k = min(k, len(key))
-    part = np.argpartition(key, k - 1)[:k] if k < len(key) else np.arange(len(key))
-    return part[np.argsort(key[part], kind="stable")]
-
-
-def query(bank: SignatureBank, target: Signature, top: int | None = 10, *, target_name: str = "target") -> Any:
-    """Ranking (``select.rank.Ranking``) of the ``top`` best entries for ``target`` (None: all).
-
-    Stage 1 ranks every entry by ``fisher_scores``; stage 2 computes the full ``alignment``
-    of the short list with ``rank_sources`` (the regime diagnosis is over that list).  An
-    entry holding the target's own state is skipped, as in ``rank``.
-    """
-    from updatescope.select.rank import rank_sources
-
-    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-        raise InputError(f"top must be a positive integer, got {top!r}")
-    if len(bank) == 0:
-        raise InputError(f"the bank is empty: {bank.path}")
-    scores = fisher_scores(bank, target)
-    k = len(bank) if top is None else top
-    idx = _order(scores, min(len(bank), k + 1))  # one spare: the target itself may be in the bank
-    ranking = rank_sources(target, {bank.rows[i]["name"]: bank.signature(int(i)) for i in idx}, target_name=target_name)
-    if len(ranking.rows) > k:
-        from dataclasses import replace
-
-        ranking = replace(ranking, rows=ranking.rows[:k])
-    return ranking
 
 
 @dataclass(frozen=True)

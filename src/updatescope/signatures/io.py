@@ -37,7 +37,7 @@ _DTYPES = {torch.float64: "F64", torch.int64: "I64"}
 _CS_RTOL = 1e-2  # rounding slack of the Cauchy–Schwarz check (float32 or TF32 projections)
 
 
-def _checksum(config_json: str, tensors: dict[str, torch.Tensor]) -> str:
+def checksum(config_json: str, tensors: dict[str, torch.Tensor]) -> str:
     """sha256 over the config JSON and, per tensor in name order, its name, dtype, shape and bytes."""
     h = hashlib.sha256(config_json.encode("utf-8"))
     for name in sorted(tensors):
@@ -47,7 +47,7 @@ def _checksum(config_json: str, tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def _serialize(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> bytes:
+def serialize(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> bytes:
     """The safetensors bytes of ``tensors`` and ``meta``, deterministically (sorted keys)."""
     header: dict[str, object] = {"__metadata__": dict(sorted(meta.items()))}
     blobs, offset = [], 0
@@ -78,11 +78,11 @@ def save_signature(sig: Signature, path: str | os.PathLike) -> Path:
         format_version=str(FORMAT_VERSION),
         library_version=__version__,
         config=config_json,
-        sha256=_checksum(config_json, tensors),
+        sha256=checksum(config_json, tensors),
     )
     if path.parent and not path.parent.exists():
         raise InputError(f"output folder does not exist: {path.parent}")
-    data = _serialize(tensors, meta)
+    data = serialize(tensors, meta)
     return write_bytes_atomic(data, path)
 
 
@@ -174,7 +174,7 @@ def load_signature(path: str | os.PathLike) -> Signature:
         "counts": ((2,), torch.int64),
     }
     check_tensors(tensors, expected, "signature", path)
-    if "sha256" in meta and meta["sha256"] != _checksum(meta["config"], tensors):
+    if "sha256" in meta and meta["sha256"] != checksum(meta["config"], tensors):
         raise SignatureFileError(f"signature checksum mismatch: the file was modified or damaged: {path}")
     _check_ranges(tensors, path)
     extra = {k: v for k, v in meta.items() if k not in _RESERVED}

@@ -51,7 +51,7 @@ COUNTSKETCH_WARNING = (
     "countsketch map: standard errors are not calibrated (error SE up to 5× the real "
     "spread, values often undefined at vocabulary scale); use the srht map"
 )
-_Z975 = 1.959963984540054  # normal 97.5% quantile: the reference the t-multiplier is relative to
+Z975 = 1.959963984540054  # normal 97.5% quantile: the reference the t-multiplier is relative to
 
 
 @dataclass(frozen=True)
@@ -136,15 +136,15 @@ def _estimate(ss: Tensor, ds: Tensor, ns: int, st: Tensor, dt: Tensor, nt: int, 
     return full, loo
 
 
-def _t975(nu: Tensor) -> Tensor:
+def t975(nu: Tensor) -> Tensor:
     """Student-t 97.5% quantile for (possibly fractional) degrees of freedom ν ≥ 1.  (k,) -> (k,)"""
     from scipy.special import stdtrit
 
     nu = nu.clamp(min=1.0)
     out = torch.tensor(
-        [float(stdtrit(float(v), 0.975)) if math.isfinite(float(v)) else _Z975 for v in nu], dtype=torch.float64
+        [float(stdtrit(float(v), 0.975)) if math.isfinite(float(v)) else Z975 for v in nu], dtype=torch.float64
     )
-    return torch.where(torch.isfinite(nu), out, torch.full_like(out, _Z975))
+    return torch.where(torch.isfinite(nu), out, torch.full_like(out, Z975))
 
 
 def _sampling_variance(
@@ -194,7 +194,7 @@ def alignment(sig_s: Signature, sig_t: Signature) -> Alignment:
         var_total.square() / torch.where(den > 0, den, torch.ones_like(den)),
         torch.full_like(den, float("inf")),
     )
-    se_total = var_total.sqrt() * _t975(nu) / _Z975
+    se_total = var_total.sqrt() * t975(nu) / Z975
 
     warnings = []
     if sig_s.same_state(sig_t):

@@ -101,3 +101,16 @@ class SketchConfig:
             a, b = getattr(self, f.name), getattr(other, f.name)
             if a != b:
                 raise IncompatibleSignatureError(f.name, a, b)
+
+
+def sketch_memory_bytes(config: SketchConfig, token_budget: int) -> int:
+    """A lower bound on the memory one sketching pass needs, in bytes.
+
+    A dense side holds a (dim, 2m) float32 basis (drawn through an int8 copy: 5 bytes per
+    entry); the structured maps hold O(dim + m); each pass also makes (tokens, 2m) float32
+    features per side and a float32 copy of the (tokens, K) logits."""
+    m = config.sketch_dim
+    need = 0
+    for dim, kind in ((config.map_act_dim, config.act_map), (config.out_dim, config.error_map)):
+        need += 5 * dim * 2 * m if kind == "dense" else 16 * (dim + 2 * m)
+    return need + token_budget * (2 * (2 * m) + config.out_dim) * 4

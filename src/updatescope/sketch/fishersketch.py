@@ -45,7 +45,7 @@ _ACC_ROWS = 256  # rows per accumulation step: two (256, m) projections, 4 MB ea
 _LOGIT_ELEMS = 1 << 22
 
 
-def _basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, QuadraticMap]:
+def sketch_basis(cfg: SketchConfig, device: torch.device) -> tuple[QuadraticMap, QuadraticMap]:
     """The random maps for a config, regenerated from the seed (cached per device)."""
     key = (cfg.map_act_dim, cfg.out_dim, cfg.sketch_dim, cfg.seed, cfg.act_map, cfg.error_map, str(device))
     if key not in _BASIS_CACHE:
@@ -98,7 +98,7 @@ def features(cfg: SketchConfig, acts: Tensor, errors: Tensor) -> Tensor:
 
     Kinds in order: joint φ, activation-only ψ, error-only χ (see module docstring).
     """
-    amap, emap = _basis(cfg, acts.device)
+    amap, emap = sketch_basis(cfg, acts.device)
     qa = amap(with_bias(cfg, acts))
     qe = emap(errors)
     scale = 1.0 / math.sqrt(cfg.sketch_dim)
@@ -236,7 +236,7 @@ class FisherSketch:
         # than both random maps at small out_dim.
         sums, diag, counts = part
         m = self.config.sketch_dim
-        amap, emap = _basis(self.config, a.device)
+        amap, emap = sketch_basis(self.config, a.device)
         for i in range(0, a.shape[0], _ACC_ROWS):
             # projections and their temporaries live in the thread's workspace (see ``workspace``)
             qa = amap(with_bias(self.config, a[i : i + _ACC_ROWS]), tag="act")
@@ -299,10 +299,17 @@ class FisherSketch:
         }
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> FisherSketch:
-        sk = cls(config=SketchConfig.from_dict(state["config"]), meta=state.get("meta"))
-        sk._sums = state["sums"].clone().to(torch.float64)
-        sk._diag = state["diag"].clone().to(torch.float64)
+    def from_state_dict(cls, state: Mapping[str, Any], device: torch.device | str = "cpu") -> FisherSketch:
+        """The sketch of a ``state_dict()`` (tensors cloned), on ``device``."""
+        sk = cls(config=SketchConfig.from_dict(state["config"]), meta=state.get("meta"), device=device)
+        sums, diag = state["sums"], state["diag"]
+        if tuple(sums.shape) != tuple(sk._sums.shape) or tuple(diag.shape) != tuple(sk._diag.shape):
+            raise InputError(
+                f"sketch state has shapes {tuple(sums.shape)}/{tuple(diag.shape)}, the config needs "
+                f"{tuple(sk._sums.shape)}/{tuple(sk._diag.shape)}"
+            )
+        sk._sums = sums.clone().to(sk.device, torch.float64)
+        sk._diag = diag.clone().to(sk.device, torch.float64)
         sk._counts = state["counts"].clone().to(torch.int64)
         return sk
 

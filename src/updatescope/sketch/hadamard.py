@@ -52,7 +52,7 @@ def hadamard_entries(rows: Tensor, cols: Tensor, dtype: torch.dtype = torch.floa
 _RADIX = 16
 
 
-def _digits(n: int) -> list[int]:
+def radix_digits(n: int) -> list[int]:
     """Radix factors of a power of two n > 1, each ≤ _RADIX, product n: as few passes as the
     radix allows, the bits shared out evenly, smaller factors first: the first pass works on
     the longest contiguous runs, and the last one is a plain (rows, f) @ (f, f) matmul, which
@@ -83,7 +83,7 @@ def fwht(x: Tensor, tag: str | None = None) -> Tensor:
     r = x.numel() // n
     y = x.reshape(r, n)
     post = n
-    for i, f in enumerate(_digits(n)):
+    for i, f in enumerate(radix_digits(n)):
         post //= f
         h = _hadamard_cached(f, x.dtype, x.device)
         out = temp(tag, f"fwht{i % 2}", (r, n), x)

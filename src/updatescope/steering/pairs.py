@@ -113,7 +113,7 @@ def load_pairs(path: str | Path) -> ContrastPairs:
     readable, size-capped file (a FIFO, folder or device is refused unread), UTF-8 text,
     JSON without hostile nesting or over-long numbers, and strings without lone surrogates;
     each failure is one InputError naming the file (and line)."""
-    from ..data.textfiles import check_string, parse_json, read_input_bytes
+    from updatescope.inputs import check_string, parse_json, read_input_bytes
 
     path = Path(path)
     try:

@@ -1,0 +1,115 @@
+"""Model + corpus + target signature -> one score per document (``select``'s work).
+
+The definition of the score and its standard error is in :mod:`updatescope.select.documents`;
+this module runs the forward passes: tokenise once, capture the head, map each counted token
+to its features in the target's basis, and add its terms to its document's sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from updatescope.errors import InputError
+from updatescope.pipeline.corpus import Corpus, Tokens
+from updatescope.select.documents import MIN_TOKENS, DocumentScores, score_features, scores_from_sums, target_directions
+from updatescope.sketch.signature import Signature
+
+__all__ = ["score_documents"]
+
+
+def _tokens(corpus: Corpus | Tokens | Sequence[Any], tokenizer: Any, positions: Sequence[Any] | None) -> Tokens:
+    if isinstance(corpus, Tokens):
+        return corpus
+    if isinstance(corpus, Corpus):
+        return corpus.tokenise(tokenizer, keep_empty=True)
+    from updatescope.capture.chunks import target_mask, tokenize
+
+    docs = list(corpus)
+    if positions is not None and len(positions) != len(docs):
+        raise InputError(f"positions has {len(positions)} entries for {len(docs)} documents")
+    ids = [tokenize(tokenizer, t, True, i) for i, t in enumerate(docs)]
+    masks = [
+        target_mask(len(x), None if positions is None else positions[i], i) if len(x) >= 2 else []
+        for i, x in enumerate(ids)
+    ]
+    return Tokens(ids, masks, list(range(len(docs))))
+
+
+def score_documents(
+    model: Any,
+    tokenizer: Any,
+    corpus: Corpus | Tokens | Sequence[Any],
+    target: Signature,
+    *,
+    token_budget: int = 1024,
+    dtype: Any = None,
+    min_tokens: int = MIN_TOKENS,
+    progress: bool = True,
+    positions: Sequence[Any] | None = None,
+    fingerprint: str | None = None,
+) -> DocumentScores:
+    """Score every document of ``corpus`` against ``target``: one entry per document, in order.
+
+    corpus: a :class:`Corpus`, its ``tokenise(keep_empty=True)``, or a list of strings /
+    token-id lists (then ``positions`` may give, per document, the counted target indices or
+    a boolean mask, as in ``capture_causal_lm``).  A document with no counted token gets an
+    undefined (NaN) score.  The model's head, the target's sketch_dim/seed/maps and the model
+    fingerprint define the basis; a target of another model or config raises
+    ``IncompatibleSignatureError`` naming the field, before any forward pass.
+    """
+    from updatescope.capture.causal_lm import capture_causal_lm
+    from updatescope.capture.hook import find_output_linear
+    from updatescope.models.hf import head_fingerprint
+    from updatescope.sketch.config import SketchConfig
+    from updatescope.sketch.fishersketch import features
+    from updatescope.sketch.inputs import softmax_minus_onehot
+
+    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 1:
+        raise InputError(f"min_tokens must be a positive integer, got {min_tokens!r}")
+    if not isinstance(target, Signature):
+        raise InputError(f"the target must be a Signature, got {type(target).__name__}")
+    head = find_output_linear(model)
+    k, d = head.weight.shape
+    tc = target.config
+    fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, head)
+    cfg = SketchConfig(d, k, tc.sketch_dim, tc.seed, tc.act_map, tc.error_map, fp, head.bias is not None)
+    tc.check_compatible(cfg)
+    directions = target_directions(target)
+    tokens = _tokens(corpus, tokenizer, positions)
+    # the capture counts each entry's targets in order, so record r belongs to the entry that
+    # owns position r of the stream
+    counted = tokens.counted()
+    counts = torch.tensor(counted, dtype=torch.int64)
+    keep = [i for i, c in enumerate(counted) if c > 0]
+    owner = torch.repeat_interleave(torch.arange(len(counted)), counts)
+    sums = torch.zeros(len(counted), 3, dtype=torch.float64)
+    sq = torch.zeros(len(counted), 3, dtype=torch.float64)
+    done = 0
+    with torch.inference_mode():
+        for acts, logits, labels in capture_causal_lm(
+            model,
+            [tokens.ids[i] for i in keep],
+            tokenizer,
+            positions=[tokens.masks[i] for i in keep],
+            token_budget=token_budget,
+            dtype=dtype,
+            progress=progress,
+            desc="score documents",
+            head=head,
+        ):
+            n = labels.shape[0]
+            errors = softmax_minus_onehot(logits, labels)
+            c = score_features(features(cfg, acts.to(errors.dtype), errors), directions).cpu()  # (n, 3)
+            who = owner[done : done + n]
+            sums.index_add_(0, who, c)
+            sq.index_add_(0, who, c.square())
+            done += n
+    if done != int(counts.sum()):  # the capture's counting rule changed: refuse to misattribute scores
+        raise RuntimeError(f"captured {done} records for {int(counts.sum())} counted tokens")
+    scores = scores_from_sums(sums, sq, counts, min_tokens)
+    if len(tokens.documents) != len(counted) or tokens.documents != list(range(len(counted))):
+        raise RuntimeError("document scores must keep one entry per document")
+    return scores
