@@ -23,7 +23,7 @@ from updatescope.commands._checks import (
     sig_name,
     unique_names,
 )
-from updatescope.constants import DTYPE_CHOICES, MAP_CHOICES
+from updatescope.constants import DEFAULT_SKETCH_DIM, DTYPE_CHOICES, MAP_CHOICES
 from updatescope.errors import UpdatescopeError
 
 EXIT_USER_ERROR = 2
@@ -345,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--out", required=True, help="output signature (.safetensors)")
     s.add_argument("--max-tokens", type=int, default=None, help="stop after this many tokens")
-    s.add_argument("--sketch-dim", type=int, default=4096)
+    s.add_argument("--sketch-dim", type=int, default=DEFAULT_SKETCH_DIM)
     s.add_argument("--seed", type=int, default=0, help="random basis; must match across compared signatures")
     s.add_argument("--token-budget", type=int, default=1024, help="padded tokens per forward pass")
     s.add_argument("--dtype", default="float32", choices=list(DTYPE_CHOICES), help="model weights' precision")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.select.rank import Ranking, rank_sources
 from updatescope.sketch.align import alignment_matrix
 from updatescope.sketch.signature import Signature
@@ -72,7 +73,7 @@ def _model_signatures(max_tokens: int, quiet: bool) -> tuple[dict[str, Signature
         {
             "model": "SmolLM2-135M-Instruct (packaged, offline)",
             "tokens per domain": str(max_tokens),
-            "sketch_dim": "4096",
+            "sketch_dim": str(DEFAULT_SKETCH_DIM),
             "seed": "0",
         },
     )

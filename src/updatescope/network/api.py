@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from updatescope.constants import IGNORE_INDEX
+from updatescope.constants import DEFAULT_SKETCH_DIM, IGNORE_INDEX
 from updatescope.errors import InputError
 from updatescope.network.capture import capture_linear_grads, match_linear_layers
 from updatescope.network.sketch import NetworkConfig, NetworkSketch
@@ -38,7 +38,7 @@ def network_config(
     model: nn.Module,
     layers: str | Sequence[str],
     *,
-    sketch_dim: int = 4096,
+    sketch_dim: int = DEFAULT_SKETCH_DIM,
     seed: int = 0,
     mode: str = "token",
     act_map: str = "auto",

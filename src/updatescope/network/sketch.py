@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import IncompatibleSignatureError, InputError
 from updatescope.network.decompose import NetworkAlignment, decompose
 from updatescope.network.features import check_factored, joint_features, layer_config, layer_maps, linear_projections
@@ -60,7 +61,7 @@ class NetworkConfig:
     """
 
     layers: tuple[tuple[str, int, int], ...]
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     seed: int = 0
     mode: str = "token"
     act_map: str = "auto"

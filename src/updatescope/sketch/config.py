@@ -6,7 +6,7 @@ import operator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from updatescope.constants import MAP_KINDS, check_sketch_dim
+from updatescope.constants import DEFAULT_SKETCH_DIM, MAP_KINDS, SEED_LIMIT, check_sketch_dim
 from updatescope.errors import IncompatibleSignatureError, InputError
 from updatescope.sketch.hadamard import next_pow2
 
@@ -51,7 +51,7 @@ class SketchConfig:
 
     act_dim: int
     out_dim: int
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     seed: int = 0
     act_map: str = "auto"
     error_map: str = "auto"
@@ -72,7 +72,7 @@ class SketchConfig:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
         if self.out_dim < 2:
             raise InputError(f"out_dim must be at least 2 (a softmax head), got {self.out_dim}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < SEED_LIMIT:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         check_sketch_dim(self.sketch_dim)
         if not isinstance(self.head_bias, bool):

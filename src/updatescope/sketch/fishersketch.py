@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.devices import resolve_device
 from updatescope.errors import InputError
 from updatescope.sketch.config import SketchConfig
@@ -117,7 +118,7 @@ class FisherSketch:
         self,
         act_dim: int | None = None,
         out_dim: int | None = None,
-        sketch_dim: int = 4096,
+        sketch_dim: int = DEFAULT_SKETCH_DIM,
         seed: int = 0,
         *,
         config: SketchConfig | None = None,
