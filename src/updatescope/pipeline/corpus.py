@@ -43,11 +43,11 @@ class Tokens:
 class Corpus:
     """Documents to sketch or score.
 
-    documents:   strings, or table rows (mappings) when ``columns`` names a layout
-    columns:     ``data.formats.Columns`` for table rows; None for plain strings
-    origin:      per document, (source, row): the file and its 0-based line (text, JSONL) or
-                 row (tables), so a document can be found again; ("<list>", i) for lists
-    description: what the data was (file names), recorded in a signature's metadata
+    - ``documents``: strings, or table rows (mappings) when ``columns`` names a layout;
+    - ``columns``: ``data.formats.Columns`` for table rows; None for plain strings;
+    - ``origin``: per document, ``(source, row)``: the file and its 0-based line (text,
+      JSONL) or row (tables), so a document can be found again; ``("<list>", i)`` for lists;
+    - ``description``: what the data was (file names), recorded in a signature's metadata.
     """
 
     documents: tuple[Any, ...]

@@ -39,13 +39,14 @@ def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
 class SketchOptions:
     """Settings of one sketching run.
 
-    sketch_dim, seed, act_map, error_map: the random basis (see ``SketchConfig``).
-    max_tokens:   stop after this many counted next-token targets, in document order (None: all).
-    token_budget: padded tokens per forward pass; it only batches (any budget counts the same
-                  targets with the same contexts).
-    dtype:        None runs the model as loaded; "bfloat16"/"float16" run the forward under
-                  autocast (the sketch still accumulates in float64).
-    chunk_len:    window for long documents (None: the model's context, at most 1,024 tokens).
+    - ``sketch_dim``, ``seed``, ``act_map``, ``error_map``: the random basis (see ``SketchConfig``);
+    - ``max_tokens``: stop after this many counted next-token targets, in document order
+      (None: all);
+    - ``token_budget``: padded tokens per forward pass; it only batches (any budget counts
+      the same targets with the same contexts);
+    - ``dtype``: None runs the model as loaded; "bfloat16"/"float16" run the forward under
+      autocast (the sketch still accumulates in float64);
+    - ``chunk_len``: window for long documents (None: the model's context, at most 1,024 tokens).
     """
 
     sketch_dim: int = DEFAULT_SKETCH_DIM
