@@ -20,10 +20,12 @@ from updatescope.select.metrics import (
     summarise,
     top1_accuracy,
 )
+from updatescope.select.mixture import Mixture, mix
 from updatescope.select.rank import Ranking, RankRow, diagnose, rank_sources
 
 __all__ = [
     "BASELINES",
+    "Mixture",
     "RankRow",
     "Ranking",
     "TaskStream",
@@ -34,6 +36,7 @@ __all__ = [
     "linear_cka",
     "logme",
     "mean_gradient_cosine",
+    "mix",
     "oracle_normalised_transfer",
     "random_scores",
     "rank_sources",

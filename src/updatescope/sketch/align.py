@@ -361,3 +361,34 @@ def alignment_matrix(sigs: list[Signature]) -> dict[str, Tensor]:
     vals = _ratios(cross, sq[:, None, :].expand_as(cross), sq[None, :, :].expand_as(cross))
     eye = torch.eye(len(sigs), dtype=torch.bool)
     return {name: vals[..., k].masked_fill(eye, float("nan")) for k, name in enumerate((*KINDS, "coupling"))}
+
+
+def inner_products(sigs: list[Signature], kind: str = "fisher") -> Tensor:
+    """Estimated inner products of the signatures' mean embeddings for one kind.  (T, T) float64.
+
+    Off the diagonal ⟨μ_i, μ_j⟩ is the product of the two feature means (all pairs: unbiased
+    for two independent streams); on it the unbiased squared norm (self-pairs excluded, as
+    in ``Signature.sq_norm``), so the matrix can be indefinite when noise dominates.  Every
+    signature is divided by one common scale c (the largest magnitude among them) before any
+    square is formed: the values are ⟨μ_i, μ_j⟩ / c², which leaves every ratio (alignments,
+    cosines, the alignment of a mixture) unchanged.  ``alignment_matrix`` is this matrix
+    normalised by its diagonal.
+    """
+    if kind not in KINDS:
+        raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if not sigs:
+        raise InputError("inner_products needs at least one signature")
+    for s in sigs[1:]:
+        sigs[0].config.check_compatible(s.config)
+    k = KINDS.index(kind)
+    sums = torch.stack([s.sums[:, k].sum(0).to(torch.float64) for s in sigs])  # (T, m)
+    diag = torch.stack([s.diag[:, k].sum(0).to(torch.float64) for s in sigs]).sum(-1)  # (T,)
+    c = torch.maximum(sums.abs().max(), diag.max().clamp(min=0).sqrt())
+    c = c if bool((c > 0) & torch.isfinite(c)) else torch.ones((), dtype=torch.float64)
+    sums, diag = sums / c, diag / c.square()
+    counts = torch.tensor([float(s.count) for s in sigs], dtype=torch.float64)
+    means = sums / counts[:, None]
+    gram = means @ means.T
+    sq = torch.stack([_u_sq((sums[i] * sums[i]).sum(), diag[i], s.count) for i, s in enumerate(sigs)])
+    gram.diagonal().copy_(sq)
+    return gram

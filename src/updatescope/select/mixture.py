@@ -1,0 +1,460 @@
+"""Mixture weights of several sources for a target, from their signatures alone.
+
+A Fisher is an expectation over the data, so a mixture with token shares w (on the simplex)
+has Fisher Σ w_i F_i, and its alignment with a target T is
+
+    A_F(w) = wᵀb / (√(wᵀGw) ‖F_T‖),   b_i = ⟨F_i, F_T⟩,   G_ij = ⟨F_i, F_j⟩,
+
+with b, G and ‖F_T‖² the unbiased estimates the sketches give (``sketch.align.inner_products``:
+cross terms over all pairs of two streams, squared norms without self-pairs).  The same holds
+for the ``activation`` (Scov(M_a)) and ``error`` (Scov(Γ_e)) objectives with their kernels.
+
+Solver.  Maximising A_F over the simplex is a fractional quadratic program.  When some
+b_i > 0 the optimum has wᵀb > 0, and with y = w / wᵀb it is the convex QP
+min yᵀGy s.t. bᵀy = 1, y ≥ 0 (maximising wᵀb/√(wᵀGw) is minimising yᵀGy); w = y / Σy.
+With G = LLᵀ this QP is the non-negative least-squares problem min_{x≥0} ‖Lᵀx‖² + (bᵀx − 1)²:
+on the ray x = t·y (bᵀy = 1) the objective is t²q + (t − 1)² with q = yᵀGy, smallest at
+t = 1/(1 + q) with value q/(1 + q), increasing in q, so the NNLS optimum x* is the QP's
+optimum scaled, y* = x*/bᵀx*.  It is solved by the Lawson–Hanson active-set method
+(``scipy.optimize.nnls``), which terminates finitely at the exact optimum up to its
+tolerance (10·max(rows, cols)·ε·‖A‖₁ on the dual).  When no b_i > 0 the best the simplex
+offers is a single source: the best single one is returned with a warning.
+
+Estimation noise.  Unbiased squared norms can make G indefinite.  G is projected to the
+nearest positive semi-definite matrix with a floor: its eigenvalues are clipped at
+``EIG_FLOOR`` × the largest one (the Frobenius-nearest matrix with that floor).  The solver
+uses the projected Gram; the reported alignment uses the unbiased one.  ``psd`` in the output
+says how large the correction was (the smallest eigenvalue relative to the largest, how many
+were clipped, the relative Frobenius norm of the change).  A Gram whose eigenvalues are all
+above the floor is left exactly as it is, and a small perturbation moves the weights only a
+little (tests/test_mixture.py).
+
+Ties and duplicates.  The floor makes the projected Gram positive definite, so the QP is
+strictly convex and its optimum unique; the projection is a spectral function, hence it
+treats identical sources alike.  Sources holding exactly the same state (``same_state``) are
+merged before solving and the group's weight split evenly among them (their share of the
+tokens is the same): the predicted alignment is that of one copy, and the group is
+reported.  Near-duplicates (different samples of one distribution) stay separate; their
+weights may split in any proportion the unique optimum gives, which changes the predicted
+alignment by no more than the noise that separates them.
+
+At most K sources (``max_sources``).  When the unconstrained optimum already uses ≤ K
+sources it is the answer.  Otherwise, if C(n, K) ≤ ``EXACT_SUBSETS`` every subset of K
+sources is solved and the best kept (exact); beyond that, greedy forward selection: start
+from the best single source and add, one at a time, the source whose addition gives the
+highest optimum, until K sources or no addition improves it (ties go to the earlier source).
+
+Standard error of the predicted alignment: the same construction as ``sketch.align``,
+evaluated at the chosen weights — a delete-one-block jackknife over the G feature blocks
+(sketch error) in quadrature with the disagreement of the stream halves (sampling error; the
+mixture's half h is made of every source's half h, the target's halves as in ``alignment``),
+multiplied by t₀.₉₇₅(ν)/z₀.₉₇₅ on the Welch–Satterthwaite degrees of freedom.  For a single
+source (one-hot w) value and standard error equal ``alignment``'s.  The weights are treated
+as fixed: the optimisation's own selection effect (picking the weights that look best on
+these estimates) is not in the standard error, so the predicted value of an optimised
+mixture is optimistic by up to about its standard error.
+
+``budget`` turns weights into integer token counts by largest-remainder rounding: each
+source gets ⌊w_i·B⌋ and the remaining tokens go to the largest fractional parts (ties to the
+earlier source), so the counts sum to B exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from updatescope.errors import InputError
+from updatescope.sketch.align import Z975, alignment, inner_products, t975
+from updatescope.sketch.signature import KINDS, Signature
+
+OBJECTIVES = KINDS  # ("fisher", "activation", "error")
+EIG_FLOOR = 1e-10  # eigenvalues of the Gram clipped at this fraction of the largest one
+EXACT_SUBSETS = 5000  # max_sources: exhaustive search while C(n, K) is at most this
+MAX_BUDGET = 10**15  # tokens: a thousand times the largest public pre-training corpora
+
+__all__ = ["EIG_FLOOR", "EXACT_SUBSETS", "MAX_BUDGET", "OBJECTIVES", "Mixture", "mix", "round_budget", "solve"]
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """The mixture chosen for a target.
+
+    - ``sources``/``weights``: every source considered, in input order, with its share of the
+      tokens (summing to 1; zero for sources left out); ``tokens``: with a budget, integer
+      tokens per source summing to ``budget``;
+    - ``predicted``/``predicted_se``: the objective's alignment of the mixture with the target
+      and its standard error (see the module docstring); ``by_kind``: the three alignments at
+      these weights, each ``{"value", "se"}``;
+    - ``best_single``/``best_single_value``/``best_single_se``: the source alone with the
+      highest estimated alignment, from ``alignment``, for comparison;
+    - ``groups``: sources merged because they hold the same state; ``dropped``: sources left
+      out before solving, with the reason; ``psd``: the size of the Gram's correction;
+      ``solver``: method and how the support was chosen.
+    """
+
+    target: str
+    objective: str
+    sources: tuple[str, ...]
+    weights: tuple[float, ...]
+    predicted: float
+    predicted_se: float
+    by_kind: dict[str, dict[str, float]]
+    best_single: str
+    best_single_value: float
+    best_single_se: float
+    budget: int | None = None
+    tokens: tuple[int, ...] | None = None
+    max_sources: int | None = None
+    groups: tuple[tuple[str, ...], ...] = ()
+    dropped: dict[str, str] = field(default_factory=dict)
+    psd: dict[str, float] = field(default_factory=dict)
+    solver: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def gain(self) -> float:
+        """Predicted alignment of the mixture minus that of the best single source."""
+        return self.predicted - self.best_single_value
+
+    def as_dict(self, json_safe: bool = True) -> dict[str, Any]:
+        """Plain dict; with ``json_safe`` non-finite floats become None (JSON null)."""
+
+        def safe(v: Any) -> Any:
+            if isinstance(v, float) and json_safe and not math.isfinite(v):
+                return None
+            if isinstance(v, dict):
+                return {k: safe(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [safe(x) for x in v]
+            return v
+
+        out = {k: safe(getattr(self, k)) for k in self.__dataclass_fields__}
+        out["gain"] = safe(self.gain)
+        out["rows"] = [
+            {"source": s, "weight": w, **({"tokens": t} if self.tokens is not None else {})}
+            for s, w, t in zip(self.sources, self.weights, self.tokens or [None] * len(self.sources))
+        ]
+        return out
+
+
+# ---------------------------------------------------------------------- the solver
+def psd_project(gram: Tensor, floor: float = EIG_FLOOR) -> tuple[Tensor, Tensor, dict[str, float]]:
+    """(projected Gram, its factor Lᵀ with LLᵀ = projected, correction info).
+
+    Eigenvalues below ``floor`` × the largest are set to that floor; a Gram with every
+    eigenvalue above it is returned unchanged (bit for bit)."""
+    g = (gram + gram.T) / 2
+    lam, vec = torch.linalg.eigh(g)
+    top = float(lam.max())
+    if not top > 0:
+        raise InputError("the Gram of the sources has no positive eigenvalue: no source has a usable norm estimate")
+    lo = floor * top
+    clipped = int((lam < lo).sum())
+    lam_c = lam.clamp(min=lo)
+    fixed = (vec * lam_c) @ vec.T if clipped else g
+    info = {
+        "min_eigenvalue_relative": float(lam.min()) / top,
+        "clipped_eigenvalues": clipped,
+        "relative_change": float(torch.linalg.norm(fixed - g) / torch.linalg.norm(g)) if clipped else 0.0,
+        "floor_relative": floor,
+    }
+    return fixed, lam_c.sqrt()[:, None] * vec.T, info
+
+
+def _nnls_weights(factor: Tensor, b: Tensor, cols: Sequence[int]) -> Tensor | None:
+    """Optimal simplex weights on the columns ``cols`` (length-n vector, zeros elsewhere), or
+    None when no b_i > 0 among them."""
+    from scipy.optimize import nnls
+
+    n = b.shape[0]
+    idx = list(cols)
+    if not bool((b[idx] > 0).any()):
+        return None
+    a = torch.cat((factor[:, idx], b[idx][None, :]), 0).numpy()
+    rhs = torch.zeros(a.shape[0], dtype=torch.float64).numpy()
+    rhs[-1] = 1.0
+    x, _ = nnls(a, rhs, maxiter=50 * max(len(idx), 10))
+    x = torch.from_numpy(x)
+    w = torch.zeros(n, dtype=torch.float64)
+    if not float(x.sum()) > 0:
+        return None
+    w[idx] = x / x.sum()
+    return w
+
+
+def _ratio(w: Tensor, gram: Tensor, b: Tensor, tt: float) -> float:
+    q = float(w @ gram @ w)
+    num = float(w @ b)
+    return num / (math.sqrt(q) * math.sqrt(tt)) if q > 0 and tt > 0 else float("nan")
+
+
+def solve(
+    gram: Tensor, b: Tensor, tt: float = 1.0, *, max_sources: int | None = None, floor: float = EIG_FLOOR
+) -> tuple[Tensor, dict[str, Any]]:
+    """Simplex weights maximising wᵀb / (√(wᵀGw)·√tt) (see the module docstring).
+
+    gram (n, n), b (n,) float64; ``tt`` the target's squared norm (it only scales the value).
+    -> (weights (n,), info with ``psd``, ``selection`` and ``value`` on the projected Gram)."""
+    gram, b = gram.to(torch.float64), b.to(torch.float64)
+    n = b.shape[0]
+    fixed, factor, psd = psd_project(gram, floor)
+    single = [_ratio(torch.eye(n, dtype=torch.float64)[i], fixed, b, tt) for i in range(n)]
+    best_i = max(range(n), key=lambda i: (single[i] if math.isfinite(single[i]) else -math.inf, -i))
+    info: dict[str, Any] = {"psd": psd, "method": "eigenvalue-clipped Gram; Lawson-Hanson NNLS (active set)"}
+    w = _nnls_weights(factor, b, range(n))
+    if w is None:
+        w = torch.eye(n, dtype=torch.float64)[best_i]
+        info["selection"] = "single (no source has a positive estimated inner product with the target)"
+        info["value"] = single[best_i]
+        return w, info
+    k = n if max_sources is None else max_sources
+    info["selection"] = "all"
+    if int((w > 0).sum()) > k:
+
+        def value(cols: Sequence[int]) -> float:
+            ws = _nnls_weights(factor, b, cols)
+            return _ratio(ws, fixed, b, tt) if ws is not None else -math.inf
+
+        if math.comb(n, k) <= EXACT_SUBSETS:
+            best = max(combinations(range(n), k), key=value)  # max keeps the first of equal values
+            info["selection"] = f"exact search over the {math.comb(n, k)} subsets of {k} sources"
+        else:
+            best = (best_i,)
+            cur = value(best)
+            while len(best) < k:
+                cand = [(value((*best, j)), -j, j) for j in range(n) if j not in best]
+                v, _, j = max(cand)
+                if not v > cur:
+                    break
+                best, cur = (*best, j), v
+            info["selection"] = f"greedy forward selection ({len(best)} of at most {k} sources)"
+        w = _nnls_weights(factor, b, sorted(best))
+        assert w is not None  # every candidate subset contains a source with b_i > 0
+    info["value"] = _ratio(w, fixed, b, tt)
+    return w, info
+
+
+def round_budget(weights: Sequence[float], budget: int) -> list[int]:
+    """Integer tokens per source summing to ``budget``: ⌊w_i·B⌋, then one more token to each of
+    the largest fractional parts (ties to the earlier source) until the sum is B."""
+    total = float(sum(weights))
+    if not total > 0:
+        raise InputError("weights must have a positive sum")
+    exact = [w / total * budget for w in weights]
+    base = [int(math.floor(x)) for x in exact]
+    rest = budget - sum(base)
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - base[i]), i))
+    for i in order[:rest]:
+        base[i] += 1
+    return base
+
+
+# ---------------------------------------------------------------------- the standard error
+def _blocks(x: Tensor, g: int) -> Tensor:
+    """Sum of squares per feature block: (..., m) -> (..., g)."""
+    return x.square().reshape(*x.shape[:-1], g, -1).sum(-1)
+
+
+def _estimate_at(
+    w: Tensor, s: Tensor, d: Tensor, n: Tensor, st: Tensor, dt: Tensor, nt: float, g: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-block (cross, mixture squared norm, target squared norm), each (g,), at weights w.
+
+    s (k, m) feature sums, d (k, g) diagonal block sums, n (k,) counts of the k sources; st
+    (m,), dt (g,), nt of the target.  ‖Σ w_i μ_i‖² with each source's own plug-in square
+    swapped for its unbiased one: the mixture's squared norm, unbiased, block by block."""
+    mu = s / n[:, None]
+    mix = (w[:, None] * mu).sum(0)
+    mu_t = st / nt
+    cross = (mix * mu_t).reshape(g, -1).sum(-1)
+    u = (_blocks(s, g) - d) / (n * (n - 1))[:, None]  # (k, g) unbiased squared norms per block
+    sq = _blocks(mix, g) - (w.square()[:, None] * (_blocks(mu, g) - u)).sum(0)
+    sqt = (_blocks(st, g) - dt) / (nt * (nt - 1))
+    return cross, sq, sqt
+
+
+def _value(cross: Tensor, sq: Tensor, sqt: Tensor) -> Tensor:
+    ok = (sq > 0) & (sqt > 0)
+    den = torch.where(ok, sq.clamp(min=0).sqrt() * sqt.clamp(min=0).sqrt(), torch.ones_like(sq))
+    return torch.where(ok, cross / den, torch.full_like(cross, float("nan")))
+
+
+def mixture_alignment(sources: Sequence[Signature], target: Signature, weights: Any, kind: str = "fisher") -> dict:
+    """Estimated alignment of the mixture with token shares ``weights`` with the target, and its
+    standard error (module docstring): ``{"value", "se", "se_sketch", "se_sampling", "dof"}``."""
+    k = KINDS.index(kind)
+    w_all = torch.as_tensor(weights, dtype=torch.float64)
+    keep = [i for i in range(len(sources)) if float(w_all[i]) != 0.0]
+    sigs = [sources[i] for i in keep]
+    w = w_all[keep]
+    g = target.diag.shape[-1]
+    # one common scale for every signature: the value is a ratio, unchanged by it
+    c = max(
+        max(float(x.sums[:, k].abs().max()), math.sqrt(max(float(x.diag[:, k].max()), 0.0))) for x in (*sigs, target)
+    )
+    c = c if c > 0 and math.isfinite(c) else 1.0
+    s = torch.stack([x.sums[:, k].to(torch.float64) for x in sigs]) / c  # (k, 2, m)
+    d = torch.stack([x.diag[:, k].to(torch.float64) for x in sigs]) / c**2  # (k, 2, g)
+    nh = torch.stack([x.counts.to(torch.float64) for x in sigs])  # (k, 2)
+    st, dt = target.sums[:, k].to(torch.float64) / c, target.diag[:, k].to(torch.float64) / c**2
+    nth = target.counts.to(torch.float64)
+    cross, sq, sqt = _estimate_at(w, s.sum(1), d.sum(1), nh.sum(1), st.sum(0), dt.sum(0), float(nth.sum()), g)
+    value = _value(cross.sum(), sq.sum(), sqt.sum())
+    loo = _value(cross.sum() - cross, sq.sum() - sq, sqt.sum() - sqt)  # (g,)
+    var_sketch = (g - 1) / g * ((loo - loo.mean()) ** 2).sum()
+    if bool((nh < 2).any()) or bool((nth < 2).any()):
+        var_s = var_t = torch.tensor(float("nan"), dtype=torch.float64)
+    else:
+        th = {}
+        for h in (0, 1):
+            for j in (0, 1):
+                est = _estimate_at(w, s[:, h], d[:, h], nh[:, h], st[j], dt[j], float(nth[j]), g)
+                th[h, j] = _value(*(e.sum() for e in est))
+        var_s = (((th[0, 0] - th[1, 0]) + (th[0, 1] - th[1, 1])) / 2).square() / 4
+        var_t = (((th[0, 0] - th[0, 1]) + (th[1, 0] - th[1, 1])) / 2).square() / 4
+    total = var_sketch + var_s + var_t
+    den = var_sketch.square() / max(g - 1, 1) + var_s.square() + var_t.square()
+    nu = total.square() / den if float(den) > 0 else torch.tensor(float("inf"), dtype=torch.float64)
+    se = float(total.sqrt() * t975(nu.reshape(1))[0] / Z975)
+    return {
+        "value": float(value),
+        "se": se,
+        "se_sketch": float(var_sketch.sqrt()),
+        "se_sampling": float((var_s + var_t).sqrt()),
+        "dof": float(nu),
+    }
+
+
+# ---------------------------------------------------------------------- the API
+def _named(sources: Mapping[str, Signature] | Sequence[Signature]) -> dict[str, Signature]:
+    if isinstance(sources, Mapping):
+        return dict(sources)
+    return {f"source{i}": s for i, s in enumerate(sources)}
+
+
+def mix(
+    target: Signature,
+    sources: Mapping[str, Signature] | Sequence[Signature],
+    *,
+    objective: str = "fisher",
+    budget: int | None = None,
+    max_sources: int | None = None,
+    target_name: str = "target",
+) -> Mixture:
+    """Mixture weights of ``sources`` (name -> Signature, or a list) maximising the estimated
+    alignment with ``target`` (see the module docstring).
+
+    Refused (``InputError``/``IncompatibleSignatureError``, one line): fewer than two sources,
+    incompatible configs, the target among the sources, a budget not in 1..``MAX_BUDGET``,
+    ``max_sources`` not in 1..n.  Dropped with a warning (refused when fewer than two remain):
+    a source with NaN/inf in its state, or whose squared-norm estimate for the objective is not
+    positive."""
+    if objective not in OBJECTIVES:
+        raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if not isinstance(target, Signature):
+        raise InputError("mix() takes the target as a Signature (load_signature() or FisherSketch.signature())")
+    named = _named(sources)
+    for name, sig in named.items():
+        if not isinstance(sig, Signature):
+            raise InputError(f"source {name!r} is not a Signature")
+    if len(named) < 2:
+        raise InputError(f"mix needs at least two sources, got {len(named)}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or not 0 < budget <= MAX_BUDGET):
+        raise InputError(f"budget must be an integer number of tokens in 1..{MAX_BUDGET:.0e}, got {budget!r}")
+    if max_sources is not None and (
+        isinstance(max_sources, bool) or not isinstance(max_sources, int) or not 1 <= max_sources <= len(named)
+    ):
+        raise InputError(f"max_sources must be in 1..{len(named)} (the number of sources), got {max_sources!r}")
+    if not (torch.isfinite(target.sums).all() and torch.isfinite(target.diag).all()):
+        raise InputError("the target signature contains NaN or inf")
+    for name, sig in named.items():
+        target.config.check_compatible(sig.config)
+        if sig.same_state(target):
+            raise InputError(f"source {name!r} is the target itself (the same sketched state)")
+    k = KINDS.index(objective)
+    if not float(target.sq_norm()[k]) > 0:
+        raise InputError(f"the target's {objective} squared-norm estimate is not positive: too few tokens")
+    dropped: dict[str, str] = {}
+    for name, sig in named.items():
+        if not (torch.isfinite(sig.sums).all() and torch.isfinite(sig.diag).all()):
+            dropped[name] = "its state contains NaN or inf"
+        elif not float(sig.sq_norm()[k]) > 0:
+            dropped[name] = f"its {objective} squared-norm estimate is not positive (too few or degenerate tokens)"
+    kept = [n for n in named if n not in dropped]
+    if len(kept) < 2:
+        raise InputError(
+            f"fewer than two usable sources remain ({len(kept)}); dropped: "
+            + "; ".join(f"{n}: {why}" for n, why in dropped.items())
+        )
+    # identical states: one representative per group, in input order
+    reps: list[str] = []
+    members: dict[str, list[str]] = {}
+    for name in kept:
+        twin = next((r for r in reps if named[r].same_state(named[name])), None)
+        if twin is None:
+            reps.append(name)
+            members[name] = [name]
+        else:
+            members[twin].append(name)
+    if len(reps) < 2:
+        raise InputError(f"the sources hold one and the same state ({', '.join(kept)}): nothing to mix")
+    if max_sources is not None:
+        max_sources = min(max_sources, len(reps))
+
+    ip = inner_products([*(named[r] for r in reps), target], objective)
+    gram, b, tt = ip[:-1, :-1], ip[:-1, -1], float(ip[-1, -1])
+    w_rep, info = solve(gram, b, tt, max_sources=max_sources)
+
+    names = tuple(named)
+    weights = dict.fromkeys(names, 0.0)
+    for r, wr in zip(reps, w_rep.tolist()):
+        for mname in members[r]:
+            weights[mname] = wr / len(members[r])
+    w = tuple(weights[n] for n in names)
+
+    sigs = [named[n] for n in names]
+    by_kind = {
+        kind: {kk: v for kk, v in mixture_alignment(sigs, target, w, kind).items() if kk in ("value", "se")}
+        for kind in KINDS
+    }
+    singles = {n: alignment(named[n], target) for n in reps}
+    val = lambda a: getattr(a, objective)  # noqa: E731
+    best = max(reps, key=lambda n: val(singles[n]) if math.isfinite(val(singles[n])) else -math.inf)
+    warnings = [f"dropped {n}: {why}" for n, why in dropped.items()]
+    warnings += [
+        f"{', '.join(g)} hold the same state: merged, weight split evenly" for g in members.values() if len(g) > 1
+    ]
+    if info["selection"].startswith("single"):
+        warnings.append(
+            "no source has a positive estimated alignment with the target: the best single source is returned"
+        )
+    pred = by_kind[objective]
+    if not math.isfinite(pred["se"]) or pred["se"] > 0.5 * max(abs(pred["value"]), 1e-12):
+        warnings.append("the predicted alignment's standard error is large: more tokens per signature would settle it")
+    return Mixture(
+        target=target_name,
+        objective=objective,
+        sources=names,
+        weights=w,
+        predicted=pred["value"],
+        predicted_se=pred["se"],
+        by_kind=by_kind,
+        best_single=best,
+        best_single_value=val(singles[best]),
+        best_single_se=getattr(singles[best], f"{objective}_se"),
+        budget=budget,
+        tokens=tuple(round_budget(w, budget)) if budget is not None else None,
+        max_sources=max_sources,
+        groups=tuple(tuple(g) for g in members.values() if len(g) > 1),
+        dropped=dropped,
+        psd=info["psd"],
+        solver={"method": info["method"], "selection": info["selection"]},
+        warnings=tuple(warnings),
+    )
