@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from updatescope.constants import MAP_CHOICES, check_sketch_dim
+from updatescope.constants import DEFAULT_SKETCH_DIM, MAP_CHOICES, check_sketch_dim
 from updatescope.errors import InputError
 
 __all__ = [
@@ -187,7 +187,7 @@ class SelectionConfig:
     domains: tuple[str, ...] | Literal["all"] = FULL_DOMAINS  # "all": every built-in domain
     candidates: int | None = None  # sources per target, a seeded random subset of the others (None: all)
     tokens: TokenSplits = TokenSplits(1500, 4000, 1000)
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     ground_truth: Literal["lora", "head"] = "lora"
     lora: LoRAConfig = LoRAConfig()
     finetune: HeadFinetuneConfig = HeadFinetuneConfig()
@@ -195,7 +195,7 @@ class SelectionConfig:
     exact_n: int | None = 500  # rows per task for the exact Gram identity (None: all)
     baseline_n: int | None = 500  # rows per task for the baselines (None: all)
     gt_seeds: int = 3  # fine-tuning seeds averaged into the ground truth (>= 2 gives a noise ceiling)
-    # LoRA steps to choose from on the validation split (source_selection.choose_budget); None: lora.steps
+    # LoRA steps to choose from on the validation split (selection.choose_budget); None: lora.steps
     budget_grid: tuple[int, ...] | None = None
     budget_domains: int | None = None  # domains of the budget probe, spread over the domain list (None: 6)
     # stop after the budget probe: record its choice and measure no ground truth (to check the

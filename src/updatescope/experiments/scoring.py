@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import InputError
 from updatescope.experiments.heads import errors_of, sketch_stream
 
@@ -102,7 +103,7 @@ def score_methods(
     tasks: Mapping[str, Mapping[str, Tensor]],
     *,
     fp: str = "",
-    sketch_dim: int = 4096,
+    sketch_dim: int = DEFAULT_SKETCH_DIM,
     seed: int = 0,
     exact_n: int | None = 400,
     baseline_n: int | None = 400,

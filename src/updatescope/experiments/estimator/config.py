@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import InputError
 from updatescope.experiments.configs import (
     FULL_DOMAINS,
@@ -31,7 +32,7 @@ class VisionEstimatorConfig:
     size: int = 224
     batch: int = 32
     seed: int = 0
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     act_map: str = "auto"
     error_map: str = "auto"
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -67,7 +68,7 @@ class EstimatorConfig:
     # K = 49,152 costs O(T² n² (d + K)); quick: source-selection's sizes (cache hits), and
     # the speed streams pool all three splits
     tokens: TokenSplits = TokenSplits(1000)
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     seeds: tuple[int, ...] = (0, 1, 2)
     act_map: str = "auto"
     error_map: str = "auto"

@@ -26,7 +26,7 @@ Vision (paper A's own setting: an ImageNet classifier, K = 1,000).  EfficientNet
 (``updatescope.data.images``): one forward pass over a pool of augmented views, then many
 tasks over that pool, each a subset of the photographs and its own label map (the model's
 top-1 or k-th class, a class per photograph, a permuted or coarsened top-1; see
-``_vision``).  Same accuracy and speed measurements as above; the speed streams are two
+``vision``).  Same accuracy and speed measurements as above; the speed streams are two
 pools of ``speed_n`` views labelled by the top-1 class and by a class per photograph.  At
 K = 1,000 the exact Gram identity costs O(T² n² (d + K)) against the sketch's
 O(T n m (d + K)), so with n = 2,000 < m = 4,096 and two tasks the exact path is the cheaper
@@ -295,7 +295,7 @@ def run_lm(cfg: EstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, An
 
 
 def run_vision(cfg: VisionEstimatorConfig, log: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The EfficientNet-lite0 block: tasks over a pool of augmented photographs (see ``_vision``)."""
+    """The EfficientNet-lite0 block: tasks over a pool of augmented photographs (see ``estimator.vision``)."""
     from updatescope.data.images import photo_names
     from updatescope.experiments.estimator import vision as _vision
 

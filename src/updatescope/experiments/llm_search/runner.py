@@ -177,6 +177,110 @@ class _Weights:
         )
 
 
+def _sigma_window(
+    config: LLMSearchConfig, search: Any, pred: Any, theta: Tensor, d: int, seeds: list[int]
+) -> list[dict[str, Any]]:
+    """(1) The σ window on the tune split: best of ``n_sweep`` at every σ, over the seeds."""
+    sweep = []
+    for sigma in config.sigmas:
+        runs = [search(sigma, config.n_sweep, s, "tune") for s in seeds]
+        ps, pt = pred(sigma, config.n_sweep, "tune")
+        sweep.append(
+            {
+                "sigma": sigma,
+                "sigma_rel_rms": sigma / float(theta.pow(2).mean().sqrt()),
+                "step_norm": sigma * math.sqrt(d),
+                "gain_select": _band([r.gain_select for r in runs]),
+                "gain_tune": _band([r.gain_heldout for r in runs]),
+                "median_candidate_change": _band([float(np.median(np.array(r.select) - r.base_select)) for r in runs]),
+                "pred_select": ps,
+                "pred_tune": pt,
+            }
+        )
+    return sweep
+
+
+def _gain_vs_n(config: LLMSearchConfig, search: Any, pred: Any, best_sigma: float, seeds: list[int]) -> dict[str, Any]:
+    """(2) Gain against N at the tuned σ, held out, fresh seeds."""
+    from updatescope.locallinear.search import expected_max_normal
+
+    ns = list(config.ns)
+    curve_runs = [search(best_sigma, max(ns), s + 100, "heldout") for s in seeds]
+    sel = np.array([[r.best_of(n)[0] for n in ns] for r in curve_runs])
+    held = np.array([[r.best_of(n)[1] for n in ns] for r in curve_runs])
+    p = [pred(best_sigma, n, "heldout") for n in ns]
+    gain_vs_n = {
+        "sigma": best_sigma,
+        "n": ns,
+        "gain_select": [_band(sel[:, j].tolist()) for j in range(len(ns))],
+        "gain_heldout": [_band(held[:, j].tolist()) for j in range(len(ns))],
+        "pred_select": [a for a, _ in p],
+        "pred_heldout": [b for _, b in p],
+        "expected_max": [expected_max_normal(n) for n in ns],
+        "gain_nmax_minus_n1": _band((held[:, -1] - held[:, 0]).tolist()),
+    }
+    return gain_vs_n
+
+
+def _prefix_updates(
+    config: LLMSearchConfig, w: _Weights, net: Any, batches: dict[str, Any], ids: Any, theta: Tensor
+) -> tuple[list[Tensor], float | None]:
+    """``prefix_steps`` SGD steps of ``prefix_batch`` train statements from θ_S, the first
+    step's norm ``prefix_step`` × ‖θ_S‖, the step size then fixed -> (updates, step size)."""
+    train = [
+        (x[i : i + 1], mask[i : i + 1], sgn[i : i + 1]) for x, mask, sgn in batches["train"] for i in range(len(mask))
+    ]
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(config.seed)).tolist()
+    k, b = config.prefix_steps, config.prefix_batch
+    updates, cur, lr = [], theta.clone(), None
+    try:
+        for i in range(k):
+            rows = [order[(i * b + j) % len(order)] for j in range(b)]
+            w.write(cur)
+            gi = w.grad(lambda: margin_loss(net, [train[r] for r in rows], ids))
+            if lr is None:  # fixed step size: the first step has prefix_step × ‖θ_S‖
+                lr = config.prefix_step * float(theta.double().norm()) / max(float(gi.norm()), 1e-30)
+            step = (-lr * gi).float()
+            updates.append(step)
+            cur = cur + step
+    finally:
+        w.restore()
+    return updates, lr
+
+
+def _compare(
+    config: LLMSearchConfig,
+    search: Any,
+    pred: Any,
+    bases: dict[str, Tensor],
+    best_sigma: float,
+    g_norm: float,
+    g_select: Tensor,
+    d: int,
+    seeds: list[int],
+) -> dict[str, Any]:
+    """(3) The prefix basis against isotropic and a random k-dim basis at matched σ‖P g_sel‖,
+    held out."""
+    compare = {}
+    for name, basis in [("isotropic", None)] + list(bases.items()):
+        proj = g_norm if basis is None else float((basis.double() @ g_select).norm())
+        sigma = best_sigma * g_norm / max(proj, 1e-30)  # same σ‖P g_sel‖ as isotropic at the tuned σ
+        r = d if basis is None else basis.shape[0]
+        runs = [search(sigma, config.n_compare, s + 200, "heldout", basis) for s in seeds]
+        compare[name] = {
+            "dim": r,
+            "sigma": sigma,
+            "step_norm": sigma * math.sqrt(r),
+            "proj_grad_norm": proj,
+            "capture_of_grad": (proj / g_norm) ** 2,
+            "gain_select": _band([x.gain_select for x in runs]),
+            "gain_heldout": _band([x.gain_heldout for x in runs]),
+            "pred_select": pred(sigma, config.n_compare, "heldout", basis)[0],
+            "pred_heldout": pred(sigma, config.n_compare, "heldout", basis)[1],
+        }
+    return compare
+
+
 def run(config: LLMSearchConfig, out_dir: Path) -> Result:
     from updatescope.data.statements import answer_ids
     from updatescope.experiments.llm_search import figures
@@ -254,84 +358,22 @@ def run(config: LLMSearchConfig, out_dir: Path) -> Result:
 
     seeds = [config.seed * 1000 + k for k in range(config.seeds)]
 
-    # (1) σ window on the tune split
-    sweep = []
-    for sigma in config.sigmas:
-        runs = [search(sigma, config.n_sweep, s, "tune") for s in seeds]
-        ps, pt = pred(sigma, config.n_sweep, "tune")
-        sweep.append(
-            {
-                "sigma": sigma,
-                "sigma_rel_rms": sigma / float(theta.pow(2).mean().sqrt()),
-                "step_norm": sigma * math.sqrt(d),
-                "gain_select": _band([r.gain_select for r in runs]),
-                "gain_tune": _band([r.gain_heldout for r in runs]),
-                "median_candidate_change": _band([float(np.median(np.array(r.select) - r.base_select)) for r in runs]),
-                "pred_select": ps,
-                "pred_tune": pt,
-            }
-        )
+    sweep = _sigma_window(config, search, pred, theta, d, seeds)
     best_sigma = max(sweep, key=lambda r: r["gain_tune"]["mean"])["sigma"]
     timings["sweep"] = time.perf_counter() - t0
 
     # (2) gain vs N at the tuned σ, held out, fresh seeds
-    ns = list(config.ns)
-    curve_runs = [search(best_sigma, max(ns), s + 100, "heldout") for s in seeds]
-    sel = np.array([[r.best_of(n)[0] for n in ns] for r in curve_runs])
-    held = np.array([[r.best_of(n)[1] for n in ns] for r in curve_runs])
-    p = [pred(best_sigma, n, "heldout") for n in ns]
-    gain_vs_n = {
-        "sigma": best_sigma,
-        "n": ns,
-        "gain_select": [_band(sel[:, j].tolist()) for j in range(len(ns))],
-        "gain_heldout": [_band(held[:, j].tolist()) for j in range(len(ns))],
-        "pred_select": [a for a, _ in p],
-        "pred_heldout": [b for _, b in p],
-        "expected_max": [expected_max_normal(n) for n in ns],
-        "gain_nmax_minus_n1": _band((held[:, -1] - held[:, 0]).tolist()),
-    }
+    gain_vs_n = _gain_vs_n(config, search, pred, best_sigma, seeds)
     timings["gain_vs_n"] = time.perf_counter() - t0
 
     # (3) prefix basis vs isotropic vs random k-dim, matched σ‖P g_sel‖, held out
-    train = [
-        (x[i : i + 1], mask[i : i + 1], sgn[i : i + 1]) for x, mask, sgn in batches["train"] for i in range(len(mask))
-    ]
-    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(config.seed)).tolist()
+    updates, lr = _prefix_updates(config, w, net, batches, ids, theta)
     k, b = config.prefix_steps, config.prefix_batch
-    updates, cur, lr = [], theta.clone(), None
-    try:
-        for i in range(k):
-            rows = [order[(i * b + j) % len(order)] for j in range(b)]
-            w.write(cur)
-            gi = w.grad(lambda: margin_loss(net, [train[r] for r in rows], ids))
-            if lr is None:  # fixed step size: the first step has prefix_step × ‖θ_S‖
-                lr = config.prefix_step * float(theta.double().norm()) / max(float(gi.norm()), 1e-30)
-            step = (-lr * gi).float()
-            updates.append(step)
-            cur = cur + step
-    finally:
-        w.restore()
     bases = {
         "trajectory_prefix": orthonormal_basis(torch.stack(updates), dtype=torch.float32),
         "random": random_basis(d, k, config.seed + 1234, dtype=torch.float32),
     }
-    compare = {}
-    for name, basis in [("isotropic", None)] + list(bases.items()):
-        proj = g_norm if basis is None else float((basis.double() @ g["select"]).norm())
-        sigma = best_sigma * g_norm / max(proj, 1e-30)  # same σ‖P g_sel‖ as isotropic at the tuned σ
-        r = d if basis is None else basis.shape[0]
-        runs = [search(sigma, config.n_compare, s + 200, "heldout", basis) for s in seeds]
-        compare[name] = {
-            "dim": r,
-            "sigma": sigma,
-            "step_norm": sigma * math.sqrt(r),
-            "proj_grad_norm": proj,
-            "capture_of_grad": (proj / g_norm) ** 2,
-            "gain_select": _band([x.gain_select for x in runs]),
-            "gain_heldout": _band([x.gain_heldout for x in runs]),
-            "pred_select": pred(sigma, config.n_compare, "heldout", basis)[0],
-            "pred_heldout": pred(sigma, config.n_compare, "heldout", basis)[1],
-        }
+    compare = _compare(config, search, pred, bases, best_sigma, g_norm, g["select"], d, seeds)
     timings["compare"] = time.perf_counter() - t0
     w.restore()
     assert torch.equal(torch.cat([q.detach().reshape(-1) for q in w.params]), theta)

@@ -374,16 +374,7 @@ def _replicate(
     c["prefix_rest"] = rest_capture_curve(upd, delta).tolist()
     walk = random_walk_prefix_null(rec.step_norms, ks, d, seed=1000 + r)
     c["walk"], c["walk_rest"] = [walk[k]["total"] for k in ks], [walk[k]["rest"] for k in ks]
-    with swapped_params(tail, theta_forg):
-        indep = record_phase(
-            tail,
-            mix,
-            PhaseConfig(steps=kmax, lr=eta, optimizer="sgd"),
-            dense_steps=kmax,
-            snapshot_every=kmax,
-            phase="independent",
-            index_offset=3_000_000 + r * STREAM,
-        )
+    indep = _independent_run(tail, mix, theta_forg, kmax, eta, r)
     c["independent"] = prefix_capture_curve(indep.updates, delta).tolist()
     c["independent_rest"] = rest_capture_curve(indep.updates, delta, steps=upd).tolist()
     # the task plane's two draws of plane_batch sequences per task, each gradient accumulated
@@ -405,6 +396,61 @@ def _replicate(
     timings["capture"] = time.perf_counter() - t0
 
     # ---- capture in BA space -----------------------------------------------------------------
+    pairs, target_w, p_dim = _capture_ba(cfg, r, tail, rec, indep, theta_forg, local, w, ks, c)
+    out["dw_dim"] = p_dim
+    out["dw_delta_norm"] = float(target_w.norm())
+    timings["capture_ba"] = time.perf_counter() - t0
+
+    # ---- the tasks-dim task plane: capture, resample floor, drift ------------------------------
+    out.update(
+        _task_plane(cfg, tail, data, rec, picks, two, parts, g_forg, g_mt, theta_forg, theta_mt, pairs, delta, target_w)
+    )
+    timings["drift"] = time.perf_counter() - t0
+
+    # ---- effective rank of per-sequence gradients -----------------------------------------------
+    out["rank"] = _ranks(cfg, r, tail, data, nseq, theta_forg, pairs)
+    timings["rank"] = time.perf_counter() - t0
+    out["curves"] = c
+    out["timings_s"] = timings
+    log(
+        f"replicate {r}: prefix capture k=10 {c['prefix'][min(9, kmax - 1)]:.3f} (walk "
+        f"{c['walk'][min(9, kmax - 1)]:.3f}), BA space {c['dw_prefix'][min(9, kmax - 1)]:.3f}; "
+        f"{timings['rank']:.0f}s"
+    )
+    return out
+
+
+def _independent_run(tail: nn.Module, mix: Any, theta_forg: Tensor, kmax: int, eta: float, r: int) -> Any:
+    """An independent recovery of ``kmax`` SGD steps from θ_forg on its own batch stream (the
+    "independent run's prefix" null); the tail's weights are left as they were."""
+    with swapped_params(tail, theta_forg):
+        return record_phase(
+            tail,
+            mix,
+            PhaseConfig(steps=kmax, lr=eta, optimizer="sgd"),
+            dense_steps=kmax,
+            snapshot_every=kmax,
+            phase="independent",
+            index_offset=3_000_000 + r * STREAM,
+        )
+
+
+def _capture_ba(
+    cfg: LoRARecoveryConfig,
+    r: int,
+    tail: nn.Module,
+    rec: Any,
+    indep: Any,
+    theta_forg: Tensor,
+    local: Tensor,
+    w: int,
+    ks: list[int],
+    c: dict[str, list[float]],
+) -> tuple[Any, Tensor, int]:
+    """Capture in BA space: the recovery's BA increments against their random walk, the
+    independent run's and the static plane's (pushed into BA space); the curves are added
+    to ``c``.  -> (the BA pairs, the BA displacement, its dimension)."""
+    kmax = cfg.dense_steps
     pairs = ba_pairs(tail)
     snaps = [rec.snapshots[t] for t in range(1, cfg.recover_steps + 1)]
     incr, w_norms, target_w = _w_increments(snaps, theta_forg, pairs, kmax)  # (k, P), (T,), (P,)
@@ -422,11 +468,29 @@ def _replicate(
     c["dw_static"] = prefix_capture_curve(mapped, target_w).tolist()
     c["dw_static_rest"] = rest_capture_curve(mapped[:w], target_w, steps=incr[:w]).tolist()
     del mapped, incr
-    out["dw_dim"] = p_dim
-    out["dw_delta_norm"] = float(target_w.norm())
-    timings["capture_ba"] = time.perf_counter() - t0
+    return pairs, target_w, p_dim
 
-    # ---- the tasks-dim task plane: capture, resample floor, drift ------------------------------
+
+def _task_plane(
+    cfg: LoRARecoveryConfig,
+    tail: nn.Module,
+    data: dict,
+    rec: Any,
+    picks: dict[str, Any],
+    two: dict[str, list],
+    parts: int,
+    g_forg: Tensor,
+    g_mt: Tensor,
+    theta_forg: Tensor,
+    theta_mt: Tensor,
+    pairs: Any,
+    delta: Tensor,
+    target_w: Tensor,
+) -> dict[str, Any]:
+    """The tasks-dim task plane in LoRA and BA space: capture, resample floor and drift along
+    the recovery.  -> {"task_plane", "task_plane_dw", "drift", "drift_dw"}."""
+    tasks, d, p_dim = list(data), theta_forg.numel(), target_w.numel()
+    out: dict[str, Any] = {}
     first = {t: v[:1] for t, v in two.items()}
     plane = lambda g: top_directions(g, len(tasks))
     ref = plane(g_forg[0::2])  # task-major: draw 0 of every task
@@ -465,25 +529,27 @@ def _replicate(
         "overlap": list(drift_w.values()),
         "normalised": [v / floor_w for v in drift_w.values()],
     }
-    timings["drift"] = time.perf_counter() - t0
+    return out
 
-    # ---- effective rank of per-sequence gradients -----------------------------------------------
+
+def _ranks(
+    cfg: LoRARecoveryConfig,
+    r: int,
+    tail: nn.Module,
+    data: dict,
+    nseq: dict[str, int],
+    theta_forg: Tensor,
+    pairs: Any,
+) -> dict[str, dict]:
+    """Effective rank of ``rank_n`` per-sequence gradients per task at θ_forg (and pushed into BA space)."""
+    tasks = list(data)
     rank: dict[str, dict] = {}
     with swapped_params(tail, theta_forg):
         for k, t in enumerate(tasks):
             n = min(cfg.rank_n, nseq[t])
             rows_t = torch.randperm(nseq[t], generator=torch.Generator().manual_seed(7000 + 1000 * r + k))[:n]
             rank[t] = _rank_rows(tail, data[t], rows_t, 31 * r + k, push=lambda g: _push_rows(g, theta_forg, pairs))
-    out["rank"] = rank
-    timings["rank"] = time.perf_counter() - t0
-    out["curves"] = c
-    out["timings_s"] = timings
-    log(
-        f"replicate {r}: prefix capture k=10 {c['prefix'][min(9, kmax - 1)]:.3f} (walk "
-        f"{c['walk'][min(9, kmax - 1)]:.3f}), BA space {c['dw_prefix'][min(9, kmax - 1)]:.3f}; "
-        f"{timings['rank']:.0f}s"
-    )
-    return out
+    return rank
 
 
 # ------------------------------------------------------------------------------ summary

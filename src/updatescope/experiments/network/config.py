@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import InputError
 from updatescope.experiments.configs import (
     check_names,
@@ -31,7 +32,7 @@ class NetworkExperimentConfig:
     input_overlap: tuple[float, ...] = (0.0, 0.5, 1.0)
     last_k: int = 1  # transformer blocks (plus the head) in the last-k sketch
     pretrain_steps: int = 60  # Adam steps on the task mixture before measuring
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     cost_repeats: int = 7  # timed repeats per cost measurement (median reported)
     seed: int = 0
     quick: bool = False

@@ -200,7 +200,7 @@ def _short(name: str) -> str:
 
 
 def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
-    from updatescope.network import network_config, sketch_layers
+    from updatescope.network import network_config
 
     t_start = time.perf_counter()
     log = functools.partial(print, flush=True)
@@ -231,31 +231,9 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
         f"{len(lora_names)} ({', '.join(_short(n) for n in lora_names)})"
     )
 
-    head_sigs, net = [], {k: {} for k in sets}
-    secs: dict[str, dict[str, float]] = {"head_capture": {}, "head_sketch": {}, **{k: {} for k in sets}}
-    counted: dict[str, dict[str, int]] = {"head": {}, **{k: {} for k in sets}}
-    for name in domains:
-        # the selection runner's texts: same loader, same character cap (from the record's token count)
-        texts = selection.load_texts(name, "sketch", rec_tokens * selection.CHARS_PER_TOKEN_CAP)
-        t0 = time.perf_counter()
-        cap = heads.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/sketch", use_cache=False)
-        secs["head_capture"][name] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        head_sigs.append(
-            heads.sketch_stream(w0, b0, cap["acts"], cap["labels"], sketch_dim=m, seed=cfg.seed, fp=fp, name=name)
-        )
-        secs["head_sketch"][name] = time.perf_counter() - t0
-        counted["head"][name] = int(cap["labels"].numel())
-        del cap
-        for k, ncfg in ncfgs.items():
-            t0 = time.perf_counter()
-            net[k][name] = sketch_layers(model, ncfg, token_batches(model, tok, texts, n_tok))
-            secs[k][name] = time.perf_counter() - t0
-            counted[k][name] = net[k][name].count
-        log(
-            f"sketched {name}: {counted['head'][name]} tokens; head {secs['head_capture'][name]:.1f}"
-            f"+{secs['head_sketch'][name]:.1f}s, " + ", ".join(f"{k} {secs[k][name]:.1f}s" for k in sets)
-        )
+    head_sigs, net, secs, counted = _sketch_domains(
+        model, tok, fp, w0, b0, domains, ncfgs, n_tok, rec_tokens, m, cfg.seed, log
+    )
     del model
 
     import updatescope as us
@@ -281,68 +259,19 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     noise = rm.get("truth_noise") or scoring.truth_noise(gt, groups=families, seed=cfg.seed)
 
     # the head sketch re-made here against the record's: equal streams give equal scores
-    rec_head = rm.get("scores", {}).get("fisher")
-    head_check = None
-    if rec_head is not None:
-        diffs = [
-            abs(scores["head"][t][s] - float(rec_head[t][s]))
-            for t in domains
-            for s in domains
-            if s != t and t in rec_head and s in rec_head[t]
-        ]
-        head_check = {
-            "max_abs_diff": max(diffs) if diffs else None,
-            "pairs": len(diffs),
-            "same_tokens_and_dim": n_tok == rec_tokens
-            and m == int(rcfg["sketch_dim"])
-            and cfg.seed == int(rcfg.get("seed", 0)),
-        }
+    head_check = _head_check(
+        scores,
+        rm,
+        rcfg,
+        domains,
+        n_tok == rec_tokens and m == int(rcfg["sketch_dim"]) and cfg.seed == int(rcfg.get("seed", 0)),
+    )
 
     # per-block profiles and the decomposition diagnostics for a few pairs
     prof_key = "last_blocks_head" if "last_blocks_head" in sets else "lora_layers"
     blocks = list(ncfgs[prof_key].names)
-    profiles = []
-    for a, b in profile_pairs(transfer, cfg.profile_pairs):
-        al = pairs[prof_key][a, b]
-        lo = pairs["lora_layers"][a, b]
-        profiles.append(
-            {
-                "pair": [a, b],
-                "transfer_mean": 0.5 * (transfer[a][b] + transfer[b][a]),
-                "sketch": prof_key,
-                "blocks": blocks,
-                "profile": list(al.profile),
-                "profile_se": [al.se.get(f"profile[{n}]", math.nan) for n in blocks],
-                "full": al.full,
-                "block_diagonal": al.block_diagonal,
-                "profile_cosine": al.profile_cosine,
-                "offdiag_share_source": al.offdiag_share_source,
-                "offdiag_share_target": al.offdiag_share_target,
-                "discrepancy": al.discrepancy,
-                "se": dict(al.se),
-                "energy_source": list(al.energy_source),
-                "energy_target": list(al.energy_target),
-                "lora_layers": {
-                    "full": lo.full,
-                    "block_diagonal": lo.block_diagonal,
-                    "profile_cosine": lo.profile_cosine,
-                    "discrepancy": lo.discrepancy,
-                },
-                "head": scores["head"][b][a],
-            }
-        )
-    diag = {}
-    for k in sets:
-        vals = list({frozenset(p): al for p, al in pairs[k].items()}.values())
-        pcs = [al.profile_cosine for al in vals if math.isfinite(al.profile_cosine)]
-        ds = [al.discrepancy for al in vals if math.isfinite(al.discrepancy)]
-        diag[k] = {
-            "profile_cosine_min": min(pcs) if pcs else None,
-            "profile_cosine_median": statistics.median(pcs) if pcs else None,
-            "discrepancy_median": statistics.median(ds) if ds else None,
-            "discrepancy_max_abs": max(map(abs, ds)) if ds else None,
-            "pairs": len(vals),
-        }
+    profiles = _profiles(pairs, prof_key, blocks, transfer, cfg.profile_pairs, scores)
+    diag = _diagnostics(pairs, sets)
 
     head_total = sum(secs["head_capture"].values()) + sum(secs["head_sketch"].values())
     cost = {
@@ -353,27 +282,7 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
     }
     cost["ratio_to_head"] = {k: cost["total"][k] / head_total for k in sets}
 
-    verdicts = {
-        "lora_layers": _verdict(paired, "lora_layers", "LoRA-layer sketch"),
-        "lora_layers_bd": _verdict(paired, "lora_layers_bd", "block-diagonal LoRA-layer sketch"),
-    }
-    if "last_blocks_head" in sets:
-        verdicts["last_blocks_head"] = _verdict(paired, "last_blocks_head", "last-blocks + head sketch")
-    ceiling = (noise.get("ceiling") or {}).get("spearman", {}).get("mean") if noise else None
-    # methods that could not be scored (every score undefined) carry an error instead of a Spearman
-    scored = [
-        k
-        for k in METHODS
-        if isinstance(summary.get(k, {}).get("spearman"), float) and math.isfinite(summary[k]["spearman"])
-    ]
-    best = max(scored, key=lambda k: summary[k]["spearman"]) if scored else None
-    verdict = verdicts["lora_layers"] + "."
-    if ceiling is not None and best is not None:
-        verdict += (
-            f" Best mean Spearman {summary[best]['spearman']:.3f} ({best}) against a noise ceiling of {ceiling:.3f}."
-        )
-    for k, v in verdicts.items():
-        log(f"{k}: {v}")
+    verdicts, verdict = _verdicts(paired, sets, noise, summary, log)
 
     metrics = {
         "n_domains": len(domains),
@@ -423,6 +332,157 @@ def run(cfg: NetworkSelectionConfig, out_dir: Path) -> Result:
         time.perf_counter() - t_start,
         figures=figs,
     )
+
+
+def _sketch_domains(
+    model: Any,
+    tok: Any,
+    fp: str,
+    w0: Any,
+    b0: Any,
+    domains: list[str],
+    ncfgs: dict[str, Any],
+    n_tok: int,
+    rec_tokens: int,
+    m: int,
+    seed: int,
+    log: Any,
+) -> tuple[list[Any], dict[str, dict[str, Any]], dict[str, dict[str, float]], dict[str, dict[str, int]]]:
+    """Each domain's sketch-split stream, sketched by the head and by every layer set in
+    ``ncfgs``.  -> (head signatures in domain order, layer sketches by set and domain,
+    seconds, tokens counted)."""
+    from updatescope.network import sketch_layers
+
+    head_sigs, net = [], {k: {} for k in ncfgs}
+    secs: dict[str, dict[str, float]] = {"head_capture": {}, "head_sketch": {}, **{k: {} for k in ncfgs}}
+    counted: dict[str, dict[str, int]] = {"head": {}, **{k: {} for k in ncfgs}}
+    for name in domains:
+        # the selection runner's texts: same loader, same character cap (from the record's token count)
+        texts = selection.load_texts(name, "sketch", rec_tokens * selection.CHARS_PER_TOKEN_CAP)
+        t0 = time.perf_counter()
+        cap = heads.capture_acts(model, tok, texts, fp=fp, max_tokens=n_tok, desc=f"{name}/sketch", use_cache=False)
+        secs["head_capture"][name] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        head_sigs.append(
+            heads.sketch_stream(w0, b0, cap["acts"], cap["labels"], sketch_dim=m, seed=seed, fp=fp, name=name)
+        )
+        secs["head_sketch"][name] = time.perf_counter() - t0
+        counted["head"][name] = int(cap["labels"].numel())
+        del cap
+        for k, ncfg in ncfgs.items():
+            t0 = time.perf_counter()
+            net[k][name] = sketch_layers(model, ncfg, token_batches(model, tok, texts, n_tok))
+            secs[k][name] = time.perf_counter() - t0
+            counted[k][name] = net[k][name].count
+        log(
+            f"sketched {name}: {counted['head'][name]} tokens; head {secs['head_capture'][name]:.1f}"
+            f"+{secs['head_sketch'][name]:.1f}s, " + ", ".join(f"{k} {secs[k][name]:.1f}s" for k in ncfgs)
+        )
+    return head_sigs, net, secs, counted
+
+
+def _head_check(
+    scores: dict[str, Any], rm: dict[str, Any], rcfg: dict[str, Any], domains: list[str], same: bool
+) -> dict[str, Any] | None:
+    """The head sketch re-made here against the record's (equal streams give equal scores);
+    ``same``: the same tokens, sketch size and seed as the record.  None without record scores."""
+    rec_head = rm.get("scores", {}).get("fisher")
+    head_check = None
+    if rec_head is not None:
+        diffs = [
+            abs(scores["head"][t][s] - float(rec_head[t][s]))
+            for t in domains
+            for s in domains
+            if s != t and t in rec_head and s in rec_head[t]
+        ]
+        head_check = {
+            "max_abs_diff": max(diffs) if diffs else None,
+            "pairs": len(diffs),
+            "same_tokens_and_dim": same,
+        }
+    return head_check
+
+
+def _profiles(
+    pairs: dict[str, Any], prof_key: str, blocks: list[str], transfer: dict[str, Any], n: int, scores: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Per-block profiles and the decomposition diagnostics of ``n`` domain pairs (:func:`profile_pairs`)."""
+    profiles = []
+    for a, b in profile_pairs(transfer, n):
+        al = pairs[prof_key][a, b]
+        lo = pairs["lora_layers"][a, b]
+        profiles.append(
+            {
+                "pair": [a, b],
+                "transfer_mean": 0.5 * (transfer[a][b] + transfer[b][a]),
+                "sketch": prof_key,
+                "blocks": blocks,
+                "profile": list(al.profile),
+                "profile_se": [al.se.get(f"profile[{n}]", math.nan) for n in blocks],
+                "full": al.full,
+                "block_diagonal": al.block_diagonal,
+                "profile_cosine": al.profile_cosine,
+                "offdiag_share_source": al.offdiag_share_source,
+                "offdiag_share_target": al.offdiag_share_target,
+                "discrepancy": al.discrepancy,
+                "se": dict(al.se),
+                "energy_source": list(al.energy_source),
+                "energy_target": list(al.energy_target),
+                "lora_layers": {
+                    "full": lo.full,
+                    "block_diagonal": lo.block_diagonal,
+                    "profile_cosine": lo.profile_cosine,
+                    "discrepancy": lo.discrepancy,
+                },
+                "head": scores["head"][b][a],
+            }
+        )
+    return profiles
+
+
+def _diagnostics(pairs: dict[str, Any], sets: dict[str, list[str]]) -> dict[str, Any]:
+    """Per layer set: the spread of the profile cosine and the discrepancy over all pairs."""
+    diag = {}
+    for k in sets:
+        vals = list({frozenset(p): al for p, al in pairs[k].items()}.values())
+        pcs = [al.profile_cosine for al in vals if math.isfinite(al.profile_cosine)]
+        ds = [al.discrepancy for al in vals if math.isfinite(al.discrepancy)]
+        diag[k] = {
+            "profile_cosine_min": min(pcs) if pcs else None,
+            "profile_cosine_median": statistics.median(pcs) if pcs else None,
+            "discrepancy_median": statistics.median(ds) if ds else None,
+            "discrepancy_max_abs": max(map(abs, ds)) if ds else None,
+            "pairs": len(vals),
+        }
+    return diag
+
+
+def _verdicts(
+    paired: dict[str, Any], sets: dict[str, list[str]], noise: dict[str, Any] | None, summary: dict[str, Any], log: Any
+) -> tuple[dict[str, str], str]:
+    """One sentence per layer-set sketch against the head, and the overall verdict."""
+    verdicts = {
+        "lora_layers": _verdict(paired, "lora_layers", "LoRA-layer sketch"),
+        "lora_layers_bd": _verdict(paired, "lora_layers_bd", "block-diagonal LoRA-layer sketch"),
+    }
+    if "last_blocks_head" in sets:
+        verdicts["last_blocks_head"] = _verdict(paired, "last_blocks_head", "last-blocks + head sketch")
+    ceiling = (noise.get("ceiling") or {}).get("spearman", {}).get("mean") if noise else None
+    # methods that could not be scored (every score undefined) carry an error instead of a Spearman
+    scored = [
+        k
+        for k in METHODS
+        if isinstance(summary.get(k, {}).get("spearman"), float) and math.isfinite(summary[k]["spearman"])
+    ]
+    best = max(scored, key=lambda k: summary[k]["spearman"]) if scored else None
+    verdict = verdicts["lora_layers"] + "."
+    if ceiling is not None and best is not None:
+        verdict += (
+            f" Best mean Spearman {summary[best]['spearman']:.3f} ({best}) against a noise ceiling of {ceiling:.3f}."
+        )
+    for k, v in verdicts.items():
+        log(f"{k}: {v}")
+    return verdicts, verdict
 
 
 def _head(model: Any) -> Any:

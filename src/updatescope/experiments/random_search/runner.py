@@ -24,6 +24,7 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -110,108 +111,27 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         sig, em = rho / math.sqrt(r), expected_max_normal(n)
         return sig * float(ps.norm()) * em, sig * float(ps @ ph) / float(ps.norm()) * em
 
-    # (1) scale window
-    # isotropic noise spends its norm on D directions, so its window sits at larger rho
-    rhos = {
-        "isotropic": [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0],
-        "trajectory_prefix": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0],
-    }
-    sweep = {}
-    for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
-        rows = []
-        for rho in rhos[name]:
-            res = search(basis, rho, n_sweep, seed, f_rep=f_tune)  # tuning split only
-            ps, ph = pred(basis, rho, n_sweep, g_rep=g_tune)
-            rows.append(
-                {
-                    "rho": rho,
-                    "sigma": res.sigma,
-                    "gain_select": res.gain_select,
-                    "gain_tune": res.gain_heldout,
-                    "pred_select": ps,
-                    "pred_tune": ph,
-                    "median_candidate_change": float(np.median(np.array(res.select) - res.base_select)),
-                }
-            )
-        sweep[name] = rows
+    rhos, sweep = _sigma_window(search, pred, bases, f_tune, g_tune, n_sweep, seed)
     timings = {"sweep": time.perf_counter() - t0}
     best = {name: max(rows, key=lambda r: r["gain_tune"])["rho"] for name, rows in sweep.items()}
     best_rho = best["trajectory_prefix"]
 
     # (2) gain vs N, each space at its own best rho: best of the first n candidates, mean over reps
-    ns = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= n_curve]
-    gain_vs_n = {}
-    for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
-        rho_n = best[name]
-        results = [search(basis, rho_n, n_curve, seed + 100 + k) for k in range(reps)]
-        sel = np.array([[r.best_of(n)[0] for n in ns] for r in results])
-        held = np.array([[r.best_of(n)[1] for n in ns] for r in results])
-        p = [pred(basis, rho_n, n) for n in ns]
-        gain_vs_n[name] = {
-            "rho": rho_n,
-            "n": ns,
-            "gain_select": sel.mean(0).tolist(),
-            "gain_heldout": held.mean(0).tolist(),
-            "gain_heldout_se": (held.std(0, ddof=1) / math.sqrt(reps)).tolist() if reps > 1 else None,
-            "pred_select": [a for a, _ in p],
-            "pred_heldout": [b for _, b in p],
-            "sqrt_2lnN_scaled": [
-                pred(basis, rho_n, 2)[0] / expected_max_normal(2) * math.sqrt(2 * math.log(n)) for n in ns
-            ],
-            "seeds": [r.seed for r in results],
-        }
+    gain_vs_n = _gain_vs_n(search, pred, bases, best, n_curve, reps, seed)
     timings["gain_vs_n"] = time.perf_counter() - t0
 
     # (3) subspaces at one scale (N = n_sweep, reps seeds each)
-    compare = {}
-    for name, basis in [("isotropic", None)] + list(bases.items()):
-        res = [search(basis, best_rho, n_sweep, seed + 200 + k) for k in range(reps)]
-        held = [r.gain_heldout for r in res]
-        compare[name] = {
-            "gain_heldout_mean": float(np.mean(held)),
-            "gain_heldout": held,
-            "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
-            "pred_heldout": pred(basis, best_rho, n_sweep)[1],
-            "capture_of_grad": 1.0 if basis is None else float((basis @ g_sel).pow(2).sum() / g_sel.pow(2).sum()),
-        }
+    compare = _compare(search, pred, bases, best_rho, n_sweep, reps, seed, g_sel)
     timings["compare"] = time.perf_counter() - t0
 
     # (4) ambient dimension at fixed N: isotropic noise on nested parameter groups, same
     # sigma per coordinate; gain / (sigma ||g_S||) should stay at E[max_N] while linear.
-    groups = _nested_groups(layout)
-    sigma_c = best_rho / math.sqrt(d) * 4
-    ambient = []
-    for label, mask in groups:
-        gs, _gh = g_sel * mask, g_held * mask
-        res = best_of_n(theta, f_sel, f_held, sigma_c, n_sweep, seed + 300, layout.numels, mask=mask)
-        ambient.append(
-            {
-                "group": label,
-                "dim": int(mask.sum()),
-                "sigma": sigma_c,
-                "gain_select": res.gain_select,
-                "gain_heldout": res.gain_heldout,
-                "norm_grad": float(gs.norm()),
-                "normalised_gain_select": res.gain_select / (sigma_c * float(gs.norm())),
-                "expected_max": expected_max_normal(n_sweep),
-            }
-        )
+    ambient = _ambient(layout, theta, f_sel, f_held, g_sel, g_held, best_rho, n_sweep, seed)
     toy = _linear_toy(n_sweep, seed)
     timings["ambient"] = time.perf_counter() - t0
 
     # (5) density vs mass: 2-dim prefix vs the same + 38 random directions, equal step norm
-    small = bases["trajectory_prefix"][:2]
-    large = orthonormal_basis(torch.cat([small, random_basis(d, 38, seed + 555)]))
-    dens = {}
-    for name, basis in [("small_aligned_r2", small), ("large_containing_r40", large)]:
-        held = [search(basis, best_rho, n_sweep, seed + 400 + k).gain_heldout for k in range(reps)]
-        dens[name] = {
-            "gain_heldout_mean": float(np.mean(held)),
-            "gain_heldout": held,
-            "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
-            "density": float((basis @ g_sel).norm() / math.sqrt(basis.shape[0])),
-            "mass": float((basis @ g_sel).norm()),
-        }
+    dens = _density(search, bases, best_rho, d, n_sweep, reps, seed, g_sel)
     set_flat_params(model, theta)
 
     metrics = {
@@ -245,6 +165,153 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         time.perf_counter() - t0,
         figures={name: (lambda path: figures.search_figure(metrics, path)) for name in figures.SEARCH_FIGURES},
     )
+
+
+def _sigma_window(
+    search: Any, pred: Any, bases: dict[str, torch.Tensor], f_tune: Any, g_tune: torch.Tensor, n_sweep: int, seed: int
+) -> tuple[dict, dict]:
+    """(1) The scale window: best-of-``n_sweep`` gain on the tuning split against the step
+    norm, isotropic and in the trajectory prefix -> (the step norms tried, rows per space)."""
+    # isotropic noise spends its norm on D directions, so its window sits at larger rho
+    rhos = {
+        "isotropic": [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0],
+        "trajectory_prefix": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0],
+    }
+    sweep = {}
+    for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
+        rows = []
+        for rho in rhos[name]:
+            res = search(basis, rho, n_sweep, seed, f_rep=f_tune)  # tuning split only
+            ps, ph = pred(basis, rho, n_sweep, g_rep=g_tune)
+            rows.append(
+                {
+                    "rho": rho,
+                    "sigma": res.sigma,
+                    "gain_select": res.gain_select,
+                    "gain_tune": res.gain_heldout,
+                    "pred_select": ps,
+                    "pred_tune": ph,
+                    "median_candidate_change": float(np.median(np.array(res.select) - res.base_select)),
+                }
+            )
+        sweep[name] = rows
+    return rhos, sweep
+
+
+def _gain_vs_n(
+    search: Any, pred: Any, bases: dict[str, torch.Tensor], best: dict[str, float], n_curve: int, reps: int, seed: int
+) -> dict[str, Any]:
+    """(2) Gain against the budget N, each space at its own best step norm: best of the first
+    n candidates, mean over ``reps`` candidate seeds."""
+    ns = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= n_curve]
+    gain_vs_n = {}
+    for name, basis in [("isotropic", None), ("trajectory_prefix", bases["trajectory_prefix"])]:
+        rho_n = best[name]
+        results = [search(basis, rho_n, n_curve, seed + 100 + k) for k in range(reps)]
+        sel = np.array([[r.best_of(n)[0] for n in ns] for r in results])
+        held = np.array([[r.best_of(n)[1] for n in ns] for r in results])
+        p = [pred(basis, rho_n, n) for n in ns]
+        gain_vs_n[name] = {
+            "rho": rho_n,
+            "n": ns,
+            "gain_select": sel.mean(0).tolist(),
+            "gain_heldout": held.mean(0).tolist(),
+            "gain_heldout_se": (held.std(0, ddof=1) / math.sqrt(reps)).tolist() if reps > 1 else None,
+            "pred_select": [a for a, _ in p],
+            "pred_heldout": [b for _, b in p],
+            "sqrt_2lnN_scaled": [
+                pred(basis, rho_n, 2)[0] / expected_max_normal(2) * math.sqrt(2 * math.log(n)) for n in ns
+            ],
+            "seeds": [r.seed for r in results],
+        }
+    return gain_vs_n
+
+
+def _compare(
+    search: Any,
+    pred: Any,
+    bases: dict[str, torch.Tensor],
+    best_rho: float,
+    n_sweep: int,
+    reps: int,
+    seed: int,
+    g_sel: torch.Tensor,
+) -> dict[str, Any]:
+    """(3) Every subspace at one step norm (N = ``n_sweep``, ``reps`` seeds each)."""
+    compare = {}
+    for name, basis in [("isotropic", None)] + list(bases.items()):
+        res = [search(basis, best_rho, n_sweep, seed + 200 + k) for k in range(reps)]
+        held = [r.gain_heldout for r in res]
+        compare[name] = {
+            "gain_heldout_mean": float(np.mean(held)),
+            "gain_heldout": held,
+            "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
+            "pred_heldout": pred(basis, best_rho, n_sweep)[1],
+            "capture_of_grad": 1.0 if basis is None else float((basis @ g_sel).pow(2).sum() / g_sel.pow(2).sum()),
+        }
+    return compare
+
+
+def _ambient(
+    layout: ParamLayout,
+    theta: torch.Tensor,
+    f_sel: Any,
+    f_held: Any,
+    g_sel: torch.Tensor,
+    g_held: torch.Tensor,
+    best_rho: float,
+    n_sweep: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """(4) Ambient dimension at fixed N: isotropic noise on nested parameter groups, the same
+    sigma per coordinate; gain / (sigma ||g_S||) should stay at E[max_N] while linear."""
+    d = layout.dim
+    groups = _nested_groups(layout)
+    sigma_c = best_rho / math.sqrt(d) * 4
+    ambient = []
+    for label, mask in groups:
+        gs, _gh = g_sel * mask, g_held * mask
+        res = best_of_n(theta, f_sel, f_held, sigma_c, n_sweep, seed + 300, layout.numels, mask=mask)
+        ambient.append(
+            {
+                "group": label,
+                "dim": int(mask.sum()),
+                "sigma": sigma_c,
+                "gain_select": res.gain_select,
+                "gain_heldout": res.gain_heldout,
+                "norm_grad": float(gs.norm()),
+                "normalised_gain_select": res.gain_select / (sigma_c * float(gs.norm())),
+                "expected_max": expected_max_normal(n_sweep),
+            }
+        )
+    return ambient
+
+
+def _density(
+    search: Any,
+    bases: dict[str, torch.Tensor],
+    best_rho: float,
+    d: int,
+    n_sweep: int,
+    reps: int,
+    seed: int,
+    g_sel: torch.Tensor,
+) -> dict[str, Any]:
+    """(5) Density against mass: the 2-dim prefix against the same plus 38 random directions,
+    equal step norm."""
+    small = bases["trajectory_prefix"][:2]
+    large = orthonormal_basis(torch.cat([small, random_basis(d, 38, seed + 555)]))
+    dens = {}
+    for name, basis in [("small_aligned_r2", small), ("large_containing_r40", large)]:
+        held = [search(basis, best_rho, n_sweep, seed + 400 + k).gain_heldout for k in range(reps)]
+        dens[name] = {
+            "gain_heldout_mean": float(np.mean(held)),
+            "gain_heldout": held,
+            "gain_heldout_se": float(np.std(held, ddof=1) / math.sqrt(len(held))) if len(held) > 1 else None,
+            "density": float((basis @ g_sel).norm() / math.sqrt(basis.shape[0])),
+            "mass": float((basis @ g_sel).norm()),
+        }
+    return dens
 
 
 def _nested_groups(layout: ParamLayout) -> list[tuple[str, torch.Tensor]]:

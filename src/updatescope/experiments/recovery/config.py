@@ -16,7 +16,10 @@ from updatescope.experiments.configs import (
 @dataclass(frozen=True)
 class RecoveryExperimentConfig:
     """``recovery``: the synthetic lab's recovery protocol and its analyses.  ``lab`` is a
-    :class:`updatescope.locallinear.config.LabConfig` (set its fields as ``lab.recover_lr=...``)."""
+    :class:`updatescope.locallinear.config.LabConfig` (set its fields as ``lab.recover_lr=...``).
+
+    Not :class:`updatescope.locallinear.RecoveryConfig`: that one holds the three training
+    phases of the protocol for any model; this one the experiment's replicates and analyses."""
 
     lab: Any = field(default_factory=lambda: default_lab(False, 0))
     seeds: int = 3  # replicates (fresh forgetting/recovery batches); every number is mean +- SE

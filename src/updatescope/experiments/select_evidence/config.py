@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import InputError
 from updatescope.experiments.configs import (
     LoRAConfig,
@@ -47,7 +48,7 @@ class SelectEvidenceConfig:
     target_docs: int = 16
     eval_docs: int = 16
     k: int = 20
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     proj_dim: int = 4096
     warmup_steps: int = 8  # LoRA steps on pool minibatches before per-example gradients (0: at init)
     lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=24, batch=4)

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from updatescope.experiments import Result, config_record, heads
+from updatescope.experiments.steering import figures
 from updatescope.experiments.steering.config import SteeringConfig
 
 NAME = "steering"
@@ -82,7 +83,6 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     from updatescope.constants import IGNORE_INDEX
     from updatescope.data.statements import answer_ids, answer_margins, margin_summary, prompt_of
     from updatescope.errors import InputError
-    from updatescope.locallinear.search import best_of_n, candidate_direction
     from updatescope.steering import (
         capture_residuals,
         decoder_layers,
@@ -148,10 +148,97 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
         a, b = order[: len(order) // 2], order[len(order) // 2 :]
         halves.append(_cos_rows(caa(2 * a, 2 * a + 1), caa(2 * b, 2 * b + 1)))
 
-    def band(rows: list[list[float]]) -> dict[str, list[float]]:
-        cols = list(zip(*rows))
-        return {"mean": [sum(c) / len(c) for c in cols], "se": [_se(list(c)) for c in cols]}
+    search, search_shift, search_cos = _weight_search(
+        model, tok, config, delta, step_norm, prompts, labels, ids, summaries, v_caa
+    )
 
+    cosine = {
+        "layers": list(range(n_layers)),
+        "pushforward_mean": _cos_rows(pf_mean, v_caa),
+        "pushforward_contrast": _cos_rows(pf_contrast, v_caa),
+        "random_step_mean": _band(rand_mean),
+        "random_step_contrast": _band(rand_contrast),
+        "search_mean": _band(search_cos),
+        "shuffled_caa": _band(shuffled),
+        "half_caa": _band(halves),
+    }
+
+    # --- steering: select (layer, scale) on the select split, report on the test split
+    def margins(split: str, vec: Tensor | None = None, layer: int = 0, scale: float = 0.0) -> Tensor:
+        if vec is None:
+            return answer_margins(model, tok, prompts[split], ids, bs)
+        unit = (vec / vec.norm()).float()
+        with steer(model, unit, layers=layer, scale=scale * float(resid_norm[layer]), positions=config.positions):
+            return answer_margins(model, tok, prompts[split], ids, bs)
+
+    base = {s: margins(s) for s in ("select", "test")}
+    d = acts.shape[2]
+    # the label contrast of the shift is reported as a cosine only: injected everywhere it
+    # would act like CAA's own contrast, not like the weight step's shadow
+    vectors: dict[str, Tensor] = {"caa": v_caa, "pushforward": pf_mean}
+    for k, shift in enumerate(search_shift):
+        vectors[f"search_{k}"] = shift
+    for k in range(config.seeds):
+        vectors[f"random_{k}"] = torch.randn(n_layers, d, generator=g, dtype=torch.float64)
+
+    grid, chosen = _steering_grid(config, vectors, steer_layers, margins, base, labels)
+
+    bias_only = _bias_only(base, labels)
+
+    metrics = {
+        "n": {s: len(v) for s, v in splits.items()},
+        "n_layers": n_layers,
+        "step_norm": step_norm,
+        "base": {s: margin_summary(base[s], labels[s]) for s in ("select", "test")},
+        "cosine": cosine,
+        "search": search,
+        "grid_select": grid,
+        "steering_test": chosen,
+        "bias_only": bias_only,
+        "resid_norm": resid_norm.tolist(),
+    }
+    _print(metrics)
+
+    return Result(
+        NAME,
+        config_record(config, steer_layers_used=steer_layers),
+        metrics,
+        time.perf_counter() - t0,
+        {
+            "steering_cosine.png": lambda path: figures.draw_cosine(cosine, path),
+            "steering_scale.png": lambda path: figures.draw_scale(
+                grid, steer_layers, metrics["base"]["select"]["accuracy"], path
+            ),
+        },
+    )
+
+
+def _band(rows: list[list[float]]) -> dict[str, list[float]]:
+    """Mean and SE per column of per-seed rows."""
+    cols = list(zip(*rows))
+    return {"mean": [sum(c) / len(c) for c in cols], "se": [_se(list(c)) for c in cols]}
+
+
+def _weight_search(
+    model: Any,
+    tok: Any,
+    config: SteeringConfig,
+    delta: dict[str, Tensor],
+    step_norm: float,
+    prompts: dict[str, list[str]],
+    labels: dict[str, Tensor],
+    ids: Any,
+    summaries: Any,
+    v_caa: Tensor,
+) -> tuple[list[dict[str, Any]], list[Tensor], list[list[float]]]:
+    """Best-of-N weight perturbations pushed forward, one search per seed in
+    ``config.search_seeds``; the norm is chosen on the select split.
+    -> (per-seed records, their mean activation shifts, their cosines with CAA)."""
+    from updatescope.data.statements import answer_margins
+    from updatescope.locallinear.search import best_of_n, candidate_direction
+    from updatescope.steering import direction_norm
+
+    bs = config.batch_size
     # --- Best-of-N weight perturbations, in displacement coordinates (origin = the model):
     # loss(u) = -mean signed margin of θ + u; candidates σ z_i with σ = ρ‖δθ‖/√D, so ‖σ z‖ ≈ ρ‖δθ‖
     names = list(delta)
@@ -214,35 +301,20 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
             }
         )
     saved.clear()  # the clones of θ are not needed past the search
+    return search, search_shift, search_cos
 
-    cosine = {
-        "layers": list(range(n_layers)),
-        "pushforward_mean": _cos_rows(pf_mean, v_caa),
-        "pushforward_contrast": _cos_rows(pf_contrast, v_caa),
-        "random_step_mean": band(rand_mean),
-        "random_step_contrast": band(rand_contrast),
-        "search_mean": band(search_cos),
-        "shuffled_caa": band(shuffled),
-        "half_caa": band(halves),
-    }
 
-    # --- steering: select (layer, scale) on the select split, report on the test split
-    def margins(split: str, vec: Tensor | None = None, layer: int = 0, scale: float = 0.0) -> Tensor:
-        if vec is None:
-            return answer_margins(model, tok, prompts[split], ids, bs)
-        unit = (vec / vec.norm()).float()
-        with steer(model, unit, layers=layer, scale=scale * float(resid_norm[layer]), positions=config.positions):
-            return answer_margins(model, tok, prompts[split], ids, bs)
-
-    base = {s: margins(s) for s in ("select", "test")}
-    d = acts.shape[2]
-    # the label contrast of the shift is reported as a cosine only: injected everywhere it
-    # would act like CAA's own contrast, not like the weight step's shadow
-    vectors: dict[str, Tensor] = {"caa": v_caa, "pushforward": pf_mean}
-    for k, shift in enumerate(search_shift):
-        vectors[f"search_{k}"] = shift
-    for k in range(config.seeds):
-        vectors[f"random_{k}"] = torch.randn(n_layers, d, generator=g, dtype=torch.float64)
+def _steering_grid(
+    config: SteeringConfig,
+    vectors: dict[str, Tensor],
+    steer_layers: list[int],
+    margins: Any,
+    base: dict[str, Tensor],
+    labels: dict[str, Tensor],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every vector at every (layer, scale) on the select split; the best one per vector
+    reported on the test split, against the base model.  -> (select grid, chosen per vector)."""
+    from updatescope.data.statements import margin_summary
 
     def correct(m: Tensor, split: str) -> Tensor:
         return ((m > 0).long() == labels[split]).double()
@@ -278,6 +350,16 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     for kind, count in (("search", config.search_seeds), ("random", config.seeds)):
         gains = [chosen[f"{kind}_{k}"]["gain"] for k in range(count)]
         chosen[f"{kind}_mean"] = {"gain": sum(gains) / len(gains), "gain_se": _se(gains)}
+    return grid, chosen
+
+
+def _bias_only(base: dict[str, Tensor], labels: dict[str, Tensor]) -> dict[str, Any]:
+    """The bias-only baseline: the best threshold on the base margins of the select split,
+    reported on the test split."""
+    from updatescope.data.statements import margin_summary
+
+    def correct(m: Tensor, split: str) -> Tensor:
+        return ((m > 0).long() == labels[split]).double()
 
     # bias-only baseline: the best threshold on the base margins of the select split
     cands = sorted(set(base["select"].tolist()))
@@ -285,70 +367,12 @@ def run(config: SteeringConfig, out_dir: Path) -> Result:
     th = max(ths, key=lambda t: float(correct(base["select"] - t, "select").mean()))
     bias_test = margin_summary(base["test"] - th, labels["test"])
     diff = correct(base["test"] - th, "test") - correct(base["test"], "test")
-
-    metrics = {
-        "n": {s: len(v) for s, v in splits.items()},
-        "n_layers": n_layers,
-        "step_norm": step_norm,
-        "base": {s: margin_summary(base[s], labels[s]) for s in ("select", "test")},
-        "cosine": cosine,
-        "search": search,
-        "grid_select": grid,
-        "steering_test": chosen,
-        "bias_only": {
-            "threshold": th,
-            "test": bias_test,
-            "gain": float(diff.mean()),
-            "gain_se": float(diff.std() / math.sqrt(len(diff))),
-        },
-        "resid_norm": resid_norm.tolist(),
+    return {
+        "threshold": th,
+        "test": bias_test,
+        "gain": float(diff.mean()),
+        "gain_se": float(diff.std() / math.sqrt(len(diff))),
     }
-    _print(metrics)
-
-    def draw_cosine(path: Path) -> None:
-        from updatescope.report.figures import pyplot
-
-        plt = pyplot()
-        fig, ax = plt.subplots(figsize=(7, 4))
-        x = cosine["layers"]
-        ax.plot(x, cosine["pushforward_mean"], "o-", label="one-step shift (mean)")
-        ax.plot(x, cosine["pushforward_contrast"], "s-", label="one-step shift (true-false)")
-        for key, style in (("search_mean", "-"), ("random_step_mean", ":"), ("shuffled_caa", "--"), ("half_caa", "-.")):
-            m, s = cosine[key]["mean"], cosine[key]["se"]
-            ax.errorbar(x, m, yerr=s, ls=style, label=key.replace("_", " "))
-        ax.axhline(0.58, color="grey", lw=0.8)
-        ax.set_xlabel("decoder layer")
-        ax.set_ylabel("cosine with CAA")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-
-    def draw_scale(path: Path) -> None:
-        from updatescope.report.figures import pyplot
-
-        plt = pyplot()
-        fig, axes = plt.subplots(1, len(steer_layers), figsize=(4 * len(steer_layers), 3.5), squeeze=False)
-        for i, layer in enumerate(steer_layers):
-            ax = axes[0][i]
-            for name, tab in grid.items():
-                ax.plot(tab["scales"], tab["accuracy"][i], "o-" if not name.startswith("random") else ".:", label=name)
-            ax.axhline(metrics["base"]["select"]["accuracy"], color="grey", lw=0.8)
-            ax.set_title(f"layer {layer} (select split)")
-            ax.set_xlabel("scale (x residual norm)")
-            ax.set_ylabel("accuracy")
-        axes[0][0].legend(fontsize="x-small")
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-
-    return Result(
-        NAME,
-        config_record(config, steer_layers_used=steer_layers),
-        metrics,
-        time.perf_counter() - t0,
-        {"steering_cosine.png": draw_cosine, "steering_scale.png": draw_scale},
-    )
 
 
 def _print(m: dict[str, Any]) -> None:

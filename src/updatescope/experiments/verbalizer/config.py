@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import InputError
 from updatescope.experiments.configs import (
     HeadFinetuneConfig,
@@ -28,7 +29,7 @@ class VerbalizerConfig:
     design: Literal["sets", "contrast"] = "sets"  # contrast: flipped / one-shared-word / control sets
     verify_n: int = 48  # prompts captured under every set to check the activations are identical
     max_sentences: int | None = None  # None: every sentence of the polarity sample
-    sketch_dim: int = 4096
+    sketch_dim: int = DEFAULT_SKETCH_DIM
     ground_truth: Literal["lora", "head"] = "lora"
     lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=30, batch=16)
     finetune: HeadFinetuneConfig = HeadFinetuneConfig(lr=1e-4, steps=30, batch=None, extra_rows=512)

@@ -183,24 +183,13 @@ def lora_ground_truth(
     return lora_gt.transfer_from_config(model, split["train"], split["eval"], lc, seed=seed, log=log)
 
 
-def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
-    t0 = time.perf_counter()
-    seed = cfg.seed
-    specs = task_specs(cfg.design, cfg.n_sets)
-    log = functools.partial(print, flush=True)
-
-    model, tok = heads.load_model(cfg.model)
-    fp = heads.fingerprint(model, tok)
-    w0, b0 = heads.head_weights(model)
-    data = load_sentences()
-    if cfg.max_sentences:
-        data = data[: cfg.max_sentences]
-    perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed)).tolist()
-    data = [data[i] for i in perm]
-    prompts = [tok(cfg.prompt.format(text=s), add_special_tokens=True)["input_ids"] for s, _ in data]
-    ys = torch.tensor([y for _, y in data])
-    n_train = int(round(cfg.train_frac * len(data)))
-
+def _capture_sets(
+    model: Any, tok: Any, fp: str, specs: list, prompts: list, ys: torch.Tensor, verify_n: int
+) -> tuple[list[str], dict[str, Any], dict[str, torch.Tensor], dict[str, Any], torch.Tensor]:
+    """Capture the prompts under every answer-word set: the first set on every prompt, the
+    others on ``verify_n`` prompts to check that the activations are identical.
+    -> (set names, word ids, labels per set, activation check, the first set's activations)."""
+    n_data = len(prompts)
     names, word_ids, tasks = [], {}, {}
     verify: dict[str, Any] = {}
     base_acts = None
@@ -208,7 +197,7 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         ids = (_word_id(tok, neg), _word_id(tok, pos))
         word_ids[name] = {"positive": ids[1], "negative": ids[0]}
         labels = torch.tensor([ids[int(y)] for y in ys])
-        n_cap = len(data) if k == 0 else min(cfg.verify_n, len(data))
+        n_cap = n_data if k == 0 else min(verify_n, n_data)
         texts = [p + [int(labels[i])] for i, p in enumerate(prompts[:n_cap])]
         cap = heads.capture_acts(model, tok, texts, fp=fp, positions=[[-1]] * n_cap, desc=name)
         if not torch.equal(cap["labels"], labels[:n_cap]):
@@ -221,17 +210,28 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
         names.append(name)
         tasks[name] = labels
     assert base_acts is not None
-    act_scale = base_acts.abs().max().item()
-    log(
-        "activation check: max |Δa| = "
-        f"{max((v['max_abs_diff_vs_first_set'] for v in verify.values()), default=0.0):.3g}"
-        f" (max |a| = {act_scale:.3g})"
-    )
+    return names, word_ids, tasks, verify, base_acts
 
-    rows = {name: train_rows(half, n_train) for name, _p, _n, half in specs}
-    ev = slice(n_train, len(data))
-    train = {n: {"acts": base_acts[rows[n]], "labels": y[rows[n]]} for n, y in tasks.items()}
-    evals = {n: {"acts": base_acts[ev], "labels": y[ev]} for n, y in tasks.items()}
+
+def _ground_truth(
+    cfg: VerbalizerConfig,
+    model: Any,
+    tok: Any,
+    fp: str,
+    w0: Any,
+    b0: Any,
+    prompts: list,
+    tasks: dict[str, torch.Tensor],
+    n_train: int,
+    rows: dict[str, torch.Tensor],
+    train: dict[str, Any],
+    evals: dict[str, Any],
+    names: list[str],
+    log: Any,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The transfer table over ``cfg.gt_seeds`` seeds (LoRA, its steps chosen by the budget
+    probe when ``cfg.budget_grid`` is set, or head-only fine-tuning) -> (truth, budget)."""
+    seed = cfg.seed
     budget = None
     if cfg.ground_truth == "lora":
         lc = cfg.lora
@@ -284,7 +284,40 @@ def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
                 log=log,
             )
 
-    gt = gt_seeds.over_seeds(one, seed, cfg.gt_seeds, log)
+    return gt_seeds.over_seeds(one, seed, cfg.gt_seeds, log), budget
+
+
+def run(cfg: VerbalizerConfig, out_dir: Path) -> Result:
+    t0 = time.perf_counter()
+    seed = cfg.seed
+    specs = task_specs(cfg.design, cfg.n_sets)
+    log = functools.partial(print, flush=True)
+
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+    w0, b0 = heads.head_weights(model)
+    data = load_sentences()
+    if cfg.max_sentences:
+        data = data[: cfg.max_sentences]
+    perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed)).tolist()
+    data = [data[i] for i in perm]
+    prompts = [tok(cfg.prompt.format(text=s), add_special_tokens=True)["input_ids"] for s, _ in data]
+    ys = torch.tensor([y for _, y in data])
+    n_train = int(round(cfg.train_frac * len(data)))
+
+    names, word_ids, tasks, verify, base_acts = _capture_sets(model, tok, fp, specs, prompts, ys, cfg.verify_n)
+    act_scale = base_acts.abs().max().item()
+    log(
+        "activation check: max |Δa| = "
+        f"{max((v['max_abs_diff_vs_first_set'] for v in verify.values()), default=0.0):.3g}"
+        f" (max |a| = {act_scale:.3g})"
+    )
+
+    rows = {name: train_rows(half, n_train) for name, _p, _n, half in specs}
+    ev = slice(n_train, len(data))
+    train = {n: {"acts": base_acts[rows[n]], "labels": y[rows[n]]} for n, y in tasks.items()}
+    evals = {n: {"acts": base_acts[ev], "labels": y[ev]} for n, y in tasks.items()}
+    gt, budget = _ground_truth(cfg, model, tok, fp, w0, b0, prompts, tasks, n_train, rows, train, evals, names, log)
     # the family label: "same words up to case" (sets), the unordered word pair (contrast)
     groups = {
         name: (name.lower() if cfg.design == "sets" else "/".join(sorted((p.lower(), q.lower()))))
