@@ -419,9 +419,15 @@ def mix(
             weights[mname] = wr / len(members[r])
     w = tuple(weights[n] for n in names)
 
-    sigs = [named[n] for n in names]
+    # one copy per group of identical states, with the group's weight: a copy paired with
+    # itself is not two independent streams
+    rep_sigs = [named[r] for r in reps]
     by_kind = {
-        kind: {kk: v for kk, v in mixture_alignment(sigs, target, w, kind).items() if kk in ("value", "se")}
+        kind: {
+            kk: v
+            for kk, v in mixture_alignment(rep_sigs, target, w_rep.tolist(), kind).items()
+            if kk in ("value", "se")
+        }
         for kind in KINDS
     }
     singles = {n: alignment(named[n], target) for n in reps}
