@@ -455,14 +455,61 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _launched() -> tuple[int, int]:
+    """(rank, world size) from the launcher's environment; (0, 1) outside torchrun, and when
+    the environment is malformed (the command then says so in one line)."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+    except ValueError:
+        return 0, 1
+    return (rank, world) if world > 1 and 0 <= rank < world else (0, 1)
+
+
+def _user_error(line: str | None, rank: int, world: int) -> int:
+    """Print a user error's one line (under torchrun: once, for all ranks) and give exit code 2."""
+    if world > 1:
+        from updatescope.distributed import report_error
+
+        report_error(line, rank, world)
+    else:
+        print(line, file=sys.stderr)
+    return EXIT_USER_ERROR
+
+
+def _parse_distributed(parser: argparse.ArgumentParser, argv: Sequence[str] | None, rank: int, world: int) -> Any:
+    """Parse under torchrun: a bad flag is one ``updatescope: error:`` line from one rank (not
+    argparse's usage and error from every rank); ``--help``/``--version`` print on rank 0."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            if rank == 0:
+                sys.stdout.write(out.getvalue())
+            raise
+        text = err.getvalue().strip().splitlines()
+        reason = text[-1].split(": error: ", 1)[-1] if text else "invalid arguments"
+        raise SystemExit(_user_error(f"updatescope: error: {reason} (see --help)", rank, world)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    rank, world = _launched()
+    args = parser.parse_args(argv) if world == 1 else _parse_distributed(parser, argv, rank, world)
     try:
         return int(args.func(args) or 0)
     except UpdatescopeError as exc:
-        print(f"updatescope: error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        line: str | None = f"updatescope: error: {exc}"
+        if world > 1:
+            from updatescope.distributed import PeerFailed
+
+            line = None if isinstance(exc, PeerFailed) else line  # the failing rank's line is printed
+        return _user_error(line, rank, world)
     except KeyboardInterrupt:
         print("updatescope: interrupted; no output was written", file=sys.stderr)
         return 130

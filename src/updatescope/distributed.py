@@ -12,6 +12,20 @@ ranks and the reduction algorithm, and equals merging the slots in one process. 
 is slots × (6m + 6G) float64 per all-reduce: 197 KB per slot at m = 4096.
 
 Backends: gloo for CPU tensors, NCCL for CUDA ones (the state lives on the sketch's device).
+
+Errors under torchrun.  A rank that fails must neither leave the others waiting in a
+collective nor make every rank print the same line.  Two mechanisms:
+
+* *Agreement.*  Every collective point of a run (``gather_slots`` and the success path of
+  ``shutdown``) starts with one all-reduce of an error flag (``agree``).  A rank that fails
+  between two such points meets the others at the next one from its error path
+  (``shutdown(synchronise=False)``) with the flag set, so every rank leaves together and
+  the healthy ones raise :class:`PeerFailed` instead of waiting forever.
+* *One line.*  ``report_error`` decides who prints: rank 0 prints its own message, or, when
+  only other ranks failed, the message of the lowest failing rank, read through the
+  launcher's key-value store (torchrun's agent store, ``MASTER_ADDR:MASTER_PORT``); the other
+  ranks print nothing and leave only after rank 0 has printed.  Without that store rank 0
+  prints its own message, or a line saying another rank failed.
 """
 
 from __future__ import annotations
@@ -23,7 +37,7 @@ from typing import Any
 import torch
 
 from updatescope.devices import resolve_device  # noqa: F401  (re-exported: the CLI's --device)
-from updatescope.errors import InputError
+from updatescope.errors import InputError, UpdatescopeError
 from updatescope.sketch.fishersketch import FisherSketch
 from updatescope.sketch.signature import N_BLOCKS
 
@@ -36,7 +50,42 @@ __all__ = [
     "gather_slots",
     "fold",
     "all_reduce_sketch",
+    "PeerFailed",
+    "agree",
+    "report_error",
 ]
+
+_STORE_WAIT_S = 30.0  # how long a rank waits for the others' error messages or rank 0's line
+_ANOTHER = "updatescope: error: another rank failed (see its own output)"
+_settled = False  # this rank already knows the run failed on every rank (an agreement said so)
+
+
+class PeerFailed(UpdatescopeError):
+    """Another rank failed; it (or rank 0 on its behalf) reports why."""
+
+    def __init__(self) -> None:
+        super().__init__("another rank failed; its error is reported by rank 0")
+
+
+def agree(failed: bool, group: Any = None, device: torch.device | None = None) -> None:
+    """The one collective that tells every rank whether any rank failed.  Every rank calls it
+    at the same point: healthy ranks with ``failed=False`` (they raise :class:`PeerFailed`
+    when another rank failed), failing ranks with ``failed=True`` from their error path (they
+    return, and leave with their own error).  Without a process group: nothing to agree."""
+    import torch.distributed as dist
+
+    global _settled
+    if _settled or not (dist.is_available() and dist.is_initialized()):
+        return
+    if device is None:
+        backend = str(dist.get_backend(group))
+        device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    flag = torch.tensor([1 if failed else 0], dtype=torch.int64, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+    if int(flag) or failed:
+        _settled = True  # every rank now knows: none of them meets another collective
+        if not failed:
+            raise PeerFailed()
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -104,6 +153,7 @@ def gather_slots(
     config, device and metadata of the result.  Slots nobody filled come back empty."""
     import torch.distributed as dist
 
+    global _settled
     m = like.config.sketch_dim
     width = 2 * 3 * m + 2 * 3 * N_BLOCKS
     dev = like.device
@@ -120,12 +170,14 @@ def gather_slots(
         counts[i] = state["counts"].to(dev)
         owned[i] = 1
     if dist.is_available() and dist.is_initialized():
+        agree(False, group=group, device=dev)  # a rank that failed before this point meets us here
         # the same config on every rank, or the sums below would add unrelated bases
         key = torch.tensor([_config_key(like)], dtype=torch.int64, device=dev)
         lo, hi = key.clone(), key.clone()
         dist.all_reduce(lo, op=dist.ReduceOp.MIN, group=group)
         dist.all_reduce(hi, op=dist.ReduceOp.MAX, group=group)
         if int(lo) != int(hi):
+            _settled = True  # every rank raises this same error: no agreement is left to meet
             raise InputError("the ranks sketch with different configs (seed, sketch_dim, maps or model)")
         for t in (states, counts, owned):
             dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
@@ -176,20 +228,95 @@ def all_reduce_sketch(sketch: FisherSketch, group: Any = None) -> FisherSketch:
 def shutdown(*, synchronise: bool) -> None:
     """Leave the process group this process created.
 
-    ``synchronise`` (the success path, every rank calls it): two barriers, then destroy.  The
-    first orders the work (rank 0 has written); the second lets gloo's worker threads finish
-    tearing down the first one's connections — without it ``destroy_process_group`` aborted a
-    rank that had done all its work ("terminate called without an active exception") about
-    one run in six on 2 CPU cores.  On an error path there is no collective to meet: destroy
-    only.
+    ``synchronise`` (the success path, every rank calls it): an agreement (:func:`agree`: it
+    orders the work, rank 0 has written, and learns whether a rank failed after the last
+    collective), a barrier, then destroy.  The barrier lets gloo's worker threads finish
+    tearing down the first collective's connections — without it ``destroy_process_group``
+    aborted a rank that had done all its work ("terminate called without an active
+    exception") about one run in six on 2 CPU cores.  On an error path
+    (``synchronise=False``) the rank meets the others at their next agreement with its error
+    flag set, unless an agreement already told every rank, then destroys the group.
     """
     import torch.distributed as dist
 
+    global _settled
     if not dist.is_initialized():
         return
     try:
         if synchronise:
+            agree(False)
             dist.barrier()
-            dist.barrier()
+        elif not _settled:
+            agree(True)
     finally:
+        _settled = False
         dist.destroy_process_group()
+
+
+def _store() -> Any:
+    """A client of the launcher's key-value store (torchrun's agent store), or None."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+        return None
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    try:
+        return dist.TCPStore(
+            os.environ["MASTER_ADDR"],
+            int(os.environ["MASTER_PORT"]),
+            is_master=False,
+            timeout=timedelta(seconds=_STORE_WAIT_S),
+        )
+    except Exception:  # no store to reach: rank 0 speaks for itself
+        return None
+
+
+def _poll(store: Any, keys: Sequence[str], deadline: float, *, every: bool) -> list[str]:
+    """The keys of ``keys`` present in ``store`` once all (``every``) or any of them are, or at
+    the deadline."""
+    import time
+
+    while True:
+        have = [k for k in keys if store.check([k])]
+        if (len(have) == len(keys) if every else have) or time.monotonic() >= deadline:
+            return have
+        time.sleep(0.02)
+
+
+def report_error(line: str | None, rank: int, world: int) -> None:
+    """Print a user error's line once for all ranks (the module docstring), to stderr.
+
+    ``line``: this rank's line, or None when it only learnt that another rank failed
+    (:class:`PeerFailed`).  Rank 0 prints its own line, or the lowest failing rank's; the
+    other ranks print nothing and return once rank 0 has printed (so the launcher does not
+    stop rank 0 before it has), or after a wait in which rank 0 never reported — then a
+    failing rank prints its own line, as nobody else will."""
+    import sys
+    import time
+
+    store = _store() if world > 1 else None
+    if store is None:
+        if rank == 0:
+            print(line or _ANOTHER, file=sys.stderr)
+        return
+    env = os.environ
+    prefix = f"updatescope/{env.get('TORCHELASTIC_RUN_ID', '')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    deadline = time.monotonic() + _STORE_WAIT_S
+    try:
+        if line is not None:
+            store.set(f"{prefix}/error/{rank}", line)
+        if rank == 0:
+            if line is None:
+                keys = [f"{prefix}/error/{r}" for r in range(1, world)]
+                found = _poll(store, keys, deadline, every=False)
+                line = store.get(found[0]).decode() if found else None
+            print(line or _ANOTHER, file=sys.stderr)
+            sys.stderr.flush()
+            store.set(f"{prefix}/printed", "1")
+            return
+        if not _poll(store, [f"{prefix}/printed"], deadline, every=True) and line is not None:
+            print(line, file=sys.stderr)  # rank 0 never reported (it is stuck or gone): say it here
+    except Exception:  # the store went away (the launcher is stopping the ranks): say what we know
+        if rank == 0 and line is not None:
+            print(line, file=sys.stderr)

@@ -122,9 +122,12 @@ def _write_subset(fmt: str, records: list[dict[str, Any]], out: Path) -> None:
 
 def cmd_select(args: argparse.Namespace) -> int:
     from updatescope.commands._checks import check_out_file, check_out_folder, check_report
+    from updatescope.distributed import rank_and_world
     from updatescope.records import write_text_atomic
     from updatescope.signatures.io import load_signature
 
+    if rank_and_world()[1] > 1:  # no sharded path: every rank would score the whole pool and write the same files
+        raise InputError("select runs in a single process, not under torchrun (WORLD_SIZE > 1)")
     if args.top < 1:
         raise InputError(f"--top must be a positive integer, got {args.top}")
     if args.min_tokens < 1:
