@@ -95,7 +95,28 @@ def _rows_json(path: Path) -> list[Any]:
 
 
 def _rows_csv(path: Path) -> list[Any]:
-    return list(csv.DictReader(io.StringIO(_text(path), newline="")))
+    """Rows as dicts keyed by the header.  Every row must have exactly the header's fields: a
+    row with more would export a column named ``None``, one with fewer ``None`` values, and a
+    repeated header name would keep only its last column; each is refused naming file and
+    row (0-based, as the other tables; blank lines are skipped) and its line."""
+    reader = csv.reader(io.StringIO(_text(path), newline=""))
+    header = next(reader, None)
+    if header is None:
+        return []
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise InputError(f"{path}: the header names column(s) {', '.join(map(repr, repeated))} more than once")
+    rows: list[Any] = []
+    for fields in reader:
+        if not fields:
+            continue  # a blank line
+        if len(fields) != len(header):
+            raise InputError(
+                f"{path}: row {len(rows)} (line {reader.line_num}) has {len(fields)} field(s), the header "
+                f"has {len(header)}"
+            )
+        rows.append(dict(zip(header, fields)))
+    return rows
 
 
 def _rows_datasets(path: Path) -> list[Any]:
