@@ -22,10 +22,11 @@ offers is a single source: the best single one is returned with a warning.
 
 Estimation noise.  Unbiased squared norms can make G indefinite.  G is projected to the
 nearest positive semi-definite matrix with a floor: its eigenvalues are clipped at
-``EIG_FLOOR`` × the largest one (the Frobenius-nearest matrix with that floor).  The solver
+``EIG_FLOOR`` × the largest diagonal entry (the Frobenius-nearest matrix with that floor).  The solver
 uses the projected Gram; the reported alignment uses the unbiased one.  ``psd`` in the output
-says how large the correction was (the smallest eigenvalue relative to the largest, how many
-were clipped, the relative Frobenius norm of the change).  A Gram whose eigenvalues are all
+says how large the correction was (how many eigenvalues were clipped, the relative Frobenius
+norm of the change and, when it was made, the smallest eigenvalue relative to the floor's
+reference).  A Gram whose eigenvalues are all
 above the floor is left exactly as it is, and a small perturbation moves the weights only a
 little (tests/test_mixture.py).
 
@@ -75,7 +76,7 @@ from updatescope.sketch.align import Z975, alignment, inner_products, t975
 from updatescope.sketch.signature import KINDS, Signature
 
 OBJECTIVES = KINDS  # ("fisher", "activation", "error")
-EIG_FLOOR = 1e-10  # eigenvalues of the Gram clipped at this fraction of the largest one
+EIG_FLOOR = 1e-10  # eigenvalues of the Gram clipped at this fraction of its largest diagonal entry
 EXACT_SUBSETS = 5000  # max_sources: exhaustive search while C(n, K) is at most this
 MAX_BUDGET = 10**15  # tokens: a thousand times the largest public pre-training corpora
 
@@ -146,24 +147,36 @@ class Mixture:
 
 # ---------------------------------------------------------------------- the solver
 def psd_project(gram: Tensor, floor: float = EIG_FLOOR) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """(projected Gram, its factor Lᵀ with LLᵀ = projected, correction info).
+    """(projected Gram, its factor A with AᵀA = projected, correction info).
 
-    Eigenvalues below ``floor`` × the largest are set to that floor; a Gram with every
-    eigenvalue above it is returned unchanged (bit for bit)."""
+    Eigenvalues below ``floor`` × the largest diagonal entry (the largest squared norm, within
+    a factor n of the largest eigenvalue) are set to that floor.  A Gram with every eigenvalue
+    above it is returned unchanged (bit for bit) and factored by Cholesky, which also proves
+    it (the factorisation of G − floor·I succeeds); otherwise by an eigendecomposition."""
+    import numpy as np
+
     g = (gram + gram.T) / 2
-    lam, vec = torch.linalg.eigh(g)
-    top = float(lam.max())
+    top = float(g.diagonal().max())
     if not top > 0:
-        raise InputError("the Gram of the sources has no positive eigenvalue: no source has a usable norm estimate")
+        raise InputError("no source has a positive squared-norm estimate: nothing to mix")
     lo = floor * top
+    eye = torch.eye(g.shape[0], dtype=g.dtype)
+    _, bad = torch.linalg.cholesky_ex(g - lo * eye)
+    if int(bad) == 0:
+        chol, bad2 = torch.linalg.cholesky_ex(g)
+        if int(bad2) == 0:
+            info = {"clipped_eigenvalues": 0, "relative_change": 0.0, "floor_relative": floor}
+            return g, chol.T, info
+    lam_np, vec_np = np.linalg.eigh(g.numpy())  # LAPACK through numpy: far faster than torch's here
+    lam, vec = torch.from_numpy(lam_np), torch.from_numpy(vec_np)
     clipped = int((lam < lo).sum())
     lam_c = lam.clamp(min=lo)
-    fixed = (vec * lam_c) @ vec.T if clipped else g
+    fixed = (vec * lam_c) @ vec.T
     info = {
-        "min_eigenvalue_relative": float(lam.min()) / top,
         "clipped_eigenvalues": clipped,
-        "relative_change": float(torch.linalg.norm(fixed - g) / torch.linalg.norm(g)) if clipped else 0.0,
+        "relative_change": float(torch.linalg.norm(fixed - g) / torch.linalg.norm(g)),
         "floor_relative": floor,
+        "min_eigenvalue_relative": float(lam.min()) / top,
     }
     return fixed, lam_c.sqrt()[:, None] * vec.T, info
 
@@ -430,9 +443,11 @@ def mix(
         }
         for kind in KINDS
     }
-    singles = {n: alignment(named[n], target) for n in reps}
-    val = lambda a: getattr(a, objective)  # noqa: E731
-    best = max(reps, key=lambda n: val(singles[n]) if math.isfinite(val(singles[n])) else -math.inf)
+    # each source alone from the unbiased Gram (the value ``alignment`` gives), then the best one's SE
+    diag = gram.diagonal()
+    single = torch.where(diag > 0, b / (diag.clamp(min=0).sqrt() * math.sqrt(tt)), torch.full_like(b, -math.inf))
+    best = reps[int(torch.argmax(single))]  # argmax keeps the first of equal values
+    best_al = alignment(named[best], target)
     warnings = [f"dropped {n}: {why}" for n, why in dropped.items()]
     warnings += [
         f"{', '.join(g)} hold the same state: merged, weight split evenly" for g in members.values() if len(g) > 1
@@ -453,8 +468,8 @@ def mix(
         predicted_se=pred["se"],
         by_kind=by_kind,
         best_single=best,
-        best_single_value=val(singles[best]),
-        best_single_se=getattr(singles[best], f"{objective}_se"),
+        best_single_value=getattr(best_al, objective),
+        best_single_se=getattr(best_al, f"{objective}_se"),
         budget=budget,
         tokens=tuple(round_budget(w, budget)) if budget is not None else None,
         max_sources=max_sources,
