@@ -77,7 +77,7 @@ def cmd_sketch(args: argparse.Namespace) -> int:
             "shards separately with checkpoints and join them with 'updatescope merge'"
         )
     if ckpt is not None:
-        check_checkpoint_path(ckpt)
+        check_checkpoint_path(ckpt, resume=args.resume)
     if args.resume and not ckpt.exists():
         raise UpdatescopeError(f"--resume: no checkpoint at {ckpt} (run with --checkpoint-every N first)")
     corpus, options = _sketch_inputs(args)  # validates every flag and file before the model loads

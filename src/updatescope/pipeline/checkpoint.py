@@ -18,7 +18,14 @@ from typing import Any
 from updatescope.errors import InputError
 from updatescope.sketch.fishersketch import FisherSketch
 
-__all__ = ["CHECKPOINT_FORMAT", "checkpoint_path", "run_key", "save_checkpoint", "load_checkpoint"]
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "checkpoint_path",
+    "check_checkpoint_path",
+    "run_key",
+    "save_checkpoint",
+    "load_checkpoint",
+]
 
 CHECKPOINT_FORMAT = "updatescope-sketch-checkpoint"
 
@@ -63,8 +70,12 @@ def save_checkpoint(path: Path, sketch: FisherSketch, next_segment: int, key: st
     write_bytes_atomic(save(tensors, metadata=meta), path)
 
 
-def check_checkpoint_path(path: Path) -> None:
-    """A one-line error unless ``path`` is absent or a regular file (never open a FIFO or a folder)."""
+def check_checkpoint_path(path: Path, *, resume: bool = False) -> None:
+    """A one-line error unless ``path`` is absent or a regular file (never open a FIFO or a folder).
+
+    ``resume``: the file is about to be resumed from, so its header is read as well (without
+    the tensors): a file that is not a sketch checkpoint (corrupt, truncated, another format)
+    is refused here, before any model loads, rather than after."""
     import os
     import stat
 
@@ -76,6 +87,25 @@ def check_checkpoint_path(path: Path) -> None:
         raise InputError(f"checkpoint {path} cannot be read: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"checkpoint {path} is not a regular file; remove it or choose another --out")
+    if resume:
+        _checkpoint_meta(path)
+
+
+def _checkpoint_meta(path: Path) -> dict[str, str]:
+    """The checkpoint's metadata, after checking that its header parses and names our format."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = dict(fh.metadata() or {})
+            names = set(fh.keys())
+    except Exception:
+        raise InputError(f"not a readable sketch checkpoint (corrupt or another format): {path}") from None
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise InputError(f"not an updatescope sketch checkpoint: {path}")
+    if not {"sums", "diag", "counts"} <= names or not meta.get("run_key") or "next_segment" not in meta:
+        raise InputError(f"sketch checkpoint is incomplete: {path}")
+    return meta
 
 
 def load_checkpoint(path: Path, like: FisherSketch, key: str) -> tuple[FisherSketch, int]:
@@ -93,8 +123,9 @@ def load_checkpoint(path: Path, like: FisherSketch, key: str) -> tuple[FisherSke
         raise InputError(f"not an updatescope sketch checkpoint: {path}")
     if meta.get("run_key") != key:
         raise InputError(
-            f"checkpoint {path} is from a different run (model, data, columns or a setting that changes the sums: "
-            "sketch size, seed, maps, --max-tokens, --dtype, --token-budget); delete it or rerun without --resume"
+            f"checkpoint {path} is from a different run (the model, the data, the columns or a flag that changes "
+            "the sums differ: --sketch-dim, --seed, --act-map, --error-map, --max-tokens, --dtype, --token-budget); "
+            "resume with the run's own flags, or delete it and rerun without --resume"
         )
     try:
         state = {
