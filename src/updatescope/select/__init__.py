@@ -12,6 +12,7 @@ from updatescope.select.baselines import (
     rsa,
     svcca,
 )
+from updatescope.select.interference import InterferenceTable, Plan, interference_table, plan
 from updatescope.select.metrics import (
     bootstrap_ci,
     oracle_normalised_transfer,
@@ -25,6 +26,8 @@ from updatescope.select.rank import Ranking, RankRow, diagnose, rank_sources
 
 __all__ = [
     "BASELINES",
+    "InterferenceTable",
+    "Plan",
     "Mixture",
     "RankRow",
     "Ranking",
@@ -32,12 +35,14 @@ __all__ = [
     "bootstrap_ci",
     "diagnose",
     "hscore",
+    "interference_table",
     "leep",
     "linear_cka",
     "logme",
     "mean_gradient_cosine",
     "mix",
     "oracle_normalised_transfer",
+    "plan",
     "random_scores",
     "rank_sources",
     "regret",
