@@ -57,6 +57,7 @@ __all__ = [
 
 _STORE_WAIT_S = 30.0  # how long a rank waits for the others' error messages or rank 0's line
 _ANOTHER = "updatescope: error: another rank failed (see its own output)"
+_device = torch.device("cpu")  # the device of the group init_from_env created
 _settled = False  # this rank already knows the run failed on every rank (an agreement said so)
 
 
@@ -78,8 +79,7 @@ def agree(failed: bool, group: Any = None, device: torch.device | None = None) -
     if _settled or not (dist.is_available() and dist.is_initialized()):
         return
     if device is None:
-        backend = str(dist.get_backend(group))
-        device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+        device = _device if str(dist.get_backend(group)) == "nccl" else torch.device("cpu")
     flag = torch.tensor([1 if failed else 0], dtype=torch.int64, device=device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
     if int(flag) or failed:
@@ -129,6 +129,8 @@ def init_from_env(device: torch.device) -> bool:
     if not dist.is_available():
         raise InputError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
     dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    global _device
+    _device = device  # where this rank's agreement flag lives (NCCL reduces device tensors only)
     return True
 
 
