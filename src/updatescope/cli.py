@@ -18,9 +18,11 @@ from updatescope.commands._checks import (
     check_out_file,
     check_out_folder,
     check_report,
+    one_kind,
     positive,
     print_json,
     sig_name,
+    signature_kind,
     unique_names,
 )
 from updatescope.constants import DEFAULT_SKETCH_DIM, DTYPE_CHOICES, MAP_CHOICES
@@ -138,37 +140,9 @@ def cmd_sketch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _signature_kind(path: str) -> str:
-    """'network' or 'head', read from the file's metadata ``format``.  A file whose header
-    cannot be read counts as 'head', so the head loader names what is wrong with it."""
-    from updatescope.network.io import NETWORK_FORMAT
-
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as fh:
-            fmt = (fh.metadata() or {}).get("format")
-    except Exception:  # missing, corrupt, foreign: the loader reports it in one line
-        return "head"
-    return "network" if fmt == NETWORK_FORMAT else "head"
-
-
-def _one_kind(paths: Sequence[str]) -> str:
-    """The common kind of signature files; a one-line error when head and network mix."""
-    kinds = {p: _signature_kind(p) for p in paths}
-    if len(set(kinds.values())) > 1:
-        head = next(p for p in paths if kinds[p] == "head")
-        net = next(p for p in paths if kinds[p] == "network")
-        raise UpdatescopeError(
-            f"cannot compare a head signature ({head}) with a network signature ({net}): "
-            "sketch both with --layers, or both without"
-        )
-    return kinds[paths[0]]
-
-
 def cmd_rank(args: argparse.Namespace) -> int:
     report = check_report(args.report, inputs=[args.target, *args.sources])
-    if _one_kind([args.target, *args.sources]) == "network":
+    if one_kind([args.target, *args.sources]) == "network":
         return _network.rank_network(args, report)
     from updatescope.select.rank import rank_sources
     from updatescope.signatures.io import load_signature
@@ -215,7 +189,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     rows, nets = [], []
     for p in args.signatures:
-        if _signature_kind(p) == "network":
+        if signature_kind(p) == "network":
             nets.append(_network.inspect_network(p))
             continue
         sig = load_signature(p)

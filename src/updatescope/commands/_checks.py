@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from updatescope.errors import UpdatescopeError
+from updatescope.errors import InputError, UpdatescopeError
 
 
 def print_json(obj: Any) -> None:
@@ -125,3 +125,31 @@ def add_column_arguments(parser: Any) -> None:
         default=None,
         help="chat column rendered with the tokenizer's chat template; counts assistant turns only",
     )
+
+
+def signature_kind(path: str) -> str:
+    """'network' or 'head', read from the file's metadata ``format``.  A file whose header
+    cannot be read counts as 'head', so the head loader names what is wrong with it."""
+    from updatescope.network.io import NETWORK_FORMAT
+
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as fh:
+            fmt = (fh.metadata() or {}).get("format")
+    except Exception:  # missing, corrupt, foreign: the loader reports it in one line
+        return "head"
+    return "network" if fmt == NETWORK_FORMAT else "head"
+
+
+def one_kind(paths: Sequence[str]) -> str:
+    """The common kind of signature files; a one-line error when head and network mix."""
+    kinds = {p: signature_kind(p) for p in paths}
+    if len(set(kinds.values())) > 1:
+        head = next(p for p in paths if kinds[p] == "head")
+        net = next(p for p in paths if kinds[p] == "network")
+        raise InputError(
+            f"cannot compare a head signature ({head}) with a network signature ({net}): "
+            "sketch both with --layers, or both without"
+        )
+    return kinds[paths[0]]

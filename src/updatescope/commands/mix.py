@@ -93,7 +93,7 @@ def cmd_mix(args: argparse.Namespace) -> int:
     elif args.data:
         raise UpdatescopeError("--data is only used with --export")
 
-    from updatescope.cli import _signature_kind
+    from updatescope.commands._checks import signature_kind as _signature_kind
     from updatescope.errors import SignatureFileError
     from updatescope.select.mixture import mix
     from updatescope.signatures.io import load_signature

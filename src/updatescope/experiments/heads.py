@@ -7,7 +7,7 @@ from the frozen head, against K floats per token to store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -132,12 +132,15 @@ def sketch_stream(
     The bias ``b0`` enters the logits only: these streams are compared with exact values
     computed from the same (acts, errors), i.e. the weight block of the Fisher, so the sketch
     keeps ``head_bias=False`` (the library's model-level builders include the bias block)."""
+    from updatescope.pipeline import feed_sketch
     from updatescope.sketch.fishersketch import FisherSketch
 
     k, d = w0.shape
     sk = FisherSketch(d, k, sketch_dim, seed, fingerprint=fp, act_map=act_map, error_map=error_map)
-    for i in range(0, acts.shape[0], SKETCH_ROWS):
-        rows = slice(i, i + SKETCH_ROWS)
-        z = logits[rows] if logits is not None else logits_of(w0, b0, acts[rows])
-        sk.update_logits(acts[rows], z, labels[rows])
-    return sk.signature(name=name)
+
+    def rows() -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+        for i in range(0, acts.shape[0], SKETCH_ROWS):
+            r = slice(i, i + SKETCH_ROWS)
+            yield acts[r], (logits[r] if logits is not None else logits_of(w0, b0, acts[r])), labels[r]
+
+    return feed_sketch(sk, rows()).signature(name=name)

@@ -16,7 +16,7 @@ from typing import Any
 
 from updatescope.pipeline.checkpoint import checkpoint_path
 from updatescope.pipeline.corpus import Corpus, Tokens
-from updatescope.pipeline.head import check_memory, segment_ranges, sketch_corpus
+from updatescope.pipeline.head import check_memory, feed_sketch, segment_ranges, sketch_corpus
 from updatescope.pipeline.network import layer_batches, layer_config, sketch_network_corpus
 from updatescope.pipeline.options import SketchOptions
 from updatescope.pipeline.score import score_documents
@@ -27,6 +27,7 @@ __all__ = [
     "Tokens",
     "check_memory",
     "checkpoint_path",
+    "feed_sketch",
     "layer_batches",
     "layer_config",
     "load_model",

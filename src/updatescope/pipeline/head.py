@@ -10,7 +10,7 @@ the same bytes.  Segments also bound the work lost to an interruption.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,15 @@ from updatescope.pipeline.options import SketchOptions
 from updatescope.sketch.fishersketch import FisherSketch
 from updatescope.sketch.signature import Signature
 
-__all__ = ["sketch_corpus", "segment_ranges", "head_sketch", "check_memory", "SEGMENT_MIN_DOCS", "MAX_SEGMENTS"]
+__all__ = [
+    "sketch_corpus",
+    "feed_sketch",
+    "segment_ranges",
+    "head_sketch",
+    "check_memory",
+    "SEGMENT_MIN_DOCS",
+    "MAX_SEGMENTS",
+]
 
 SEGMENT_MIN_DOCS = 16
 MAX_SEGMENTS = 256  # bounds the all-reduce: slots × 197 KB at m = 4096
@@ -79,6 +87,22 @@ def head_sketch(
     fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, head)
     config = options.config(int(d), int(k), fingerprint=fp, head_bias=head.bias is not None)
     return FisherSketch(config=config, device=head.weight.device), head
+
+
+def feed_sketch(
+    sketch: FisherSketch, stream: Iterable[tuple[Any, Any, Any]], on_batch: Callable[[int], None] | None = None
+) -> FisherSketch:
+    """Add every ``(acts (n, d), logits (n, K), labels (n,))`` batch of ``stream`` to ``sketch``
+    (labels ``IGNORE_INDEX`` are skipped): the one "capture, then feed a sketch" loop, for a
+    live capture (``capture_causal_lm``) and for cached head streams alike.  ``on_batch(n)``
+    gets the number of samples each batch added.  -> ``sketch`` (updated in place)."""
+    with torch.inference_mode():
+        for acts, logits, labels in stream:
+            before = sketch.count
+            sketch.update_logits(acts, logits, labels)
+            if on_batch is not None:
+                on_batch(sketch.count - before)
+    return sketch
 
 
 def _tokens(corpus: Corpus | Tokens | Sequence[Any], tokenizer: Any) -> Tokens:
@@ -165,11 +189,7 @@ def sketch_corpus(
                         compact=False,
                         head=head,
                     )
-                    for acts, logits, labels in stream:
-                        before = part.count
-                        part.update_logits(acts, logits, labels)
-                        if bar is not None:
-                            bar.tokens(part.count - before)
+                    feed_sketch(part, stream, None if bar is None else bar.tokens)
                 if bar is not None:
                     bar.segment(len(seg), part.count)
                 if world > 1:

@@ -111,28 +111,14 @@ def lora_layer_names(model: Any, n_last: int, targets: Sequence[str]) -> tuple[l
 def token_batches(
     model: Any, tok: Any, texts: Sequence[Any], max_tokens: int, token_budget: int = 1024
 ) -> Iterator[dict[str, Any]]:
-    """The padded batches :func:`capture.causal_lm.capture_causal_lm` forms for ``texts``
-    (same chunks, same packing), with labels (B, T) already aligned with the logits and
-    cut after the first ``max_tokens`` counted targets, so a layer sketch counts exactly the
-    tokens of the head capture."""
-    from updatescope.capture.causal_lm import DEFAULT_CHUNK_LEN, _context_length
-    from updatescope.capture.chunks import document_chunks, pack_batches, pad_batch
-    from updatescope.constants import IGNORE_INDEX
+    """The padded batches the head capture forms for ``texts`` (same windows, same packing:
+    ``pipeline.layer_batches``), labels aligned with the logits and cut after the first
+    ``max_tokens`` counted targets, so a layer sketch counts exactly the tokens of the head
+    capture."""
+    from updatescope.pipeline import Corpus, SketchOptions, layer_batches
 
-    pad_id = int(tok.pad_token_id) if getattr(tok, "pad_token_id", None) is not None else 0
-    chunk_len = min(_context_length(model), DEFAULT_CHUNK_LEN)
-    done = 0
-    for batch in pack_batches(document_chunks(tok, texts, chunk_len=chunk_len), token_budget):
-        ids, attn, labels = pad_batch(batch, pad_id)
-        flat = labels.reshape(-1).clone()
-        idx = (flat != IGNORE_INDEX).nonzero().squeeze(1)
-        room = max_tokens - done
-        if idx.numel() > room:
-            flat[idx[room:]] = IGNORE_INDEX
-        done += min(idx.numel(), room)
-        yield {"input_ids": ids, "attention_mask": attn, "labels": flat.reshape(labels.shape), "use_cache": False}
-        if done >= max_tokens:
-            break
+    tokens = Corpus.from_texts(list(texts)).tokenise(tok)
+    return layer_batches(model, tok, tokens, SketchOptions(max_tokens=max_tokens, token_budget=token_budget))
 
 
 def _pair_tables(names: Sequence[str], sketches: Mapping[str, Any]) -> dict[tuple[str, str], Any]:
