@@ -111,3 +111,34 @@ def test_error_after_load_on_one_rank_does_not_hang(files, tmp_path):
     r = _torchrun(work, _sketch(model, data, "o.safetensors", "--token-budget", "64"), pythonpath=[hook])
     _one_line_exit_2(r, "refused on rank 1 only")
     _no_output(work, [])
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_without_a_launcher_store_rank_0_speaks(tmp_path, capsys, monkeypatch, rank):
+    """RANK/WORLD_SIZE set by another launcher (no torchrun store to agree through): rank 0
+    prints the line, the others print nothing, every rank exits 2 (in-process, no group)."""
+    from updatescope.cli import main
+
+    for k in ("TORCHELASTIC_USE_AGENT_STORE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", str(rank))
+    missing = str(tmp_path / "missing.jsonl")
+    runs = [
+        (["sketch", "--model", "m", "--data", missing, "--out", str(tmp_path / "o.safetensors")], "not found"),
+        (
+            ["select", "--model", "m", "--data", missing, "--target", missing, "--top", "1", "--out", "t.jsonl"],
+            "not under torchrun",
+        ),
+    ]
+    for argv, needle in runs:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [] if rank else (len(err) == 1 and err[0].startswith("updatescope: error:") and needle in err[0])
+    with pytest.raises(SystemExit) as info:
+        main([*runs[0][0], "--no-such-flag"])
+    assert info.value.code == 2
+    cap = capsys.readouterr()
+    lines = cap.err.strip().splitlines()
+    assert not cap.out and (lines == [] if rank else lines == [lines[0]] and "--no-such-flag" in lines[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
