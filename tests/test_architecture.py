@@ -48,3 +48,14 @@ def test_architecture_page_is_generated_from_the_contracts():
     assert out.returncode == 0, out.stderr
     page = (ROOT / "docs" / "architecture.md").read_text()
     assert "| 6 | `pipeline` |" in page and "`core-no-models`" in page
+
+
+def test_every_experiment_folder_is_in_the_independence_contract():
+    import tomllib
+
+    from updatescope.experiments import REGISTRY
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (indep,) = [c for c in contracts if c["id"] == "experiments-independent"]
+    folders = {f"updatescope.experiments.{e.module}" for e in REGISTRY.values()}
+    assert folders == set(indep["modules"])
