@@ -88,6 +88,7 @@ __all__ = [
 QUANTITIES = ("inner", "fisher", "activation", "error")
 SCORES = ("inner", "fisher", "error", "activation")
 EXACT_MAX = 14  # tasks up to which the order is found by exact search
+BEAM_WIDTH = 32  # partial orders kept per step by the heuristic beyond EXACT_MAX
 SIGNIFICANCE = 2.0  # a score counts as damage when value > SIGNIFICANCE · se (≈95% one-sided beyond noise)
 _Z975 = 1.959963984540054
 
@@ -321,7 +322,7 @@ def _exact(d: np.ndarray, sign: float) -> list[int]:
     return order
 
 
-def _local_search(d: np.ndarray, order: list[int], sign: float, max_passes: int = 200) -> list[int]:
+def _local_search(d: np.ndarray, order: list[int], sign: float, max_passes: int = 5) -> list[int]:
     """Best-improvement moves of one task to another position until none improves."""
     n = len(order)
     cur = np.asarray(order)
@@ -340,16 +341,47 @@ def _local_search(d: np.ndarray, order: list[int], sign: float, max_passes: int 
     return cur.tolist()
 
 
-def _heuristic(d: np.ndarray, sign: float) -> list[int]:
-    """Greedy insertion (tasks by decreasing largest damage) then local search."""
+def _beam(d: np.ndarray, sign: float, width: int) -> list[int]:
+    """The suffix DP restricted to the ``width`` best sets of each size (beam search).
+
+    Tasks are prepended one at a time to partial suffixes; a candidate's cost grows by
+    max_{B in suffix} D(A, B); among candidates with the same set only the best is kept
+    (as the DP would), then the ``width`` best sets survive.  Exact when ``width`` is at
+    least the largest number of sets of one size, C(N, N/2).
+    """
     n = d.shape[0]
-    key = np.maximum(d.max(1), d.max(0))
-    order: list[int] = []
-    for a in sorted(range(n), key=lambda x: (-key[x], x)):
-        cands = np.array([order[:p] + [a] + order[p:] for p in range(len(order) + 1)])
-        costs = sign * _batch_costs(d, cands)
-        order = cands[int(np.argmin(costs))].tolist()
-    return _local_search(d, order, sign)
+    masks = np.zeros((1, n), dtype=bool)
+    f = np.zeros(1)
+    orders: list[list[int]] = [[]]
+    for _ in range(n):
+        inc = (masks[:, None, :] * d[None, :, :]).max(-1)  # (W, N): cost of prepending A
+        val = sign * (f[:, None] + inc)
+        val[masks] = np.inf
+        flat = np.argsort(val, axis=None, kind="stable")
+        keep, seen = [], set()
+        for idx in flat:
+            w, a = divmod(int(idx), n)
+            if not np.isfinite(val[w, a]):
+                break
+            new = masks[w].copy()
+            new[a] = True
+            key = np.packbits(new).tobytes()  # the new set
+            if key in seen:
+                continue
+            seen.add(key)
+            keep.append((w, a))
+            if len(keep) == width:
+                break
+        masks = np.stack([masks[w] for w, _ in keep])
+        masks[np.arange(len(keep)), [a for _, a in keep]] = True
+        f = np.array([f[w] + inc[w, a] for w, a in keep])
+        orders = [[a, *orders[w]] for w, a in keep]
+    return orders[0]
+
+
+def _heuristic(d: np.ndarray, sign: float, width: int = BEAM_WIDTH) -> list[int]:
+    """Beam search over suffix sets, then local search (moves of one task)."""
+    return _local_search(d, _beam(d, sign, width), sign)
 
 
 def search_order(damage: Any, *, worst: bool = False, method: str = "auto") -> tuple[list[int], str]:
