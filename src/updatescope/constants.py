@@ -17,6 +17,7 @@ __all__ = [
     "torch_dtype",
     "DEFAULT_SKETCH_DIM",
     "SEED_LIMIT",
+    "EXPERIMENT_SEED_LIMIT",
     "check_seed",
     "DEFAULT_TOKEN_BUDGET",
 ]
@@ -44,16 +45,21 @@ DEFAULT_SKETCH_DIM = 4096
 #: command (sketch bases, experiments, fine-tuning ground truth).
 SEED_LIMIT = 2**63
 
+#: ``reproduce --seed`` is below this: experiments derive their sub-seeds as
+#: ``seed × 1,000,003 + k`` (and similar), which must stay below SEED_LIMIT.
+EXPERIMENT_SEED_LIMIT = 2**31
+
 #: Padded tokens per forward pass by default: 1,024 × 49,152 float32 logits are 200 MB.
 DEFAULT_TOKEN_BUDGET = 1024
 
 
-def check_seed(value: object, name: str = "seed") -> None:
-    """InputError unless ``value`` is an integer seed in [0, SEED_LIMIT)."""
+def check_seed(value: object, name: str = "seed", limit: int = SEED_LIMIT) -> None:
+    """InputError unless ``value`` is an integer seed in [0, limit) (SEED_LIMIT, or
+    EXPERIMENT_SEED_LIMIT for experiments)."""
     from updatescope.errors import InputError
 
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
-        raise InputError(f"{name} must be an integer in [0, 2^63), got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+        raise InputError(f"{name} must be an integer in [0, 2^{limit.bit_length() - 1}), got {value!r}")
 
 
 def check_sketch_dim(value: object) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from updatescope.constants import EXPERIMENT_SEED_LIMIT, check_seed
 from updatescope.errors import InputError, MissingExtraError
 
 __all__ = ["Experiment", "Result", "REGISTRY", "configure", "run_experiment"]
@@ -143,8 +144,7 @@ def configure(name: str, *, quick: bool = False, seed: int = 0, settings: Mappin
 
     if name not in REGISTRY:
         raise InputError(f"unknown experiment {name!r}; available: {', '.join(REGISTRY)}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
-        raise InputError(f"--seed must be in [0, 2^31), got {seed!r}")
+    check_seed(seed, "--seed", EXPERIMENT_SEED_LIMIT)
     config = REGISTRY[name].config.defaults(quick, seed)
     if settings:
         config = apply_settings(config, settings)

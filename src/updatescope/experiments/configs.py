@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from updatescope import constants
 from updatescope.constants import DEFAULT_SKETCH_DIM, MAP_CHOICES, check_sketch_dim
 from updatescope.errors import InputError
 
@@ -86,8 +87,8 @@ def check_positive(cfg: Any, *names: str) -> None:
 
 
 def check_seed(value: int) -> None:
-    if not 0 <= value < 2**63:
-        raise InputError(f"seed must be in [0, 2^63), got {value}")
+    """The seed range of every experiment (``constants.EXPERIMENT_SEED_LIMIT``)."""
+    constants.check_seed(value, "seed", constants.EXPERIMENT_SEED_LIMIT)
 
 
 def check_gt_seeds(value: int) -> None:
