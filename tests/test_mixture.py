@@ -188,7 +188,7 @@ def test_max_sources_exact_and_greedy(k, monkeypatch):
 # ---------------------------------------------------------------------- (d) the Gram's correction
 def test_psd_correction_leaves_a_clean_gram_alone_and_small_noise_small():
     gram, b, tt = _random_problem(6, 10, 11)
-    fixed, _, info = psd_project(gram)
+    fixed, info = psd_project(gram)
     assert info["clipped_eigenvalues"] == 0 and torch.equal(fixed, (gram + gram.T) / 2)
     w0, _ = solve(gram, b, tt)
     noise = torch.randn(6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -351,3 +351,16 @@ def test_cli_drops_a_source_with_no_usable_norm(files, capsys):
     cap = capsys.readouterr()
     assert "dropped zero" in cap.err and "not positive" in cap.err
     assert json.loads(cap.out)["dropped"]["zero"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_nnls_gram_matches_scipy_nnls(seed):
+    from scipy.optimize import nnls
+
+    from updatescope.select.mixture import nnls_gram
+
+    rng = np.random.default_rng(seed)
+    a, c = rng.standard_normal((30, 12)), rng.standard_normal(30)
+    x_ref, _ = nnls(a, c)
+    x = nnls_gram(a.T @ a, a.T @ c)
+    assert np.allclose(x, x_ref, atol=1e-9)

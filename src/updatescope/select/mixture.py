@@ -15,9 +15,9 @@ min yᵀGy s.t. bᵀy = 1, y ≥ 0 (maximising wᵀb/√(wᵀGw) is minimising y
 With G = LLᵀ this QP is the non-negative least-squares problem min_{x≥0} ‖Lᵀx‖² + (bᵀx − 1)²:
 on the ray x = t·y (bᵀy = 1) the objective is t²q + (t − 1)² with q = yᵀGy, smallest at
 t = 1/(1 + q) with value q/(1 + q), increasing in q, so the NNLS optimum x* is the QP's
-optimum scaled, y* = x*/bᵀx*.  It is solved by the Lawson–Hanson active-set method
-(``scipy.optimize.nnls``), which terminates finitely at the exact optimum up to its
-tolerance (10·max(rows, cols)·ε·‖A‖₁ on the dual).  When no b_i > 0 the best the simplex
+optimum scaled, y* = x*/bᵀx*.  Its normal equations need only Q = G + bbᵀ and b, and it is
+solved by the Lawson–Hanson active-set method (``nnls_gram``), which terminates finitely at
+the exact optimum up to its tolerance on the dual variables (1e-12 relative).  When no b_i > 0 the best the simplex
 offers is a single source: the best single one is returned with a warning.
 
 Estimation noise.  Unbiased squared norms can make G indefinite.  G is projected to the
@@ -146,13 +146,13 @@ class Mixture:
 
 
 # ---------------------------------------------------------------------- the solver
-def psd_project(gram: Tensor, floor: float = EIG_FLOOR) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """(projected Gram, its factor A with AᵀA = projected, correction info).
+def psd_project(gram: Tensor, floor: float = EIG_FLOOR) -> tuple[Tensor, dict[str, float]]:
+    """(projected Gram, correction info).
 
     Eigenvalues below ``floor`` × the largest diagonal entry (the largest squared norm, within
     a factor n of the largest eigenvalue) are set to that floor.  A Gram with every eigenvalue
-    above it is returned unchanged (bit for bit) and factored by Cholesky, which also proves
-    it (the factorisation of G − floor·I succeeds); otherwise by an eigendecomposition."""
+    above it is returned unchanged (bit for bit): a Cholesky factorisation of G − floor·I
+    proves it; otherwise the eigendecomposition is clipped."""
     import numpy as np
 
     g = (gram + gram.T) / 2
@@ -160,45 +160,73 @@ def psd_project(gram: Tensor, floor: float = EIG_FLOOR) -> tuple[Tensor, Tensor,
     if not top > 0:
         raise InputError("no source has a positive squared-norm estimate: nothing to mix")
     lo = floor * top
-    eye = torch.eye(g.shape[0], dtype=g.dtype)
-    _, bad = torch.linalg.cholesky_ex(g - lo * eye)
+    _, bad = torch.linalg.cholesky_ex(g - lo * torch.eye(g.shape[0], dtype=g.dtype))
     if int(bad) == 0:
-        chol, bad2 = torch.linalg.cholesky_ex(g)
-        if int(bad2) == 0:
-            info = {"clipped_eigenvalues": 0, "relative_change": 0.0, "floor_relative": floor}
-            return g, chol.T, info
+        return g, {"clipped_eigenvalues": 0, "relative_change": 0.0, "floor_relative": floor}
     lam_np, vec_np = np.linalg.eigh(g.numpy())  # LAPACK through numpy: far faster than torch's here
     lam, vec = torch.from_numpy(lam_np), torch.from_numpy(vec_np)
     clipped = int((lam < lo).sum())
-    lam_c = lam.clamp(min=lo)
-    fixed = (vec * lam_c) @ vec.T
+    fixed = (vec * lam.clamp(min=lo)) @ vec.T
+    fixed = (fixed + fixed.T) / 2
     info = {
         "clipped_eigenvalues": clipped,
         "relative_change": float(torch.linalg.norm(fixed - g) / torch.linalg.norm(g)),
         "floor_relative": floor,
         "min_eigenvalue_relative": float(lam.min()) / top,
     }
-    return fixed, lam_c.sqrt()[:, None] * vec.T, info
+    return fixed, info
 
 
-def _nnls_weights(factor: Tensor, b: Tensor, cols: Sequence[int]) -> Tensor | None:
+def nnls_gram(q: Any, r: Any, tol: float | None = None, max_iter: int | None = None) -> Any:
+    """Lawson–Hanson active-set NNLS in normal-equation form: argmin_{x≥0} xᵀQx − 2rᵀx.
+
+    q (k, k) positive definite, r (k,), numpy float64.  The classical algorithm (Lawson and
+    Hanson 1974, ch. 23) with the least-squares subproblems solved from Q's principal
+    submatrices: it terminates finitely, at the optimum up to ``tol`` on the dual variables
+    (default 1e-12 × k × max(1, max|r|, max diag Q)).  Ties in the entering variable go to the
+    lowest index."""
+    import numpy as np
+
+    k = r.shape[0]
+    tol = 1e-12 * k * max(1.0, float(np.abs(r).max()), float(np.diag(q).max())) if tol is None else tol
+    max_iter = 3 * k + 10 if max_iter is None else max_iter
+    x = np.zeros(k)
+    passive = np.zeros(k, dtype=bool)
+    grad = r - q @ x
+    for _ in range(max_iter):
+        free = ~passive & (grad > tol)
+        if not free.any():
+            break
+        passive[int(np.argmax(np.where(free, grad, -np.inf)))] = True
+        while True:
+            idx = np.flatnonzero(passive)
+            z = np.zeros(k)
+            z[idx] = np.linalg.solve(q[np.ix_(idx, idx)], r[idx])
+            if (z[idx] > 0).all():
+                x = z
+                break
+            neg = idx[z[idx] <= 0]
+            alpha = float(np.min(x[neg] / (x[neg] - z[neg])))
+            x = x + alpha * (z - x)
+            passive &= x > 1e-15 * max(1.0, float(x.max()))
+            x[~passive] = 0.0
+        grad = r - q @ x
+    return x
+
+
+def _weights(q: Any, b: Any, cols: Sequence[int]) -> Tensor | None:
     """Optimal simplex weights on the columns ``cols`` (length-n vector, zeros elsewhere), or
-    None when no b_i > 0 among them."""
-    from scipy.optimize import nnls
+    None when no b_i > 0 among them.  q = G + bbᵀ (the NNLS normal matrix, module docstring)."""
+    import numpy as np
 
-    n = b.shape[0]
-    idx = list(cols)
-    if not bool((b[idx] > 0).any()):
+    idx = np.asarray(list(cols))
+    if not (b[idx] > 0).any():
         return None
-    a = torch.cat((factor[:, idx], b[idx][None, :]), 0).numpy()
-    rhs = torch.zeros(a.shape[0], dtype=torch.float64).numpy()
-    rhs[-1] = 1.0
-    x, _ = nnls(a, rhs, maxiter=50 * max(len(idx), 10))
-    x = torch.from_numpy(x)
-    w = torch.zeros(n, dtype=torch.float64)
-    if not float(x.sum()) > 0:
+    x = nnls_gram(q[np.ix_(idx, idx)], b[idx])
+    if not x.sum() > 0:
         return None
-    w[idx] = x / x.sum()
+    w = torch.zeros(b.shape[0], dtype=torch.float64)
+    w[torch.from_numpy(idx)] = torch.from_numpy(x / x.sum())
     return w
 
 
@@ -217,22 +245,28 @@ def solve(
     -> (weights (n,), info with ``psd``, ``selection`` and ``value`` on the projected Gram)."""
     gram, b = gram.to(torch.float64), b.to(torch.float64)
     n = b.shape[0]
-    fixed, factor, psd = psd_project(gram, floor)
-    single = [_ratio(torch.eye(n, dtype=torch.float64)[i], fixed, b, tt) for i in range(n)]
-    best_i = max(range(n), key=lambda i: (single[i] if math.isfinite(single[i]) else -math.inf, -i))
+    fixed, psd = psd_project(gram, floor)
+    # one common scale (the ratio is invariant to G -> G/s, b -> b/√s) keeps the tolerances relative
+    s = float(fixed.diagonal().max())
+    g_np, b_np = (fixed / s).numpy(), (b / math.sqrt(s)).numpy()
+    q = g_np + b_np[:, None] * b_np[None, :]
+    diag = fixed.diagonal()
+    single = torch.where(diag > 0, b / (diag.clamp(min=0).sqrt() * math.sqrt(tt)), torch.full_like(b, -math.inf))
+    best_i = int(torch.argmax(single))  # the first of equal values
     info: dict[str, Any] = {"psd": psd, "method": "eigenvalue-clipped Gram; Lawson-Hanson NNLS (active set)"}
-    w = _nnls_weights(factor, b, range(n))
+    w = _weights(q, b_np, range(n))
     if w is None:
-        w = torch.eye(n, dtype=torch.float64)[best_i]
+        w = torch.zeros(n, dtype=torch.float64)
+        w[best_i] = 1.0
         info["selection"] = "single (no source has a positive estimated inner product with the target)"
-        info["value"] = single[best_i]
+        info["value"] = float(single[best_i])
         return w, info
     k = n if max_sources is None else max_sources
     info["selection"] = "all"
     if int((w > 0).sum()) > k:
 
         def value(cols: Sequence[int]) -> float:
-            ws = _nnls_weights(factor, b, cols)
+            ws = _weights(q, b_np, cols)
             return _ratio(ws, fixed, b, tt) if ws is not None else -math.inf
 
         if math.comb(n, k) <= EXACT_SUBSETS:
@@ -248,7 +282,7 @@ def solve(
                     break
                 best, cur = (*best, j), v
             info["selection"] = f"greedy forward selection ({len(best)} of at most {k} sources)"
-        w = _nnls_weights(factor, b, sorted(best))
+        w = _weights(q, b_np, sorted(best))
         assert w is not None  # every candidate subset contains a source with b_i > 0
     info["value"] = _ratio(w, fixed, b, tt)
     return w, info
@@ -283,12 +317,12 @@ def _estimate_at(
     s (k, m) feature sums, d (k, g) diagonal block sums, n (k,) counts of the k sources; st
     (m,), dt (g,), nt of the target.  ‖Σ w_i μ_i‖² with each source's own plug-in square
     swapped for its unbiased one: the mixture's squared norm, unbiased, block by block."""
-    mu = s / n[:, None]
-    mix = (w[:, None] * mu).sum(0)
-    mu_t = st / nt
-    cross = (mix * mu_t).reshape(g, -1).sum(-1)
-    u = (_blocks(s, g) - d) / (n * (n - 1))[:, None]  # (k, g) unbiased squared norms per block
-    sq = _blocks(mix, g) - (w.square()[:, None] * (_blocks(mu, g) - u)).sum(0)
+    mix = (w / n) @ s  # Σ w_i μ_i, (m,)
+    cross = (mix * st).reshape(g, -1).sum(-1) / nt
+    bs = _blocks(s, g)  # (k, g) plug-in squares of the sums per block
+    # each source's plug-in square ‖μ_i‖² minus its unbiased one, per block
+    excess = bs / n.square()[:, None] - (bs - d) / (n * (n - 1))[:, None]
+    sq = _blocks(mix, g) - w.square() @ excess
     sqt = (_blocks(st, g) - dt) / (nt * (nt - 1))
     return cross, sq, sqt
 
@@ -409,8 +443,12 @@ def mix(
     # identical states: one representative per group, in input order
     reps: list[str] = []
     members: dict[str, list[str]] = {}
+    buckets: dict[tuple[float, ...], list[str]] = {}  # cheap key first, exact comparison within a bucket
     for name in kept:
-        twin = next((r for r in reps if named[r].same_state(named[name])), None)
+        sig = named[name]
+        key = (*sig.counts.tolist(), float(sig.sums.sum()), float(sig.diag.sum()))
+        twin = next((r for r in buckets.get(key, []) if named[r].same_state(sig)), None)
+        buckets.setdefault(key, []).append(name)
         if twin is None:
             reps.append(name)
             members[name] = [name]
