@@ -15,7 +15,10 @@ Timed, median and spread of ``--reps`` runs after one warm-up, on signatures in 
   source's ``alignment``) — what ``updatescope mix`` does after loading the files;
 - ``gram_s``: ``inner_products`` alone; ``solve_s``: ``solve`` alone on that Gram.
 
-    python benchmarks/mix_cost.py [--sizes 100 1000] [--reps 7] [--threads 2]
+    python benchmarks/mix_cost.py [--sizes 100 1000] [--reps 7] [--threads 1]
+
+One thread by default: ``mix`` works on small tensors, where a second intra-op thread adds
+synchronisation and, on a busy machine, waits for a core; the record keeps the load average.
     python benchmarks/mix_cost.py --table benchmarks/results/mix_cost.json   # README table
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -86,7 +90,8 @@ def table(rec: dict) -> list[str]:
     lines.append("")
     lines.append(
         f"- m = {rec['config']['m']}, {rec['config']['reps']} repetitions after a warm-up, "
-        f"{rec['config']['threads']} threads, {env.get('cpu_count', '?')} CPUs; torch {env.get('torch', '?')}."
+        f"{rec['config']['threads']} thread(s), {env.get('cpu_count', '?')} CPUs, load average "
+        f"{rec.get('load_average_1_5_15', ['?'])[0]:.1f} during the run; torch {env.get('torch', '?')}."
     )
     return lines
 
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--m", type=int, default=4096)
     ap.add_argument("--domains", type=int, default=24)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=str(HERE / "results" / "mix_cost.json"))
     ap.add_argument("--table", help="print the README table of a mix_cost record and exit")
     args = ap.parse_args(argv)
@@ -135,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": portable_config(args),
             "results": results,
             "env": env_info(),
+            "load_average_1_5_15": list(os.getloadavg()),
             "goal": "100 sources < 50 ms, 1,000 sources < 1 s",
         },
         args.out,

@@ -362,5 +362,5 @@ def test_nnls_gram_matches_scipy_nnls(seed):
     rng = np.random.default_rng(seed)
     a, c = rng.standard_normal((30, 12)), rng.standard_normal(30)
     x_ref, _ = nnls(a, c)
-    x = nnls_gram(a.T @ a, a.T @ c)
-    assert np.allclose(x, x_ref, atol=1e-9)
+    x = nnls_gram(torch.from_numpy(a.T @ a), torch.from_numpy(a.T @ c))
+    assert np.allclose(x.numpy(), x_ref, atol=1e-9)

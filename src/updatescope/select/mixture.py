@@ -177,36 +177,34 @@ def psd_project(gram: Tensor, floor: float = EIG_FLOOR) -> tuple[Tensor, dict[st
     return fixed, info
 
 
-def nnls_gram(q: Any, r: Any, tol: float | None = None, max_iter: int | None = None) -> Any:
+def nnls_gram(q: Tensor, r: Tensor, tol: float | None = None, max_iter: int | None = None) -> Tensor:
     """Lawson–Hanson active-set NNLS in normal-equation form: argmin_{x≥0} xᵀQx − 2rᵀx.
 
-    q (k, k) positive definite, r (k,), numpy float64.  The classical algorithm (Lawson and
+    q (k, k) positive definite, r (k,), float64 tensors.  The classical algorithm (Lawson and
     Hanson 1974, ch. 23) with the least-squares subproblems solved from Q's principal
     submatrices: it terminates finitely, at the optimum up to ``tol`` on the dual variables
     (default 1e-12 × k × max(1, max|r|, max diag Q)).  Ties in the entering variable go to the
-    lowest index."""
-    import numpy as np
-
+    lowest index.  Torch, not numpy: its thread count is the one ``torch.set_num_threads`` sets."""
     k = r.shape[0]
-    tol = 1e-12 * k * max(1.0, float(np.abs(r).max()), float(np.diag(q).max())) if tol is None else tol
+    tol = 1e-12 * k * max(1.0, float(r.abs().max()), float(q.diagonal().max())) if tol is None else tol
     max_iter = 3 * k + 10 if max_iter is None else max_iter
-    x = np.zeros(k)
-    passive = np.zeros(k, dtype=bool)
+    x = torch.zeros(k, dtype=torch.float64)
+    passive = torch.zeros(k, dtype=torch.bool)
     grad = r - q @ x
     for _ in range(max_iter):
         free = ~passive & (grad > tol)
-        if not free.any():
+        if not bool(free.any()):
             break
-        passive[int(np.argmax(np.where(free, grad, -np.inf)))] = True
+        passive[int(torch.argmax(torch.where(free, grad, torch.full_like(grad, -math.inf))))] = True
         while True:
-            idx = np.flatnonzero(passive)
-            z = np.zeros(k)
-            z[idx] = np.linalg.solve(q[np.ix_(idx, idx)], r[idx])
-            if (z[idx] > 0).all():
+            idx = torch.nonzero(passive).flatten()
+            z = torch.zeros(k, dtype=torch.float64)
+            z[idx] = torch.linalg.solve(q[idx][:, idx], r[idx])
+            if bool((z[idx] > 0).all()):
                 x = z
                 break
             neg = idx[z[idx] <= 0]
-            alpha = float(np.min(x[neg] / (x[neg] - z[neg])))
+            alpha = float((x[neg] / (x[neg] - z[neg])).min())
             x = x + alpha * (z - x)
             passive &= x > 1e-15 * max(1.0, float(x.max()))
             x[~passive] = 0.0
@@ -214,19 +212,18 @@ def nnls_gram(q: Any, r: Any, tol: float | None = None, max_iter: int | None = N
     return x
 
 
-def _weights(q: Any, b: Any, cols: Sequence[int]) -> Tensor | None:
+def _weights(q: Tensor, b: Tensor, cols: Sequence[int]) -> Tensor | None:
     """Optimal simplex weights on the columns ``cols`` (length-n vector, zeros elsewhere), or
     None when no b_i > 0 among them.  q = G + bbᵀ (the NNLS normal matrix, module docstring)."""
-    import numpy as np
-
-    idx = np.asarray(list(cols))
-    if not (b[idx] > 0).any():
+    idx = torch.tensor(list(cols), dtype=torch.long)
+    if not bool((b[idx] > 0).any()):
         return None
-    x = nnls_gram(q[np.ix_(idx, idx)], b[idx])
-    if not x.sum() > 0:
+    sub = q if len(idx) == q.shape[0] else q[idx][:, idx]
+    x = nnls_gram(sub, b[idx])
+    if not float(x.sum()) > 0:
         return None
     w = torch.zeros(b.shape[0], dtype=torch.float64)
-    w[torch.from_numpy(idx)] = torch.from_numpy(x / x.sum())
+    w[idx] = x / x.sum()
     return w
 
 
@@ -248,13 +245,13 @@ def solve(
     fixed, psd = psd_project(gram, floor)
     # one common scale (the ratio is invariant to G -> G/s, b -> b/√s) keeps the tolerances relative
     s = float(fixed.diagonal().max())
-    g_np, b_np = (fixed / s).numpy(), (b / math.sqrt(s)).numpy()
-    q = g_np + b_np[:, None] * b_np[None, :]
+    b_s = b / math.sqrt(s)
+    q = fixed / s + b_s[:, None] * b_s[None, :]
     diag = fixed.diagonal()
     single = torch.where(diag > 0, b / (diag.clamp(min=0).sqrt() * math.sqrt(tt)), torch.full_like(b, -math.inf))
     best_i = int(torch.argmax(single))  # the first of equal values
     info: dict[str, Any] = {"psd": psd, "method": "eigenvalue-clipped Gram; Lawson-Hanson NNLS (active set)"}
-    w = _weights(q, b_np, range(n))
+    w = _weights(q, b_s, range(n))
     if w is None:
         w = torch.zeros(n, dtype=torch.float64)
         w[best_i] = 1.0
@@ -266,7 +263,7 @@ def solve(
     if int((w > 0).sum()) > k:
 
         def value(cols: Sequence[int]) -> float:
-            ws = _weights(q, b_np, cols)
+            ws = _weights(q, b_s, cols)
             return _ratio(ws, fixed, b, tt) if ws is not None else -math.inf
 
         if math.comb(n, k) <= EXACT_SUBSETS:
@@ -282,7 +279,7 @@ def solve(
                     break
                 best, cur = (*best, j), v
             info["selection"] = f"greedy forward selection ({len(best)} of at most {k} sources)"
-        w = _weights(q, b_np, sorted(best))
+        w = _weights(q, b_s, sorted(best))
         assert w is not None  # every candidate subset contains a source with b_i > 0
     info["value"] = _ratio(w, fixed, b, tt)
     return w, info
@@ -429,10 +426,21 @@ def mix(
     if not float(target.sq_norm()[k]) > 0:
         raise InputError(f"the target's {objective} squared-norm estimate is not positive: too few tokens")
     dropped: dict[str, str] = {}
-    for name, sig in named.items():
-        if not (torch.isfinite(sig.sums).all() and torch.isfinite(sig.diag).all()):
+    names_all = list(named)
+    # max |x| is NaN or inf exactly when some entry is (max propagates NaN), without a large copy
+    finite = [
+        math.isfinite(float(named[n].sums.abs().max())) and math.isfinite(float(named[n].diag.abs().max()))
+        for n in names_all
+    ]
+    for name, ok in zip(names_all, finite):
+        if not ok:
             dropped[name] = "its state contains NaN or inf"
-        elif not float(sig.sq_norm()[k]) > 0:
+    usable = [n for n in names_all if n not in dropped]
+    # every inner product once; its diagonal is each source's squared-norm estimate
+    ip_all = inner_products([*(named[n] for n in usable), target], objective)
+    where = {n: i for i, n in enumerate(usable)}
+    for name, sq in zip(usable, ip_all.diagonal()[:-1].tolist()):
+        if not sq > 0:
             dropped[name] = f"its {objective} squared-norm estimate is not positive (too few or degenerate tokens)"
     kept = [n for n in named if n not in dropped]
     if len(kept) < 2:
@@ -459,7 +467,8 @@ def mix(
     if max_sources is not None:
         max_sources = min(max_sources, len(reps))
 
-    ip = inner_products([*(named[r] for r in reps), target], objective)
+    sel = torch.tensor([*(where[r] for r in reps), len(usable)])
+    ip = ip_all[sel][:, sel]
     gram, b, tt = ip[:-1, :-1], ip[:-1, -1], float(ip[-1, -1])
     w_rep, info = solve(gram, b, tt, max_sources=max_sources)
 

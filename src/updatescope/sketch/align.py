@@ -386,9 +386,10 @@ def inner_products(sigs: list[Signature], kind: str = "fisher") -> Tensor:
     c = torch.maximum(sums.abs().max(), diag.max().clamp(min=0).sqrt())
     c = c if bool((c > 0) & torch.isfinite(c)) else torch.ones((), dtype=torch.float64)
     sums, diag = sums / c, diag / c.square()
-    counts = torch.tensor([float(s.count) for s in sigs], dtype=torch.float64)
+    ns = [s.count for s in sigs]
+    counts = torch.tensor([float(n) for n in ns], dtype=torch.float64)
     means = sums / counts[:, None]
     gram = means @ means.T
-    sq = torch.stack([_u_sq((sums[i] * sums[i]).sum(), diag[i], s.count) for i, s in enumerate(sigs)])
+    sq = torch.stack([_u_sq(v, d, n) for v, d, n in zip(sums.square().sum(-1), diag, ns)])
     gram.diagonal().copy_(sq)
     return gram
