@@ -19,10 +19,12 @@ from updatescope.pipeline.corpus import Corpus, Tokens
 from updatescope.pipeline.head import check_memory, feed_sketch, segment_ranges, sketch_corpus
 from updatescope.pipeline.network import layer_batches, layer_config, sketch_network_corpus
 from updatescope.pipeline.options import SketchOptions
+from updatescope.pipeline.route import Router
 from updatescope.pipeline.score import score_documents
 
 __all__ = [
     "Corpus",
+    "Router",
     "SketchOptions",
     "Tokens",
     "check_memory",

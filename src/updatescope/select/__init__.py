@@ -23,6 +23,7 @@ from updatescope.select.metrics import (
 )
 from updatescope.select.mixture import Mixture, mix
 from updatescope.select.rank import Ranking, RankRow, diagnose, rank_sources
+from updatescope.select.route import RouteChoice, RouteScores, direction_bank
 
 __all__ = [
     "BASELINES",
@@ -30,10 +31,13 @@ __all__ = [
     "Plan",
     "Mixture",
     "RankRow",
+    "RouteChoice",
+    "RouteScores",
     "Ranking",
     "TaskStream",
     "bootstrap_ci",
     "diagnose",
+    "direction_bank",
     "hscore",
     "interference_table",
     "leep",

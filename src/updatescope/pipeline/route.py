@@ -1,0 +1,179 @@
+"""Route requests among fine-tuned adapters by their predicted update compatibility.
+
+    router = Router(model, tok, {"law": law_sig, "code": code_sig}, top_k=1)
+    scores = router.score(["def f(x):", "The court held that"])    # one forward pass per batch
+    for choice in scores.choose(router.top_k):
+        router.apply(peft_model, choice)                              # set_adapter / weighted mix
+
+Each adapter is represented by the signature of the data it was trained on.  A request is
+scored against all of them from one forward pass of the base model: its per-token features
+times the bank of adapter directions (the score, its errors, the choice and the ambiguity rule
+are in :mod:`updatescope.select.route`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from updatescope.errors import IncompatibleSignatureError, InputError
+from updatescope.pipeline.corpus import Corpus, Tokens
+from updatescope.pipeline.score import _tokens
+from updatescope.select.documents import MIN_TOKENS
+from updatescope.select.route import RouteAccumulator, RouteChoice, RouteScores, direction_bank
+from updatescope.sketch.signature import Signature
+
+__all__ = ["Router"]
+
+
+class Router:
+    """A bank of adapter signatures on one base model, scoring requests against all at once.
+
+    adapters: name -> the signature of that adapter's training data (or of a sample of it).
+    Every signature must share one config and match the model (head shape, fingerprint):
+    ``IncompatibleSignatureError`` naming the adapter and field otherwise, before any pass.
+    top_k: adapters per request (weighted when > 1); min_tokens: requests with fewer counted
+    tokens are flagged ``short``; token_budget, dtype: batching and forward precision.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        adapters: Mapping[str, Signature],
+        *,
+        top_k: int = 1,
+        min_tokens: int = MIN_TOKENS,
+        token_budget: int = 1024,
+        dtype: Any = None,
+        fingerprint: str | None = None,
+    ) -> None:
+        from updatescope.capture.hook import find_output_linear
+        from updatescope.models.hf import head_fingerprint
+        from updatescope.sketch.config import SketchConfig
+
+        if not isinstance(adapters, Mapping) or not adapters:
+            raise InputError("adapters must be a non-empty mapping of name -> Signature")
+        names = list(adapters)
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise InputError(f"adapter names must be non-empty strings, got {name!r}")
+            if not isinstance(adapters[name], Signature):
+                raise InputError(f"adapter {name}: expected a Signature, got {type(adapters[name]).__name__}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= len(names):
+            raise InputError(f"top_k must be an integer from 1 to the number of adapters ({len(names)}), got {top_k!r}")
+        if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 1:
+            raise InputError(f"min_tokens must be a positive integer, got {min_tokens!r}")
+        first = adapters[names[0]].config
+        for name in names[1:]:
+            try:
+                first.check_compatible(adapters[name].config)
+            except IncompatibleSignatureError as exc:
+                raise InputError(f"adapter {name}'s signature does not match {names[0]}'s: {exc}") from None
+        self.model, self.tokenizer = model, tokenizer
+        self.head = find_output_linear(model)
+        k, d = self.head.weight.shape
+        fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, self.head)
+        self.config = SketchConfig(
+            d, k, first.sketch_dim, first.seed, first.act_map, first.error_map, fp, self.head.bias is not None
+        )
+        try:
+            first.check_compatible(self.config)
+        except IncompatibleSignatureError as exc:
+            raise InputError(f"the adapter signatures were not made with this model: {exc}") from None
+        self.names = tuple(names)
+        self.bank = direction_bank([adapters[n] for n in names])  # (A, 3, m) float64
+        self.top_k, self.min_tokens = top_k, min_tokens
+        self.token_budget, self.dtype = token_budget, dtype
+        self._mixes: dict[tuple[tuple[str, ...], tuple[float, ...]], str] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def score(
+        self,
+        requests: Corpus | Tokens | Sequence[Any],
+        *,
+        progress: bool = False,
+        positions: Sequence[Any] | None = None,
+    ) -> RouteScores:
+        """Scores of every request against every adapter (D, A), with standard errors.
+
+        requests: a :class:`Corpus`, its ``tokenise(keep_empty=True)``, or strings / token-id
+        lists (``positions`` as in ``score_documents``).  One forward pass per batch; a
+        request with no counted token gets undefined (NaN) scores."""
+        from updatescope.capture.causal_lm import capture_causal_lm
+        from updatescope.sketch.fishersketch import features
+        from updatescope.sketch.inputs import softmax_minus_onehot
+
+        tokens = _tokens(requests, self.tokenizer, positions)
+        counted = tokens.counted()
+        keep = [i for i, c in enumerate(counted) if c > 0]
+        acc = RouteAccumulator(self.names, counted, min_tokens=self.min_tokens)
+        with torch.inference_mode():
+            for acts, logits, labels in capture_causal_lm(
+                self.model,
+                [tokens.ids[i] for i in keep],
+                self.tokenizer,
+                positions=[tokens.masks[i] for i in keep],
+                token_budget=self.token_budget,
+                dtype=self.dtype,
+                progress=progress,
+                desc="route",
+                head=self.head,
+            ):
+                errors = softmax_minus_onehot(logits, labels)
+                feats = features(self.config, acts.to(errors.dtype), errors)  # (n, 3, m)
+                f = feats.to(torch.float64)
+                v = self.bank.to(f.device)
+                # one (n, m) × (m, A) product per kind
+                terms = torch.stack([f[:, k] @ v[:, k].T for k in range(3)], dim=-1)  # (n, A, 3)
+                acc.update(terms)
+        return acc.compute()
+
+    def choose(self, scores: RouteScores, top_k: int | None = None, z: float = 2.0) -> list[RouteChoice]:
+        """``scores.choose`` with this router's ``top_k`` unless given."""
+        return scores.choose(self.top_k if top_k is None else top_k, z)
+
+    def route(self, requests: Corpus | Tokens | Sequence[Any], **kw: Any) -> list[RouteChoice]:
+        """Score and choose in one call."""
+        return self.choose(self.score(requests, **kw))
+
+    def apply(self, peft_model: Any, choice: RouteChoice | str | Sequence[str]) -> str:
+        """Make ``choice`` the active adapter of ``peft_model`` (a ``peft.PeftModel`` holding
+        the router's adapters under the same names); returns the active adapter's name.
+
+        One adapter: ``set_adapter``.  A weighted top-k: ``add_weighted_adapter`` with
+        ``combination_type="cat"`` (exactly Σ w_a ΔW_a for LoRA), made once per weight vector
+        (weights rounded to 4 decimals) and cached under a name derived from it."""
+        if isinstance(choice, str):
+            names, weights = (choice,), (1.0,)
+        elif isinstance(choice, RouteChoice):
+            names, weights = choice.adapters, choice.weights
+        else:
+            names = tuple(choice)
+            weights = tuple(1.0 / len(names) for _ in names) if names else ()
+        if not names:
+            raise InputError("no adapter to apply")
+        present = set(getattr(peft_model, "peft_config", {}) or {})
+        missing = [n for n in names if n not in present]
+        if missing:
+            raise InputError(
+                f"the model has no adapter named {', '.join(map(repr, missing))} (it has {', '.join(sorted(present))})"
+            )
+        active = [(n, w) for n, w in zip(names, weights) if w > 0] or [(names[0], 1.0)]
+        if len(active) == 1:
+            peft_model.set_adapter(active[0][0])
+            return active[0][0]
+        key = (tuple(n for n, _ in active), tuple(round(float(w), 4) for _, w in active))
+        name = self._mixes.get(key)
+        if name is None or name not in peft_model.peft_config:
+            name = "routed_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+            if name not in peft_model.peft_config:
+                peft_model.add_weighted_adapter(list(key[0]), list(key[1]), name, combination_type="cat")
+            self._mixes[key] = name
+        peft_model.set_adapter(name)
+        return name

@@ -1,0 +1,300 @@
+"""The adapter router (``pipeline.Router``, ``select.route``, ``updatescope route``) on a tiny
+random Llama: its bank product equals per-adapter document scoring, it sends each domain's
+requests to that domain's adapter, it flags indistinguishable adapters, it sets adapters and
+weighted combinations on a real ``PeftModel``, and every bad input is one line, exit 2."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from updatescope.cli import main
+
+peft = pytest.importorskip("peft")
+transformers = pytest.importorskip("transformers")
+
+CODE = "def return class import self if else x y z ( ) : = +".split()
+PROSE = "the a of to and in is it for on with as at by".split()
+NUMS = "0 1 2 3 4 5 6 7 8 9 C O N c1 ccc".split()
+M = 1024  # sketch size: small enough to be quick, large enough that in-domain gaps are many SEs
+
+
+def _save_tiny(path, seed, hidden=16):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[PAD]": 0, "[UNK]": 1}
+    for w in CODE + PROSE + NUMS:
+        vocab.setdefault(w, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]")
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=hidden,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
+def _docs(words, n, length, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [" ".join(words[int(i)] for i in torch.randint(0, len(words), (length,), generator=g)) for _ in range(n)]
+
+
+def _adapter(model_path, folder, seed, sig=None):
+    """A LoRA adapter with random (nonzero) weights on a fresh copy of the model, saved as a
+    PEFT folder, with ``sig`` as its signature.safetensors."""
+    from updatescope.pipeline import load_model
+    from updatescope.signatures.io import save_signature
+
+    model, _ = load_model(str(model_path))
+    torch.manual_seed(seed)
+    cfg = peft.LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    pm = peft.get_peft_model(model, cfg)
+    pm.save_pretrained(folder)
+    if sig is not None:
+        save_signature(sig, folder / "signature.safetensors")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    """Two saved models, two domain signatures (code, prose), adapters for them, request files."""
+    from updatescope.pipeline import Corpus, SketchOptions, load_model, sketch_corpus
+
+    root = tmp_path_factory.mktemp("route")
+    model_path = _save_tiny(root / "model", 0)
+    other_path = _save_tiny(root / "other", 1)
+    model, tok = load_model(str(model_path))
+    opts = SketchOptions(sketch_dim=M)
+    sigs = {
+        name: sketch_corpus(model, tok, Corpus.from_texts(_docs(words, 20, 40, s)), opts, progress=False)
+        for name, words, s in (("code", CODE, 1), ("prose", PROSE, 2))
+    }
+    adapters = {n: _adapter(model_path, root / "adapters" / n, i, sigs[n]) for i, n in enumerate(sigs)}
+    requests = root / "requests.jsonl"
+    reqs = _docs(CODE, 3, 60, 11) + _docs(PROSE, 3, 60, 12)
+    requests.write_text("".join(json.dumps({"text": t}) + "\n" for t in reqs))
+    return {
+        "root": root,
+        "model_path": model_path,
+        "other_path": other_path,
+        "model": model,
+        "tok": tok,
+        "sigs": sigs,
+        "adapters": adapters,
+        "requests": requests,
+        "texts": reqs,
+        "opts": opts,
+    }
+
+
+def _run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_bank_product_equals_per_adapter_document_scores(lib):
+    from updatescope.pipeline import Router, score_documents
+
+    router = Router(lib["model"], lib["tok"], lib["sigs"])
+    scores = router.score(lib["texts"])
+    assert scores.score.shape == (6, 2)
+    for a, name in enumerate(router.names):
+        ref = score_documents(lib["model"], lib["tok"], lib["texts"], lib["sigs"][name], progress=False)
+        for got, want in ((scores.score, ref.score), (scores.se, ref.se)):
+            torch.testing.assert_close(got[:, a], want, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(scores.activation[:, a], ref.activation, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(scores.error[:, a], ref.error, rtol=1e-9, atol=1e-12)
+    assert torch.equal(scores.tokens, ref.tokens)
+
+
+def test_each_domain_goes_to_its_own_adapter_and_only_shared_signatures_are_flagged(lib):
+    from updatescope.pipeline import Router
+
+    router = Router(lib["model"], lib["tok"], lib["sigs"])
+    choices = router.route(lib["texts"])
+    assert [c.adapters[0] for c in choices] == ["code"] * 3 + ["prose"] * 3
+    assert not any(c.ambiguous for c in choices)  # gaps are many paired SEs here
+    assert all(c.paired and c.gap > 2 * c.gap_se for c in choices)
+    # negative control: a third adapter with the code adapter's own signature cannot be told apart
+    twin = Router(lib["model"], lib["tok"], {**lib["sigs"], "code_twin": lib["sigs"]["code"]})
+    both = twin.route(lib["texts"])
+    assert [c.ambiguous for c in both] == [True] * 3 + [False] * 3
+    assert all(c.gap == 0 for c in both[:3])
+
+
+def test_top_k_weights_follow_positive_scores():
+    from updatescope.select.route import route_weights
+
+    idx, w = route_weights(torch.tensor([0.2, 0.6, -0.1], dtype=torch.float64), 2)
+    assert idx == [1, 0] and w == pytest.approx([0.75, 0.25])
+    idx, w = route_weights(torch.tensor([-0.2, -0.6, -0.1], dtype=torch.float64), 2)
+    assert idx == [2, 0] and w == pytest.approx([0.5, 0.5])
+    idx, w = route_weights(torch.tensor([0.5, -0.3, float("nan")], dtype=torch.float64), 3)
+    assert idx == [0, 1, 2] and w == pytest.approx([1.0, 0.0, 0.0])
+
+
+def test_apply_sets_the_adapter_or_a_cached_weighted_combination(lib):
+    from updatescope.pipeline import Router, load_model
+    from updatescope.select.route import RouteChoice
+
+    base, tok = load_model(str(lib["model_path"]))
+    pm = peft.PeftModel.from_pretrained(base, str(lib["adapters"]["code"]), adapter_name="code")
+    pm.load_adapter(str(lib["adapters"]["prose"]), adapter_name="prose")
+    router = Router(lib["model"], lib["tok"], lib["sigs"], top_k=2)
+    assert router.apply(pm, RouteChoice(("prose",), (1.0,), 1.0, 0.1, True, False)) == "prose"
+    assert pm.active_adapter == "prose"
+    choice = RouteChoice(("code", "prose"), (0.7, 0.3), 0.1, 0.1, True, True)
+    name = router.apply(pm, choice)
+    assert name.startswith("routed_") and pm.active_adapter == name
+    n_adapters = len(pm.peft_config)
+    assert router.apply(pm, choice) == name and len(pm.peft_config) == n_adapters  # cached
+    layer = pm.base_model.model.model.layers[0].self_attn.q_proj
+    want = 0.7 * layer.get_delta_weight("code") + 0.3 * layer.get_delta_weight("prose")
+    torch.testing.assert_close(layer.get_delta_weight(name), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match="no adapter named"):
+        router.apply(pm, "missing")
+    # the router's scores come from the base model whatever adapter is active
+    assert router.apply(pm, "code") == "code" and pm.active_adapter == "code"
+
+
+def test_route_cli_writes_one_line_per_request_and_applies(lib, tmp_path, capsys):
+    out = tmp_path / "routed.jsonl"
+    a = lib["adapters"]
+    rc, stdout, err = _run(
+        capsys, "route", "--model", lib["model_path"], "--adapters", a["code"], a["prose"],
+        "--data", lib["requests"], "--out", out, "--top-k", "2", "--apply", "--quiet", "--json",
+    )  # fmt: skip
+    assert rc == 0, err
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["index"] for r in rows] == list(range(6))
+    assert all(r["source"] == str(lib["requests"]) for r in rows)
+    assert [r["adapters"][0] for r in rows] == ["code"] * 3 + ["prose"] * 3
+    for r in rows:
+        assert set(r["scores"]) == {"code", "prose"} and sum(r["weights"]) == pytest.approx(1.0)
+        assert r["ambiguous"] is False and r["loss"] is not None and r["base_loss"] is not None
+        assert r["loss"] != r["base_loss"]  # the adapter (random, nonzero) changes the prediction
+    assert json.loads(stdout[stdout.index("[") :])[0]["adapters"] == rows[0]["adapters"]
+
+
+def _bad(lib, tmp_path, case):
+    """argv of one bad-input class, and what the one-line error must say."""
+    a, root = lib["adapters"], tmp_path
+    base = ["route", "--model", lib["model_path"], "--data", lib["requests"], "--out", root / "o.jsonl", "--quiet"]
+    two = ["--adapters", a["code"], a["prose"]]
+
+    def copy(src, name):
+        dst = root / name
+        shutil.copytree(src, dst)
+        return dst
+
+    if case == "other-base":
+        d = copy(a["code"], "ad_x")
+        cfg = json.loads((d / "adapter_config.json").read_text())
+        cfg["base_model_name_or_path"] = str(lib["other_path"])
+        (d / "adapter_config.json").write_text(json.dumps(cfg))
+        return [*base, "--adapters", d, a["prose"]], "trained on"
+    if case == "shapes":
+        from safetensors.torch import save_file
+
+        d = copy(a["code"], "ad_wide")
+        cfg = json.loads((d / "adapter_config.json").read_text())
+        cfg["base_model_name_or_path"] = None
+        (d / "adapter_config.json").write_text(json.dumps(cfg))
+        save_file(
+            {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": torch.zeros(2, 32)},
+            str(d / "adapter_model.safetensors"),
+        )
+        return [*base, "--adapters", d, a["prose"]], "does not fit"
+    if case == "other-model-sig":
+        from updatescope.pipeline import load_model, sketch_corpus
+        from updatescope.pipeline.corpus import Corpus
+        from updatescope.signatures.io import save_signature
+
+        d = copy(a["code"], "ad_y")
+        m2, t2 = load_model(str(lib["other_path"]))
+        sig = sketch_corpus(m2, t2, Corpus.from_texts(_docs(CODE, 4, 20, 3)), lib["opts"], progress=False)
+        save_signature(sig, d / "signature.safetensors")
+        e = copy(a["prose"], "ad_z")
+        sig = sketch_corpus(m2, t2, Corpus.from_texts(_docs(PROSE, 4, 20, 3)), lib["opts"], progress=False)
+        save_signature(sig, e / "signature.safetensors")
+        return [*base, "--adapters", d, e], "not made with this model"
+    if case == "other-basis":
+        from updatescope.pipeline import SketchOptions, sketch_corpus
+        from updatescope.pipeline.corpus import Corpus
+        from updatescope.signatures.io import save_signature
+
+        d = copy(a["code"], "ad_seed")
+        docs = Corpus.from_texts(_docs(CODE, 4, 20, 3))
+        sig = sketch_corpus(lib["model"], lib["tok"], docs, SketchOptions(sketch_dim=M, seed=5), progress=False)
+        save_signature(sig, d / "signature.safetensors")
+        return [*base, "--adapters", d, a["prose"]], "seed"
+    if case == "no-signature":
+        d = copy(a["code"], "ad_nosig")
+        (d / "signature.safetensors").unlink()
+        return [*base, "--adapters", d, a["prose"]], "has no signature"
+    if case == "same-path":
+        return [*base, "--adapters", a["code"], str(a["code"]) + "/", a["prose"]], "same folder"
+    if case == "symlink":
+        link = root / "link"
+        os.symlink(a["code"], link)
+        return [*base, "--adapters", a["code"], link], "same folder"
+    if case == "same-content":
+        return [*base, "--adapters", a["code"], copy(a["code"], "ad_copy")], "identical weights"
+    if case == "empty-request":
+        p = root / "req.jsonl"
+        p.write_text(json.dumps({"text": "def x"}) + "\n" + json.dumps({"text": "  "}) + "\n")
+        return [*base[:4], p, *base[5:], *two], "empty request"
+    if case == "empty-file":
+        p = root / "req.txt"
+        p.write_text("")
+        return [*base[:4], p, *base[5:], *two], "empty"
+    if case == "top-k-zero":
+        return [*base, *two, "--top-k", "0"], "--top-k"
+    if case == "top-k-large":
+        return [*base, *two, "--top-k", "3"], "larger than the library"
+    if case == "not-peft":
+        d = root / "plain"
+        d.mkdir()
+        (d / "weights.bin").write_bytes(b"x")
+        return [*base, "--adapters", d, a["prose"]], "not a PEFT adapter folder"
+    raise AssertionError(case)
+
+
+BAD = [
+    "other-base",
+    "shapes",
+    "other-model-sig",
+    "other-basis",
+    "no-signature",
+    "same-path",
+    "symlink",
+    "same-content",
+    "empty-request",
+    "empty-file",
+    "top-k-zero",
+    "top-k-large",
+    "not-peft",
+]
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_route_bad_input_one_line_exit_2_nothing_written(lib, tmp_path, capsys, case):
+    argv, says = _bad(lib, tmp_path, case)
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 2, (case, out, err)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and says in lines[0], (case, err)
+    assert not (tmp_path / "o.jsonl").exists()
