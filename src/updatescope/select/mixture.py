@@ -419,7 +419,8 @@ def mix(
     if not (torch.isfinite(target.sums).all() and torch.isfinite(target.diag).all()):
         raise InputError("the target signature contains NaN or inf")
     for name, sig in named.items():
-        target.config.check_compatible(sig.config)
+        if sig.config != target.config:
+            target.config.check_compatible(sig.config)
         if sig.same_state(target):
             raise InputError(f"source {name!r} is the target itself (the same sketched state)")
     k = KINDS.index(objective)
@@ -427,10 +428,9 @@ def mix(
         raise InputError(f"the target's {objective} squared-norm estimate is not positive: too few tokens")
     dropped: dict[str, str] = {}
     names_all = list(named)
-    # max |x| is NaN or inf exactly when some entry is (max propagates NaN), without a large copy
+    # min and max are finite exactly when every entry is (both propagate NaN); no copy is made
     finite = [
-        math.isfinite(float(named[n].sums.abs().max())) and math.isfinite(float(named[n].diag.abs().max()))
-        for n in names_all
+        all(math.isfinite(float(v)) for x in (named[n].sums, named[n].diag) for v in x.aminmax()) for n in names_all
     ]
     for name, ok in zip(names_all, finite):
         if not ok:

@@ -379,7 +379,8 @@ def inner_products(sigs: list[Signature], kind: str = "fisher") -> Tensor:
     if not sigs:
         raise InputError("inner_products needs at least one signature")
     for s in sigs[1:]:
-        sigs[0].config.check_compatible(s.config)
+        if s.config != sigs[0].config:
+            sigs[0].config.check_compatible(s.config)
     k = KINDS.index(kind)
     sums = torch.stack([s.sums[:, k].sum(0).to(torch.float64) for s in sigs])  # (T, m)
     diag = torch.stack([s.diag[:, k].sum(0).to(torch.float64) for s in sigs]).sum(-1)  # (T,)
