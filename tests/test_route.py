@@ -5,7 +5,10 @@ weighted combinations on a real ``PeftModel``, and every bad input is one line, 
 
 import json
 import os
+import re
+import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -298,3 +301,37 @@ def test_route_bad_input_one_line_exit_2_nothing_written(lib, tmp_path, capsys, 
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and says in lines[0], (case, err)
     assert not (tmp_path / "o.jsonl").exists()
+
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide-route.md"
+
+
+def test_guide_says_quality_is_not_yet_measured():
+    text = GUIDE.read_text()
+    assert "Not yet measured" in text and "Arrow" in text and "embedding" in text
+
+
+def test_guide_example_runs(lib, tmp_path, monkeypatch, capsys):
+    """docs/guide-route.md's worked example, as written, on the tiny model in place of SmolLM2."""
+    block = re.search(
+        r"<!-- route-example:start -->\s*```python\n(.*?)```\s*```bash\n(.*?)```\s*<!-- route-example:end -->",
+        GUIDE.read_text(),
+        re.S,
+    )
+    assert block, "docs/guide-route.md lost its example blocks"
+    model = str(lib["model_path"])
+    monkeypatch.chdir(tmp_path)
+    code = block.group(1)
+    assert 'MODEL = "smollm2"' in code
+    exec(compile(code.replace('MODEL = "smollm2"', f"MODEL = {model!r}"), "guide-route.md", "exec"), {})
+    for line in block.group(2).splitlines():
+        if not line.strip():
+            continue
+        argv = [model if a == "smollm2" else a for a in shlex.split(line)]
+        assert argv[0] == "updatescope"
+        rc = main(argv[1:] + (["--quiet"] if argv[1] in ("sketch", "route") else []))
+        out, err = capsys.readouterr()
+        assert rc == 0, f"{line}: {err}"
+    rows = [json.loads(r) for r in (tmp_path / "routed.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in rows] == list(range(6))
+    assert all(r["adapters"][0] in {"http", "space"} and r["loss"] is not None for r in rows)

@@ -97,7 +97,8 @@ def _check_base(path: str, cfg: dict[str, Any], model: str) -> None:
         return
     base, spec = str(base), str(model)
     if spec.lower() in _SMOLLM2:
-        ok = base.lower() in _SMOLLM2 or base.lower().endswith("smollm2-135m-instruct") or base.endswith(".gguf")
+        leaf = base.rstrip("/").split("/")[-1].lower()  # a hub id, or the packaged model's cache folder
+        ok = base.lower() in _SMOLLM2 or leaf.startswith("smollm2-135m-instruct") or leaf.endswith(".gguf")
     elif Path(base).exists():
         ok = same_path(Path(base), Path(spec))
     else:
