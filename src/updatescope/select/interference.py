@@ -47,7 +47,8 @@ insertion (tasks in order of their largest damage, each inserted where the parti
 costs least), then best-improvement local search over every move of one task to another
 position (which includes the swaps of neighbours), until no move improves.  Measured
 against the exact search on random instances of 8 tasks in tests/test_interference.py.
-The worst order is found the same way with the sign of the search flipped.
+The worst order is found the same way with the sign of the search flipped (beyond
+``EXACT_MAX`` by the beam alone: it is only reported, so it gets no local search).
 
 **Replay.**  At stage k (task T_k) each earlier task A gets a share of T_k's tokens in
 proportion to D(A, T_k), the damage T_k is predicted to do to it — the same clipped score
@@ -199,14 +200,19 @@ def _check_signatures(sigs: Sequence[Signature], names: Sequence[str]) -> None:
             raise InputError(f"task {name}: expected a Signature, got {type(sig).__name__}")
     for sig in sigs[1:]:
         sigs[0].config.check_compatible(sig.config)  # IncompatibleSignatureError names the field
-    for sig, name in zip(sigs, names):
-        if not (torch.isfinite(sig.sums).all() and torch.isfinite(sig.diag).all()):
+    finite = [bool(torch.isfinite(s.sums).all() and torch.isfinite(s.diag).all()) for s in sigs]
+    for ok, name in zip(finite, names):
+        if not ok:
             raise InputError(f"task {name}: its signature holds NaN or inf state")
-        sq = sig.sq_norm()
-        bad = [k for k, v in zip(KINDS, sq.tolist()) if not (math.isfinite(v) and v > 0)]
+
+
+def _check_norms(sq: Tensor, counts: list[int], names: Sequence[str]) -> None:
+    """InputError naming the first task with a non-positive or undefined squared norm.  sq (T, 3)"""
+    for row, n, name in zip(sq.tolist(), counts, names):
+        bad = [k for k, v in zip(KINDS, row) if not (math.isfinite(v) and v > 0)]
         if bad:
             raise InputError(
-                f"task {name}: non-positive norm estimate ({', '.join(bad)}; {sig.count} samples): "
+                f"task {name}: non-positive norm estimate ({', '.join(bad)}; {n} samples): "
                 "too few tokens or degenerate errors; sketch more tokens or leave the task out"
             )
 
@@ -234,6 +240,9 @@ def interference_table(signatures: Sequence[Signature], names: Sequence[str] | N
     sums, diag = sums / c[:, None, :, None], diag / c[:, None, :, None].square()
     g = diag.shape[-1]
     s_tot, d_tot, n_tot = sums.sum(1), diag.sum(1), counts.sum(1)
+    sq = _u_sq(s_tot.square().sum(-1), d_tot.sum(-1), n_tot[:, None])  # (T, 3) unbiased ‖μ‖², scaled
+    _check_norms(sq, [s.count for s in sigs], names)
+    sq = sq * c.square()
     est, loo = _pair_values(s_tot, d_tot, n_tot, s_tot, d_tot, n_tot, loo=True)
     var_sketch = (g - 1) / g * (loo - loo.mean(0)).square().sum(0)  # (T, T, 4)
     th = {}
@@ -258,8 +267,7 @@ def interference_table(signatures: Sequence[Signature], names: Sequence[str] | N
     eye = torch.eye(len(sigs), dtype=torch.bool)
     values = {q: est[..., i].masked_fill(eye, torch.nan) for i, q in enumerate(QUANTITIES)}
     ses = {q: se[..., i].masked_fill(eye, torch.nan) for i, q in enumerate(QUANTITIES)}
-    sq_norm = torch.stack([s.sq_norm()[0] for s in sigs]).to(torch.float64)
-    return InterferenceTable(names, values, ses, sq_norm)
+    return InterferenceTable(names, values, ses, sq[:, 0].clone())
 
 
 # ---------------------------------------------------------------------- order search
@@ -273,11 +281,14 @@ def order_cost(damage: Any, order: Sequence[int]) -> float:
 
 
 def _batch_costs(d: np.ndarray, orders: np.ndarray) -> np.ndarray:
-    """Costs of many orders at once.  orders (B, N) -> (B,)"""
-    p = d[orders[:, :, None], orders[:, None, :]]  # (B, N, N)
+    """Costs of many orders at once, reading only the pairs (i < j).  orders (B, N) -> (B,)"""
     n = orders.shape[1]
-    p = np.where(np.triu(np.ones((n, n), dtype=bool), 1), p, 0.0)
-    return p.max(2).sum(1)
+    if n < 2:
+        return np.zeros(orders.shape[0])
+    rows, cols = np.triu_indices(n, 1)  # grouped by row i, rows 0 … n−2 in order
+    p = d[orders[:, rows], orders[:, cols]]  # (B, n(n−1)/2)
+    starts = np.concatenate(([0], np.cumsum(np.arange(n - 1, 0, -1))[:-1]))
+    return np.maximum.reduceat(p, starts, axis=1).sum(1)
 
 
 def _exact(d: np.ndarray, sign: float) -> list[int]:
@@ -322,18 +333,30 @@ def _exact(d: np.ndarray, sign: float) -> list[int]:
     return order
 
 
+def _move_sources(n: int) -> np.ndarray:
+    """For every move of the task at position i to position j (i ≠ j): the source position of
+    each slot of the new order.  (n(n−1), n)"""
+    rows = []
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            src = list(range(n))
+            del src[i]
+            src.insert(j, i)
+            rows.append(src)
+    return np.array(rows, dtype=np.int64)
+
+
 def _local_search(d: np.ndarray, order: list[int], sign: float, max_passes: int = 5) -> list[int]:
-    """Best-improvement moves of one task to another position until none improves."""
-    n = len(order)
+    """Best-improvement moves of one task to another position (the swaps of neighbours
+    included) until none improves, at most ``max_passes`` times."""
     cur = np.asarray(order)
     cost = sign * _batch_costs(d, cur[None])[0]
-    moves = [(i, j) for i in range(n) for j in range(n) if i != j]
+    src = _move_sources(len(order))
     for _ in range(max_passes):
-        cand = np.empty((len(moves), n), dtype=np.int64)
-        for r, (i, j) in enumerate(moves):
-            rest = np.delete(cur, i)
-            cand[r] = np.insert(rest, j, cur[i])
-        costs = sign * _batch_costs(d, cand)
+        cand = cur[src]
+        costs = np.concatenate([sign * _batch_costs(d, c) for c in np.array_split(cand, max(1, len(cand) // 512))])
         r = int(np.argmin(costs))
         if not costs[r] < cost - 1e-12 * max(1.0, abs(cost)):
             break
@@ -380,8 +403,9 @@ def _beam(d: np.ndarray, sign: float, width: int) -> list[int]:
 
 
 def _heuristic(d: np.ndarray, sign: float, width: int = BEAM_WIDTH) -> list[int]:
-    """Beam search over suffix sets, then local search (moves of one task)."""
-    return _local_search(d, _beam(d, sign, width), sign)
+    """Beam search over suffix sets, then (for the best order) local search over moves of one task."""
+    order = _beam(d, sign, width)
+    return _local_search(d, order, sign) if sign > 0 else order
 
 
 def search_order(damage: Any, *, worst: bool = False, method: str = "auto") -> tuple[list[int], str]:
