@@ -17,18 +17,20 @@ on the ray x = t·y (bᵀy = 1) the objective is t²q + (t − 1)² with q = y�
 t = 1/(1 + q) with value q/(1 + q), increasing in q, so the NNLS optimum x* is the QP's
 optimum scaled, y* = x*/bᵀx*.  Its normal equations need only Q = G + bbᵀ and b, and it is
 solved by the Lawson–Hanson active-set method (``nnls_gram``), which terminates finitely at
-the exact optimum up to its tolerance on the dual variables (1e-12 relative).  When no b_i > 0 the best the simplex
-offers is a single source: the best single one is returned with a warning.
+the exact optimum up to its tolerance on the dual variables (1e-12 relative).  When no
+b_i > 0 the best the simplex offers is a single source: the best single one is returned
+with a warning.
 
 Estimation noise.  Unbiased squared norms can make G indefinite.  G is projected to the
 nearest positive semi-definite matrix with a floor: its eigenvalues are clipped at
-``EIG_FLOOR`` × the largest diagonal entry (the Frobenius-nearest matrix with that floor).  The solver
-uses the projected Gram; the reported alignment uses the unbiased one.  ``psd`` in the output
-says how large the correction was (how many eigenvalues were clipped, the relative Frobenius
-norm of the change and, when it was made, the smallest eigenvalue relative to the floor's
-reference).  A Gram whose eigenvalues are all
-above the floor is left exactly as it is, and a small perturbation moves the weights only a
-little (tests/test_mixture.py).
+``EIG_FLOOR`` × the largest diagonal entry (the Frobenius-nearest matrix with that floor).
+The solver uses the projected Gram; the reported alignment uses the unbiased one.  ``psd``
+in the output says how large the correction was (how many eigenvalues were clipped, the
+relative Frobenius norm of the change and, when it was made, the smallest eigenvalue
+relative to the largest diagonal entry).  A Gram whose eigenvalues are all above the floor
+is left exactly as it is (a Cholesky factorisation of G − floor·I proves it, without an
+eigendecomposition), and a small perturbation moves the weights only a little
+(tests/test_mixture.py).
 
 Ties and duplicates.  The floor makes the projected Gram positive definite, so the QP is
 strictly convex and its optimum unique; the projection is a spectral function, hence it
@@ -44,6 +46,7 @@ sources it is the answer.  Otherwise, if C(n, K) ≤ ``EXACT_SUBSETS`` every sub
 sources is solved and the best kept (exact); beyond that, greedy forward selection: start
 from the best single source and add, one at a time, the source whose addition gives the
 highest optimum, until K sources or no addition improves it (ties go to the earlier source).
+A group of identical sources (above) counts as one source.
 
 Standard error of the predicted alignment: the same construction as ``sketch.align``,
 evaluated at the chosen weights — a delete-one-block jackknife over the G feature blocks
@@ -53,7 +56,7 @@ multiplied by t₀.₉₇₅(ν)/z₀.₉₇₅ on the Welch–Satterthwaite deg
 source (one-hot w) value and standard error equal ``alignment``'s.  The weights are treated
 as fixed: the optimisation's own selection effect (picking the weights that look best on
 these estimates) is not in the standard error, so the predicted value of an optimised
-mixture is optimistic by up to about its standard error.
+mixture is biased upwards by an amount not measured here.
 
 ``budget`` turns weights into integer token counts by largest-remainder rounding: each
 source gets ⌊w_i·B⌋ and the remaining tokens go to the largest fractional parts (ties to the
