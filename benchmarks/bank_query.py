@@ -68,12 +68,12 @@ def synthetic_bank(path: Path, protos: list, n: int, max_state_bytes: float) -> 
     its files directly (same layout) — appending 100k signature objects one by one would
     spend minutes building Python objects, not measuring the bank."""
     bank = create_bank(path, protos[0].config).append(protos, [f"p{i}" for i in range(len(protos))])
-    p, m, width = len(protos), bank.config.sketch_dim, bank._width
+    p, m, width = len(protos), bank.config.sketch_dim, bank.width
     vec = np.stack([s.vector().numpy() for s in protos])
     state = np.stack([torch.cat((s.sums.reshape(-1), s.diag.reshape(-1))).numpy() for s in protos])
     g = np.random.default_rng(0)
     full_state = n * width * 8 <= max_state_bytes
-    from updatescope.signatures.bank import _row_line, _rows_sha, _sha, _write_header
+    from updatescope.signatures.bank import row_line, row_sha, rows_sha, write_header
 
     vector_sha = []  # the bank checks each row against its recorded sha256
     with open(path / "vectors.f32", "ab") as fv, open(path / "state.f64", "ab") as fs:
@@ -81,17 +81,17 @@ def synthetic_bank(path: Path, protos: list, n: int, max_state_bytes: float) -> 
             idx = np.arange(i, min(i + 4096, n)) % p
             block = (vec[idx] + 0.01 * g.standard_normal((len(idx), m), dtype=np.float32)).astype("<f4")
             fv.write(block.tobytes())
-            vector_sha.extend(_sha(r) for r in block)
+            vector_sha.extend(row_sha(r) for r in block)
             if full_state:
                 fs.write(state[idx].astype("<f8").tobytes())
         if not full_state:
             fs.truncate(n * width * 8)  # sparse: rows read by a query are filled below
     rows = [{**bank.rows[i % p], "name": f"e{i}", "sha256_vector": vector_sha[i - p]} for i in range(p, n)]
-    text = "".join(_row_line(r) for r in rows).encode("utf-8")
+    text = "".join(row_line(r) for r in rows).encode("utf-8")
     with open(path / "rows.jsonl", "ab") as fh:
         fh.write(text)
-    size = bank._rows_bytes + len(text)
-    _write_header(path, bank.config, n, size, _rows_sha(path, size))
+    size = bank.rows_bytes + len(text)
+    write_header(path, bank.config, n, size, rows_sha(path, size))
     return open_bank(path), state, full_state
 
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = np.argsort(-np.nan_to_num(fisher_scores(bank, target), nan=-np.inf))[: args.top + 1]
                 with open(path / "state.f64", "r+b") as fh:
                     for i in order:
-                        fh.seek(int(i) * bank._width * 8)
+                        fh.seek(int(i) * bank.width * 8)
                         fh.write(state[int(i) % len(protos)].astype("<f8").tobytes())
             before = _status()
             scan = measure(lambda: fisher_scores(bank, target), args.reps)
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 "top": args.top,
                 "state_file": "full" if full_state else "sparse",
                 "vectors_bytes": n * args.m * 4,
-                "state_bytes": n * bank._width * 8,
+                "state_bytes": n * bank.width * 8,
                 "build_s": round(build_s, 2),
                 "scan": scan,
                 "query": q,

@@ -75,6 +75,11 @@ __all__ = [
     "build_bank",
     "fisher_scores",
     "dedup",
+    # the file layout, for tools that write rows in bulk (benchmarks/bank_query.py)
+    "row_sha",
+    "rows_sha",
+    "row_line",
+    "write_header",
 ]
 
 FORMAT = "updatescope-bank"
@@ -120,7 +125,7 @@ class _Rows(Sequence[dict]):
         return item.get(key)
 
     def name(self, i: int) -> str:
-        """Row i's name without parsing the row: lines start with the name (``_row_line``)."""
+        """Row i's name without parsing the row: lines start with the name (``row_line``)."""
         item = self._items[i]
         if isinstance(item, str) and item.startswith(_NAME_PREFIX):
             return _DECODER.raw_decode(item, len(_NAME_PREFIX))[0]
@@ -143,8 +148,14 @@ class SignatureBank:
         return [self.rows.name(i) for i in range(len(self.rows))]
 
     @property
-    def _width(self) -> int:
+    def width(self) -> int:
+        """float64 values per row of the state file (sums and diagonal blocks)."""
         return 6 * self.config.sketch_dim + 6 * N_BLOCKS
+
+    @property
+    def rows_bytes(self) -> int:
+        """Committed size of the rows file (bytes beyond it belong to no entry)."""
+        return self._rows_bytes
 
     def vectors(self) -> np.ndarray:
         """(n, m) float32, memory-mapped read-only."""
@@ -155,9 +166,9 @@ class SignatureBank:
         if not 0 <= i < len(self):
             raise InputError(f"bank entry {i} out of range (the bank has {len(self)})")
         m = self.config.sketch_dim
-        row = np.array(_memmap(self.path / _STATE, np.float64, (len(self), self._width))[i])
+        row = np.array(_memmap(self.path / _STATE, np.float64, (len(self), self.width))[i])
         r = self.rows[i]
-        if _sha(row) != r.get("sha256_state"):
+        if row_sha(row) != r.get("sha256_state"):
             raise SignatureFileError(
                 f"bank file {_STATE} is damaged: row {i} ({r['name']!r}) does not match its checksum: {self.path}"
             )
@@ -183,7 +194,7 @@ class SignatureBank:
             block = np.ascontiguousarray(mm[start : start + _SCAN_ROWS])
             for k in range(block.shape[0]):
                 i = start + k
-                if _sha(block[k]) != self.rows.digest(i, "sha256_vector"):
+                if row_sha(block[k]) != self.rows.digest(i, "sha256_vector"):
                     raise SignatureFileError(
                         f"bank file {_VECTORS} is damaged: row {i} ({self.rows.name(i)!r}) does not match "
                         f"its checksum: {self.path}"
@@ -226,7 +237,7 @@ class SignatureBank:
         state = np.stack([_state_row(s) for s in sigs])
         keys = self.content_keys()
         for k, name in enumerate(names):
-            key = _sha(state[k])
+            key = row_sha(state[k])
             if key in keys:
                 raise InputError(
                     f"{name!r} is the same signature as {keys[key]!r} (identical sketch state, bit for bit); "
@@ -240,18 +251,18 @@ class SignatureBank:
                 "counts": [int(c) for c in s.counts.tolist()],
                 "fingerprint": s.config.fingerprint,
                 "meta": dict(s.meta),
-                "sha256_vector": _sha(vec[k]),
-                "sha256_state": _sha(state[k]),
+                "sha256_vector": row_sha(vec[k]),
+                "sha256_state": row_sha(state[k]),
             }
             for k, (s, name) in enumerate(zip(sigs, names))
         ]
         _append_bytes(self.path / _VECTORS, n * m * 4, vec.tobytes())
-        _append_bytes(self.path / _STATE, n * self._width * 8, state.tobytes())
-        text = "".join(_row_line(r) for r in rows).encode("utf-8")
+        _append_bytes(self.path / _STATE, n * self.width * 8, state.tobytes())
+        text = "".join(row_line(r) for r in rows).encode("utf-8")
         _append_bytes(self.path / _ROWS, self._rows_bytes, text)
         self.rows.extend(rows)
         self._rows_bytes += len(text)
-        _write_header(self.path, self.config, len(self.rows), self._rows_bytes, _rows_sha(self.path, self._rows_bytes))
+        write_header(self.path, self.config, len(self.rows), self._rows_bytes, rows_sha(self.path, self._rows_bytes))
         return self
 
 
@@ -260,12 +271,12 @@ def _state_row(sig: Signature) -> np.ndarray:
     return torch.cat((sig.sums.reshape(-1), sig.diag.reshape(-1))).numpy().astype("<f8")
 
 
-def _sha(row: np.ndarray) -> str:
+def row_sha(row: np.ndarray) -> str:
     """sha256 of one row's little-endian bytes (the bytes as stored in the bank's files)."""
     return hashlib.sha256(np.ascontiguousarray(row).tobytes()).hexdigest()
 
 
-def _rows_sha(path: Path, nbytes: int) -> str:
+def rows_sha(path: Path, nbytes: int) -> str:
     h = hashlib.sha256()
     with open(path / _ROWS, "rb") as fh:
         left = nbytes
@@ -323,7 +334,7 @@ def _default_name(sig: Signature, index: int) -> str:
     return sig.meta.get("name") or f"entry{index}"
 
 
-def _row_line(row: Mapping[str, Any]) -> str:
+def row_line(row: Mapping[str, Any]) -> str:
     """One JSON line, the name first (read back without parsing the row), the rest sorted."""
     rest = json.dumps({k: v for k, v in row.items() if k != "name"}, sort_keys=True, ensure_ascii=True)
     return _NAME_PREFIX + json.dumps(row["name"], ensure_ascii=True) + (", " + rest[1:] if rest != "{}" else "}") + "\n"
@@ -342,7 +353,7 @@ def _header_sha(header: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
 
 
-def _write_header(path: Path, config: SketchConfig, n: int, rows_bytes: int, rows_sha256: str) -> None:
+def write_header(path: Path, config: SketchConfig, n: int, rows_bytes: int, rows_sha256: str) -> None:
     """The commit point: a new header file renamed over the old one."""
     header: dict[str, Any] = {
         "format": FORMAT,
@@ -405,7 +416,7 @@ def create_bank(path: str | os.PathLike, config: SketchConfig) -> SignatureBank:
         raise InputError(f"bank folder already exists: {path} (open it to append)") from None
     for name in (_ROWS, _VECTORS, _STATE, _LOCK):
         (path / name).touch()
-    _write_header(path, config, 0, 0, hashlib.sha256().hexdigest())
+    write_header(path, config, 0, 0, hashlib.sha256().hexdigest())
     return SignatureBank(path, config, _Rows([]), 0)
 
 
@@ -431,7 +442,7 @@ def open_bank(path: str | os.PathLike) -> SignatureBank:
         ) from None
     bank = SignatureBank(path, config, rows, rows_bytes)
     bank.vectors()  # checks the data files cover every committed row
-    _memmap(path / _STATE, np.float64, (n, bank._width))
+    _memmap(path / _STATE, np.float64, (n, bank.width))
     return bank
 
 
@@ -477,7 +488,7 @@ def build_bank(inputs: Iterable[str | os.PathLike], out: str | os.PathLike, *, a
             first.check_compatible(sig.config)
         except IncompatibleSignatureError as exc:
             raise InputError(f"{f}: {exc}") from None
-        key = _sha(_state_row(sig))
+        key = row_sha(_state_row(sig))
         if key in seen:
             raise InputError(
                 f"{f} and {seen[key]} hold the same signature (identical sketch state, bit for bit); "
