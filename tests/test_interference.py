@@ -396,6 +396,12 @@ def test_guide_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
     model, tok = tiny_llama(vocab_size=256, hidden=16), WordTokenizer(256)
     monkeypatch.setattr(pipeline, "load_model", lambda spec="smollm2", dtype=None: (model, tok))
     _run_guide(tmp_path, monkeypatch, capsys)
+    # the guide's Python block, as written, on the signatures the commands wrote
+    code = re.search(r"## From Python\s*```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
+    assert code, "docs/guide-plan.md lost its Python example"
+    scope: dict = {"__name__": "guide_plan_example"}
+    exec(compile(code.group(1), "guide-plan.md", "exec"), scope)
+    assert isinstance(scope["p"], Plan) and sorted(scope["p"].order) == ["email", "http", "people"]
 
 
 @pytest.mark.slow
