@@ -153,6 +153,15 @@ def test_heuristic_matches_exact_search_at_the_exact_limit():
         assert exact - 1e-12 <= order_cost(d, search_order(d, method="heuristic")[0]) <= 1.02 * exact
 
 
+def test_exact_search_can_be_asked_for_beyond_the_default_limit():
+    d = _random_damage(np.random.default_rng(17), 17)
+    exact, method = search_order(d, method="exact")
+    assert method == "exact" and sorted(exact) == list(range(17))
+    assert order_cost(d, exact) <= order_cost(d, search_order(d)[0]) + 1e-12
+    with pytest.raises(InputError):
+        search_order(_random_damage(np.random.default_rng(0), 21), method="exact")
+
+
 def test_heuristic_runs_beyond_the_exact_limit():
     d = _random_damage(np.random.default_rng(0), 30)
     order, method = search_order(d)

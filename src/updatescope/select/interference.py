@@ -307,7 +307,7 @@ def _exact(d: np.ndarray, sign: float) -> list[int]:
     f = np.zeros(full)
     first = np.zeros(full, dtype=np.int64)
     sets = np.arange(full)
-    pop = np.array([bin(s).count("1") for s in range(full)]) if n <= 16 else None
+    pop = sum((sets >> b) & 1 for b in range(n))  # set sizes
     for size in range(1, n + 1):
         layer = sets[pop == size]
         best = np.full(layer.shape, np.inf)
