@@ -364,3 +364,22 @@ def test_nnls_gram_matches_scipy_nnls(seed):
     x_ref, _ = nnls(a, c)
     x = nnls_gram(torch.from_numpy(a.T @ a), torch.from_numpy(a.T @ c))
     assert np.allclose(x.numpy(), x_ref, atol=1e-9)
+
+
+def test_cli_drops_a_source_file_holding_nan(files, tmp_path, capsys):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(files["c1b1"], framework="pt") as fh:
+        meta = {k: v for k, v in (fh.metadata() or {}).items() if k != "sha256"}
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    tensors["sums"][0, 0, 0] = float("nan")
+    bad = tmp_path / "nan.safetensors"
+    save_file(tensors, str(bad), metadata=meta)
+    assert main(["mix", "--target", files["t"], files["c0b1"], files["c1b0"], str(bad), "--json"]) == 0
+    cap = capsys.readouterr()
+    assert f"dropped {bad}" in cap.err and "NaN or inf" in cap.err
+    assert len(json.loads(cap.out)["sources"]) == 2
+    assert main(["mix", "--target", files["t"], files["c0b1"], str(bad)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len([ln for ln in err if ln.startswith("updatescope: error:")]) == 1
