@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 from updatescope.records import make_record, portable_command, portable_config, write_json_atomic
-from updatescope.sketch.fishersketch import FisherSketch, _basis
+from updatescope.sketch.fishersketch import FisherSketch, sketch_basis
 from updatescope.sketch.hadamard import radix_digits
 from updatescope.sketch.maps import _STACK_DENSE_DIM
 
@@ -83,7 +83,7 @@ def _map_madds(mp) -> float:
 
 
 def _work(sk: FisherSketch) -> dict:
-    amap, emap = _basis(sk.config, sk.device)
+    amap, emap = sketch_basis(sk.config, sk.device)
     return {
         "act_map": amap.kind,
         "error_map": emap.kind,
