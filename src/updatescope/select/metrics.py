@@ -41,6 +41,10 @@ __all__ = [
     "paired_difference",
     "mean_and_se",
     "noise_ceiling",
+    "sign_flip_p",
+    "holm",
+    "Verdict",
+    "paired_verdicts",
 ]
 
 
@@ -442,4 +446,149 @@ def noise_ceiling(
         if key in acc or (key.startswith("within") and groups is not None):
             m = TargetMetric(key, {t: float(np.mean(v)) for t, v in acc.get(key, {}).items()})
             out[key] = _report(m, n_boot, seed, alpha)
+    return out
+
+
+# ------------------------------------------------------- verdicts under multiple comparisons
+#: above this many non-zero differences (or clusters) the sign-flip p-value is a Monte Carlo estimate
+EXACT_MAX = 20
+#: Monte Carlo draws of the sign-flip test: the p-value's SE is at most 0.5 / √draws = 0.0016
+N_DRAWS = 100_000
+
+
+def sign_flip_p(
+    diffs: Sequence[float] | np.ndarray, *, exact_max: int = EXACT_MAX, n_draws: int = N_DRAWS, seed: int = 0
+) -> tuple[float, float, str]:
+    """Two-sided paired sign-flip (randomisation) test of "the mean difference is 0".
+
+    Under the null each difference is as likely to have either sign, so the p-value is the
+    share of the 2^n sign assignments whose |sum| reaches the observed |sum|.  Zero
+    differences are dropped (flipping them changes nothing).  With at most ``exact_max``
+    non-zero differences every assignment is enumerated (exact, SE 0); beyond that
+    ``n_draws`` random assignments from ``np.random.default_rng(seed)`` are drawn and the
+    p-value is (hits + 1) / (draws + 1), with its binomial SE.
+    -> (p, se, "exact" or "Monte Carlo").  An empty input gives p = 1.
+    """
+    d = np.asarray(list(diffs), dtype=np.float64).ravel()
+    if not np.isfinite(d).all():
+        raise InputError("sign_flip_p: differences must be finite")
+    d = d[d != 0.0]
+    if d.size == 0:
+        return 1.0, 0.0, "exact"
+    obs = abs(float(d.sum()))
+    tol = 1e-12 * max(1.0, float(np.abs(d).sum()))
+    if d.size <= exact_max:
+        hits, total = 0, 1 << d.size
+        bits = np.arange(d.size, dtype=np.int64)
+        step = 1 << 16
+        for start in range(0, total, step):
+            codes = np.arange(start, min(start + step, total), dtype=np.int64)
+            signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
+            hits += int((np.abs(signs @ d) >= obs - tol).sum())
+        return hits / total, 0.0, "exact"
+    rng = np.random.default_rng(seed)
+    hits, left = 0, n_draws
+    while left:
+        b = min(left, 1 << 14)
+        signs = rng.integers(0, 2, size=(b, d.size)) * 2.0 - 1.0
+        hits += int((np.abs(signs @ d) >= obs - tol).sum())
+        left -= b
+    p = (hits + 1) / (n_draws + 1)
+    return p, math.sqrt(p * (1 - p) / n_draws), "Monte Carlo"
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (same order as given): the k-th
+    smallest is multiplied by (N − k + 1), made non-decreasing in that order, capped at 1."""
+    p = np.asarray(list(pvalues), dtype=np.float64)
+    n = p.size
+    out = np.empty(n)
+    running = 0.0
+    for k, i in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (n - k) * float(p[i])))
+        out[i] = running
+    return out.tolist()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One paired comparison of a family: the per-unit mean difference (first − second),
+    the sign-flip p-value (raw and Holm-adjusted over the family) and the word it allows."""
+
+    comparison: str
+    n: int
+    mean: float
+    p: float
+    p_se: float
+    test: str
+    p_holm: float
+    family: str
+    family_size: int
+    alpha: float
+    word: str
+
+    def note(self) -> str:
+        """ "p 0.012, Holm 0.048 over 6": the numbers behind the word."""
+        se = f" ± {self.p_se:.4f}" if self.p_se else ""
+        return f"p {_fmt_p(self.p)}{se}, Holm {_fmt_p(self.p_holm)} over {self.family_size}"
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def paired_verdicts(
+    diffs_by_comparison: Mapping[str, Mapping[str, float] | Sequence[float]],
+    *,
+    family: str,
+    clusters: Mapping[str, Any] | None = None,
+    alpha: float = 0.05,
+    exact_max: int = EXACT_MAX,
+    n_draws: int = N_DRAWS,
+    seed: int = 0,
+) -> list[Verdict]:
+    """The verdict of each paired comparison of one family, Holm-corrected over the family.
+
+    ``diffs_by_comparison``: per comparison the per-unit differences first − second (a
+    mapping unit -> difference, e.g. per target, or a sequence), oriented so that a positive
+    difference favours the first.  Each comparison is tested with :func:`sign_flip_p`; with
+    ``clusters`` (unit -> cluster id, e.g. targets that share a source or evaluation data;
+    mappings only) the differences are summed per cluster and the signs flip cluster by
+    cluster, so units that are not independent are not counted as if they were.  Holm's
+    step-down correction is applied across all comparisons of ``diffs_by_comparison``, whose
+    name is ``family``.  The word: "better" (adjusted p < ``alpha``, mean > 0), "worse"
+    (adjusted p < ``alpha``, mean < 0), else "no difference".  A comparison without units
+    gets p = 1 and mean NaN.  -> one :class:`Verdict` per comparison, in the given order.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"paired_verdicts: need 0 < alpha < 1, got {alpha}")
+    raw = []
+    for name, diffs in diffs_by_comparison.items():
+        if isinstance(diffs, Mapping):
+            units = {str(k): float(v) for k, v in diffs.items()}
+            if clusters is not None:
+                missing = [u for u in units if u not in clusters]
+                if missing:
+                    raise InputError(f"paired_verdicts: no cluster for {missing[:5]}")
+                sums: dict[Any, float] = {}
+                for u, v in units.items():
+                    sums[clusters[u]] = sums.get(clusters[u], 0.0) + v
+                tested = list(sums.values())
+            else:
+                tested = list(units.values())
+            vals = list(units.values())
+        else:
+            if clusters is not None:
+                raise InputError("paired_verdicts: clusters need differences keyed by unit")
+            vals = tested = [float(v) for v in diffs]
+        p, se, test = sign_flip_p(tested, exact_max=exact_max, n_draws=n_draws, seed=seed)
+        if clusters is not None:
+            test += f" over {len(tested)} clusters"
+        mean = float(np.mean(vals)) if vals else math.nan
+        raw.append((name, len(vals), mean, p, se, test))
+    adjusted = holm([r[3] for r in raw])
+    out = []
+    for (name, n, mean, p, se, test), pa in zip(raw, adjusted):
+        word = "better" if pa < alpha and mean > 0 else "worse" if pa < alpha and mean < 0 else "no difference"
+        out.append(Verdict(name, n, mean, p, se, test, pa, family, len(raw), alpha, word))
     return out
