@@ -60,6 +60,158 @@ def _beyond(ms: dict, i: int, nulls: list[dict]) -> bool:
     return all(m is None or lo > m + 2 * (s or 0.0) for m, s in (_at(n, i) for n in nulls))
 
 
+# ------------------------------------------------------------------ verdict rules
+# Every verdict word of docs/locallinear.md is returned by one of the functions below, from the
+# numbers and their SEs; RULES holds the sentence printed under each table that states them.
+
+PAPER_LOCAL = 0.15  # paper B: a local static task plane captures ≈ 15% of the recovery displacement
+
+
+def _sep(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> int:
+    """+1 when a's mean − 2 SE exceeds b's mean + 2 SE, −1 when the reverse holds, 0 otherwise
+    (also when a mean is missing).  A missing SE counts as 0."""
+    (am, ase), (bm, bse) = a, b
+    if am is None or bm is None:
+        return 0
+    ase, bse = ase or 0.0, bse or 0.0
+    if am - 2 * ase > bm + 2 * bse:
+        return 1
+    if bm - 2 * bse > am + 2 * ase:
+        return -1
+    return 0
+
+
+def static_plane_verdict(loc: dict, pre: dict) -> str:
+    """Rule: the local plane captures "little" when its capture is not above the paper's ≈ 15%
+    by 2 SE (mean − 2 SE ≤ 15%); otherwise the claim is "not reproduced".  The ordering local vs
+    pre-interference is ">" or "<" only when the two differ by 2 SE (mean ± 2 SE apart)."""
+    lm, ls = _at(loc, None)
+    order = {1: ">", -1: "<", 0: "≈ (within 2 SE)"}[_sep((lm, ls), _at(pre, None))]
+    head = "little" if lm - 2 * (ls or 0.0) <= PAPER_LOCAL else "not reproduced: local above the paper's ≈ 15% by 2 SE"
+    return f"{head}; local {order} pre-interference"
+
+
+def drift_verdict(norm: tuple[float | None, float | None]) -> str:
+    """Rule, on the overlap divided by the resample floor at the last step shown: "drift beyond
+    resampling" when its mean + 2 SE < 0.5, "little drift beyond resampling" when its mean − 2 SE
+    ≥ 0.5, "drift not resolved" otherwise."""
+    m, se = norm
+    if m is None:
+        return "n/a"
+    se = se or 0.0
+    if m + 2 * se < 0.5:
+        return "drift beyond resampling"
+    if m - 2 * se >= 0.5:
+        return "little drift beyond resampling"
+    return "drift not resolved (within 2 SE of 0.5)"
+
+
+def rank_verdict(stable: dict, task_unit: dict, shuffled_unit: dict) -> str:
+    """Rule: "stable rank ≤ 8" when the task gradients' stable rank + 2 SE ≤ 8, "> 8" when its
+    mean − 2 SE > 8, "not resolved" otherwise; directions are "lower-rank than shuffled labels"
+    when the unit-row stable rank is below the shuffled-label one by 2 SE (mean ± 2 SE apart)."""
+    m, se = _at(stable, None)
+    se = se or 0.0
+    low = (
+        "stable rank ≤ 8"
+        if m + 2 * se <= 8
+        else "stable rank > 8"
+        if m - 2 * se > 8
+        else "stable rank not resolved vs 8"
+    )
+    below = _sep(_at(shuffled_unit, None), _at(task_unit, None)) == 1
+    return f"{low}; directions {'lower-rank than' if below else 'not lower-rank than'} shuffled labels"
+
+
+def krylov_verdicts(gd: dict, sgd: dict) -> tuple[str, str]:
+    """Rule, at the last k: full-batch GD "holds at this horizon" when its capture − 2 SE ≥ 90%,
+    "holds only partly" otherwise; minibatch SGD "breaks with minibatch noise" when its capture is
+    below GD's by 2 SE (mean ± 2 SE apart), "close to GD" otherwise."""
+    k = len(gd["mean"])
+    gm, gs = _at(gd, k - 1)
+    holds = "holds at this horizon (≥ 90%)" if gm - 2 * (gs or 0.0) >= 0.9 else f"holds only partly at k = {k}"
+    breaks = _sep(_at(gd, k - 1), _at(sgd, len(sgd["mean"]) - 1)) == 1
+    return holds, "breaks with minibatch noise" if breaks else "close to GD (within 2 SE)"
+
+
+def sigma_window_verdict(sweep: list[dict]) -> str:
+    """Rule (as for llm-search): the window is the range of step norms whose tune-split gain
+    exceeds 0 by 2 SE; it "falls off on both sides" when the best is inside the grid and both grid
+    ends lie below it by 2 SE.  A gain without an SE (one draw per ρ) exceeds nothing by 2 SE."""
+    gains = [(r["gain_tune"], r.get("gain_tune_se")) for r in sweep]
+    if all(se is None for _, se in gains):
+        return "not resolved (one draw per ρ, no SE)"
+    pos = [r["rho"] for r, (g, se) in zip(sweep, gains) if se is not None and g - 2 * se > 0]
+    if not pos:
+        return "no ρ gains on the tune split by 2 SE"
+    best = max(range(len(gains)), key=lambda i: gains[i][0])
+    falls = 0 < best < len(gains) - 1 and all(_sep(gains[best], gains[j]) == 1 for j in (0, len(gains) - 1))
+    return f"gain > 0 by 2 SE at ρ ∈ [{min(pos):g}, {max(pos):g}]; " + (
+        "window (falls off on both sides)" if falls else "no fall-off on both sides by 2 SE"
+    )
+
+
+def density_verdict(a: dict, b: dict) -> tuple[str, float, float | None]:
+    """Rule: the paired difference small − large of the held-out gains (paired by repetition: the
+    same candidate seeds) and its SE; "reproduced" when it exceeds 0 by 2 SE, "opposite" when it is
+    below 0 by 2 SE, "not resolved" otherwise.  Returns (verdict, difference, SE)."""
+    xa, xb = a.get("gain_heldout"), b.get("gain_heldout")
+    if xa and xb and len(xa) == len(xb) and len(xa) > 1:
+        d = [u - v for u, v in zip(xa, xb)]
+        mean = sum(d) / len(d)
+        se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+    else:  # no per-repetition gains: unpaired SE
+        mean = a["gain_heldout_mean"] - b["gain_heldout_mean"]
+        sa, sb = a.get("gain_heldout_se"), b.get("gain_heldout_se")
+        se = None if sa is None or sb is None else (sa**2 + sb**2) ** 0.5
+    if se is None:
+        return "not resolved (no SE)", mean, se
+    word = "reproduced" if mean - 2 * se > 0 else "opposite" if mean + 2 * se < 0 else "not resolved"
+    return word, mean, se
+
+
+def schedules_verdict(m: dict) -> str:
+    """Rule: on the paired difference simultaneous − sequential of the recovery cost, "more robust"
+    when its 95% t interval lies below 0, "opposite" when it lies above 0, "not shown" otherwise;
+    "cannot be decided" when the regime check (both starts learned, every recovery stable) fails."""
+    regime = m.get("regime")
+    if regime is not None and not (regime["passed"] and regime["stable_all"]):
+        return "cannot be decided: the regime check failed"
+    lo, hi = m["summary"]["paired"]["recovery_cost"]["ci"]
+    if lo is None or hi is None:
+        return "not shown"
+    return "more robust" if hi < 0 else "opposite" if lo > 0 else "not shown"
+
+
+RULES = {
+    "recovery": "Rules: a capture is beyond the nulls when its mean − 2 SE exceeds every null's mean + 2 SE; "
+    + static_plane_verdict.__doc__.split("Rule: ")[1].split("\n\n")[0]
+    + " Drift, "
+    + drift_verdict.__doc__.split("Rule, ")[1]
+    + " Effective rank: "
+    + rank_verdict.__doc__.split("Rule: ")[1]
+    + " Krylov, "
+    + krylov_verdicts.__doc__.split("Rule, ")[1],
+    "search": "Rules: the prefix row is reproduced when the prefix's held-out gain − 2 SE exceeds every other "
+    "space's + 2 SE. σ window: "
+    + sigma_window_verdict.__doc__.split("llm-search): ")[1]
+    + " Density beats mass: "
+    + density_verdict.__doc__.split("Rule: ")[1].split("  Returns")[0],
+}
+RULES["lora-recovery"] = (
+    "Rules: forgetting is clear when every other task's rise − 2 SE exceeds 0.05 nats; a capture is beyond "
+    "the nulls when its mean − 2 SE exceeds every null's mean + 2 SE; "
+    + RULES["recovery"].split("every null's mean + 2 SE; ")[1].split(" Krylov, ")[0]
+)
+
+
+def _oneline(text: str) -> str:
+    return " ".join(text.split())
+
+
+RULES = {k: _oneline(v) for k, v in RULES.items()}
+
+
 def _rank_rows(s: dict, tasks: list[str], space: str = "", where: str = "") -> list[str]:
     """One effective-rank row per task (entropy / stable rank against shuffled labels and
     Gaussian rows); shared by the synthetic and the LoRA recovery tables.  ``space`` "dw_"
@@ -68,17 +220,16 @@ def _rank_rows(s: dict, tasks: list[str], space: str = "", where: str = "") -> l
     for t in tasks:
         e = lambda kind: num(s[f"rank.{t}.{space}{kind}.entropy_rank"], fmt="{:.1f}")
         st = lambda kind: num(s[f"rank.{t}.{space}{kind}.stable_rank"], fmt="{:.2f}")
-        low = s[f"rank.{t}.{space}task.stable_rank"]["mean"] <= 8
-        below = (
-            s[f"rank.{t}.{space}task_unit.stable_rank"]["mean"]
-            < s[f"rank.{t}.{space}shuffled_unit.stable_rank"]["mean"]
+        v = rank_verdict(
+            s[f"rank.{t}.{space}task.stable_rank"],
+            s[f"rank.{t}.{space}task_unit.stable_rank"],
+            s[f"rank.{t}.{space}shuffled_unit.stable_rank"],
         )
         rows.append(
             f"| effective rank{where}, {t} (entropy / stable) | 2–8 | {e('task')} / {st('task')} | shuffled labels "
             f"{e('shuffled')} / {st('shuffled')}; Gaussian, same norms {e('gaussian')} / {st('gaussian')}; unit rows: "
             f"task {st('task_unit')}, shuffled {st('shuffled_unit')}, Gaussian {st('gaussian_unit')} (stable) | "
-            f"{'stable rank ≤ 8' if low else 'stable rank > 8'}; directions "
-            f"{'lower-rank than' if below else 'not lower-rank than'} shuffled labels |"
+            f"{v} |"
         )
     return rows
 
@@ -91,11 +242,11 @@ def _drift_row(s: dict, pick: list[int], floor: dict, key: str = "drift", where:
         f"step {steps[i]}: {num(s[f'{key}.overlap'], i, '{:.3f}')} (÷ floor {num(s[f'{key}.normalised'], i, '{:.2f}')})"
         for i in pick
     )
-    last = s[f"{key}.normalised"]["mean"][pick[-1]] if pick else None
+    last = _at(s[f"{key}.normalised"], pick[-1]) if pick else (None, None)
     return (
         f"| the task plane drifts{where} | overlap 1.0 → 0.12–0.17 within 100 steps | {ov} | same-point resample "
         f"floor {num(floor, None, '{:.3f}')} | "
-        f"{'drift beyond resampling' if last is not None and last < 0.5 else 'little drift beyond resampling'} |"
+        f"{drift_verdict(last)} |"
     )
 
 
@@ -155,13 +306,12 @@ def recovery_table(m: dict) -> list[str]:
             f"{pct(s['curve.independent_rest'], i)}; static plane {pct(s['curve.static_rest'], i)} | {v} |"
         )
     floor = s["task_plane.resample_floor"]
-    local_above = s["task_plane.capture_forg"]["mean"] > s["task_plane.capture_mt"]["mean"]
     rows.append(
         f"| static planes capture little (4-dim task plane) | local ≈ 15%, pre-interference < 2% (LoRA) | "
         f"local {pct(s['task_plane.capture_forg'], None, 2)}; pre-interference "
         f"{pct(s['task_plane.capture_mt'], None, 2)} | "
         f"random 4/D = {4 / m['dim']:.1e} | "
-        f"{'little, local > pre-interference' if local_above else 'little'} |"
+        f"{static_plane_verdict(s['task_plane.capture_forg'], s['task_plane.capture_mt'])} |"
     )
     steps = s["drift.steps"]
     rows.append(_drift_row(s, [steps.index(t) for t in (10, 100) if t in steps], floor))
@@ -172,18 +322,18 @@ def recovery_table(m: dict) -> list[str]:
     gdo = ", ".join(f"{k}: {num(s['krylov.gd_overlap'], k - 1, '{:.2f}')}" for k in ks)
     sgd = ", ".join(f"{k}: {pct(s['krylov.sgd_capture'], k - 1)}" for k in ks)
     sgdo = ", ".join(f"{k}: {num(s['krylov.sgd_overlap'], k - 1, '{:.2f}')}" for k in ks)
-    gd_last = s["krylov.gd_capture"]["mean"][-1]
+    holds, breaks = krylov_verdicts(s["krylov.gd_capture"], s["krylov.sgd_capture"])
     rows.append(
         f"| Krylov: θ_k − θ_0 ∈ K_k(H, g_0), full-batch GD | theorem (quadratic) | capture at k = {gd}; "
         f"overlap of span(u_1..u_k) with K_k: {gdo} | random k-dim ≈ k/D | "
-        f"{'holds at this horizon (≥ 90%)' if gd_last >= 0.9 else 'holds only partly at k = ' + str(kk)} |"
+        f"{holds} |"
     )
     rows.append(
         f"| Krylov, minibatch SGD (same η, K_k from the full batch) | – | capture at k = {sgd}; overlap: {sgdo} | "
         "GD row above | "
-        f"{'breaks with minibatch noise' if s['krylov.sgd_capture']['mean'][-1] < gd_last - 0.1 else 'close to GD'} |"
+        f"{breaks} |"
     )
-    return rows
+    return rows + ["", RULES["recovery"]]
 
 
 def search_table(m: dict) -> list[str]:
@@ -200,7 +350,8 @@ def search_table(m: dict) -> list[str]:
         curve = ", ".join(f"{r['rho']:g} → {r['gain_tune']:.3g}" for r in sweep)
         rows.append(
             f"| σ window, {name.replace('_', ' ')} (tuning-split gain by step norm ρ) | σ ≈ 1e-4 on "
-            f"Qwen2.5-0.5B | {curve} | linear prediction in the record | window; ρ chosen = {best:g} |"
+            f"Qwen2.5-0.5B | {curve} | linear prediction in the record | {sigma_window_verdict(sweep)}; ρ chosen = "
+            f"{best:g} |"
         )
     comp = m["subspaces"]
     cell = "; ".join(
@@ -229,18 +380,19 @@ def search_table(m: dict) -> list[str]:
         )
     dens = m["density_vs_mass"]
     a, b = dens["small_aligned_r2"], dens["large_containing_r40"]
+    word, diff, dse = density_verdict(a, b)
     rows.append(
         f"| density beats mass (r = 2 vs r = 40 containing it, equal ρ) | small aligned wins | "
-        f"{a['gain_heldout_mean']:.3g} vs {b['gain_heldout_mean']:.3g} | density {a['density']:.3g} vs "
-        f"{b['density']:.3g}, mass equal | "
-        f"{'reproduced' if a['gain_heldout_mean'] > b['gain_heldout_mean'] else 'not reproduced'} |"
+        f"{a['gain_heldout_mean']:.3g} vs {b['gain_heldout_mean']:.3g}; paired difference {diff:.3g}"
+        f"{'' if dse is None else f' ± {dse:.2g}'} | density {a['density']:.3g} vs {b['density']:.3g}, mass equal | "
+        f"{word} |"
     )
     amb = ", ".join(f"{r['dim']:,}: {r['normalised_gain_select']:.2f}" for r in m["ambient_dimension"])
     rows.append(
         f"| gain independent of D (isotropic, fixed N, gain/(σ‖g_S‖)) | yes | {amb} | "
         f"E[max_N] = {m['ambient_dimension'][0]['expected_max']:.2f} | one draw per group |"
     )
-    return rows
+    return rows + ["", RULES["search"]]
 
 
 def _lora_samples(m: dict) -> str:
@@ -351,7 +503,7 @@ def lora_recovery_table(m: dict) -> list[str]:
         rows.append(
             f"| static planes capture little ({nt}-dim task plane, {where}) | local ≈ 15%, pre-interference < 2% | "
             f"local {pct(loc, None, 2)}; pre-interference {pct(pre, None, 2)} | random {nt}/{sym} = {nt / dim:.1e} | "
-            f"{'little, local > pre-interference' if loc['mean'] > pre['mean'] else 'little'} |"
+            f"{static_plane_verdict(loc, pre)} |"
         )
     for sfx, where, *_ in spaces:
         steps = s[f"drift{sfx}.steps"]
@@ -367,7 +519,7 @@ def lora_recovery_table(m: dict) -> list[str]:
     rows += _rank_rows(s, tasks)
     if len(spaces) > 1:
         rows += _rank_rows(s, tasks, space="dw_", where=" in ΔW = BA space")
-    return rows
+    return rows + ["", RULES["lora-recovery"]]
 
 
 def schedules_table(m: dict) -> list[str]:
@@ -481,11 +633,11 @@ def schedules_table(m: dict) -> list[str]:
             f"| prefix of {k} steps captures Δ_GD (random-walk null) | {pct(sim[key])} ({pct(sim[walk])}) | "
             f"{pct(seq[key])} ({pct(seq[walk])}) | {ci(key, '{:.1f}', 100)} pts |"
         )
-    v = m["verdict"]
+    rule = _oneline(schedules_verdict.__doc__.split("Rule: ")[1]).rstrip(".")
     rows += [
         "",
         f"Verdict (paper: simultaneous multitask schedules are more robust than sequential specialisation; "
-        f"rule: {v['rule']}): **{v['result']}**.",
+        f"rule: {rule}): **{schedules_verdict(m)}**.",
     ]
     return rows
 
@@ -539,7 +691,32 @@ def llm_search_table(m: dict) -> list[str]:
     return rows
 
 
+def plane_verdicts(m: dict) -> list[str]:
+    """One generated sentence for the prose under a ``lora-recovery`` table: the static-plane and
+    drift verdicts of every space, by the same rules as the table's verdict column."""
+    s = m["summary"]
+    parts = []
+    for sfx, where in [("", "LoRA space"), ("_dw", "ΔW = BA space")]:
+        if f"task_plane{sfx}.capture_forg" not in s:
+            continue
+        loc, pre = s[f"task_plane{sfx}.capture_forg"], s[f"task_plane{sfx}.capture_mt"]
+        steps = s[f"drift{sfx}.steps"]
+        parts.append(
+            f"{where}: static planes (local {pct(loc, None, 2)}, pre-interference {pct(pre, None, 2)}, paper ≈ 15% / "
+            f"< 2%) **{static_plane_verdict(loc, pre)}**; drift to step {steps[-1]} "
+            f"**{drift_verdict(_at(s[f'drift{sfx}.normalised'], len(steps) - 1))}**"
+        )
+    return ["Verdicts by the rules under the table: " + "; ".join(parts) + "."]
+
+
+def seconds_line(m: dict) -> list[str]:
+    """The wall time a record states (its ``seconds``)."""
+    return [f"- `{m['_file']}`: {m['_seconds']:.1f} s"]
+
+
 KINDS = {
+    "plane-verdicts": plane_verdicts,
+    "seconds": seconds_line,
     "recovery": recovery_table,
     "search": search_table,
     "lora-recovery": lora_recovery_table,
@@ -557,6 +734,7 @@ def render(text: str) -> str:
             metrics["config_n_sweep"] = rec["config"]["n_sweep"]
         if kind in ("lora-recovery", "llm-search"):
             metrics["config"] = rec["config"]
+        metrics["_file"], metrics["_seconds"] = f"{name}.json", rec.get("seconds")
         return mt.group(1) + "\n".join(KINDS[kind](metrics)) + "\n" + mt.group(5)
 
     return BLOCK.sub(sub, text)
