@@ -46,6 +46,20 @@ def _band(c: dict, key: str, i: int) -> tuple[float, float]:
     return c[key]["mean"][i], c[key]["se"][i]
 
 
+def auc_se(auc: float, n: int) -> float:
+    """Hanley–McNeil standard error of an AUC from n prompts, half true and half false."""
+    n1 = n2 = max(n // 2, 1)
+    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)
+    var = (auc * (1 - auc) + (n1 - 1) * (q1 - auc**2) + (n2 - 1) * (q2 - auc**2)) / (n1 * n2)
+    return max(var, 0.0) ** 0.5
+
+
+def separates(b: dict) -> bool:
+    """Rule: the base margin separates true from false statements when its test AUC − 2 SE > 0.5
+    (Hanley–McNeil SE)."""
+    return b["auc"] - 2 * auc_se(b["auc"], b["n"]) > 0.5
+
+
 def paper_layers(n_layers: int) -> list[int]:
     """The layers at the paper's relative depth in a model of ``n_layers`` decoder layers."""
     return sorted({min(n_layers - 1, round(f * n_layers)) for f in PAPER_DEPTH})
@@ -79,7 +93,11 @@ def run_block(rec: dict, name: str) -> list[str]:
 def setup_block(rec: dict, name: str) -> list[str]:
     cfg, m = rec["config"], rec["metrics"]
     n, b = m["n"], m["base"]["test"]
-    subj = " / ".join(str(cfg[f"n_{s}"]) for s in ("train", "select", "test"))
+    # every subject gives one true and one false statement: the subjects that exist are half the prompts
+    have = {sp: n[sp] // 2 for sp in ("train", "select", "test")}
+    short = [f"{sp} {cfg[f'n_{sp}']}" for sp in have if cfg[f"n_{sp}"] != have[sp]]
+    subj = " / ".join(str(have[sp]) for sp in ("train", "select", "test"))
+    subj += "" if not short else f" (requested: {', '.join(short)}; the data set has no more)"
     layers = cfg.get("steer_layers_used", cfg["steer_layers"])
     scales = ", ".join(f"{s:+g}" for s in cfg["scales"])
     if "search_n" in cfg:
@@ -91,10 +109,10 @@ def setup_block(rec: dict, name: str) -> list[str]:
         search = "no random-search vectors (the record predates them)"
     yes = "Yes" if cfg["answers"] == "yes_no" else "True"
     signal = (
-        "the margin separates true from false statements (AUC > 0.5)"
-        if b["auc"] > 0.5
-        else f"the margin carries no true/false signal to unlock (AUC ≤ 0.5): a fixed vector can at best move the "
-        f"{yes}/No bias"
+        "the margin separates true from false statements (AUC − 2 SE > 0.5)"
+        if separates(b)
+        else f"the margin does not separate true from false statements (AUC − 2 SE ≤ 0.5): a fixed vector can at "
+        f"best move the {yes}/No bias"
     )
     return [
         f"- **Sizes.** {subj} subjects ({n['train']} / {n['select']} / {n['test']} prompts) for train / select / "
@@ -103,7 +121,8 @@ def setup_block(rec: dict, name: str) -> list[str]:
         f"{', '.join(map(str, paper_layers(m['n_layers'])))}), scales {scales} × the mean residual norm at the layer; "
         f"{cfg['seeds']} seeds for every random control; {search}.",
         f"- **Base model, test split.** Accuracy {_pm(b['accuracy'], b['accuracy_se'])} (n = {b['n']}), AUC of the "
-        f'margin {b["auc"]:.3f}, "{yes}" rate {b["true_rate"]:.3f}: {signal}.',
+        f'margin {b["auc"]:.3f} ± {auc_se(b["auc"], b["n"]):.3f} (Hanley–McNeil SE), "{yes}" rate '
+        f"{b['true_rate']:.3f}: {signal}.",
     ]
 
 
@@ -253,15 +272,22 @@ def steering_block(rec: dict, name: str) -> list[str]:
         "",
         f"**Verdict: {verdict}.** {why} The largest change of the test mean signed margin by any vector "
         f"is {moved:.3f}.",
+        "",
+        "Rules: "
+        + " ".join(steering_verdict.__doc__.split("Rule: ")[1].split())
+        + " Vectors listed above 2 SE: "
+        + " ".join(steering_vectors.__doc__.split("Rule: ")[1].split())
+        + " Base AUC: "
+        + " ".join(separates.__doc__.split("Rule: ")[1].split()),
     ]
     return rows
 
 
 def steering_verdict(m: dict, cfg: dict) -> tuple[str, str]:
     """Rule: a vector steers when its test gain minus 2 paired SE is > 0.  Reproduced when the
-    one-step shift steers and its gain is at least CAA's minus both SEs; "weaker than CAA"
+    one-step shift steers and its gain is at least CAA's minus both SEs; "steers, less than CAA"
     when it steers with a smaller gain; not reproduced when it does not steer.  Reasons the
-    test is weak are read from the record: fewer than 3 scales, base AUC ≤ 0.5, no vector
+    test is weak are read from the record: fewer than 3 scales, base AUC − 2 SE ≤ 0.5, no vector
     changing the test accuracy at all."""
     vecs = {label: (g, se) for label, _, _, _, g, se in _vector_rows(m)}
     steers = lambda label: vecs[label][0] - 2 * vecs[label][1] > 0
@@ -274,11 +300,16 @@ def steering_verdict(m: dict, cfg: dict) -> tuple[str, str]:
         verdict = "not reproduced: CAA steers, the one-step shift does not"
     else:
         verdict = "not reproduced at this size"
-    why = [] if steers("one-step shift") or steers("CAA") else ["no vector's test gain exceeds 2 paired SE"]
+    over = steering_vectors(m)
+    why = [
+        "no vector's test gain exceeds 2 SE"
+        if not over
+        else "test gain above 2 SE: " + ", ".join(f"{k} ({_gain(g, se)})" for k, g, se in over)
+    ]
     weak = []
     if len(cfg["scales"]) < 3:
         weak.append(f"the scale grid has {len(cfg['scales'])} points")
-    if m["base"]["test"]["auc"] <= 0.5:
+    if not separates(m["base"]["test"]):
         weak.append(f"the base margins do not separate true from false (test AUC {m['base']['test']['auc']:.2f})")
     if all(abs(g) < 1e-12 for g, _ in vecs.values()):
         weak.append("every vector leaves the test accuracy exactly at the base model's")
@@ -287,6 +318,17 @@ def steering_verdict(m: dict, cfg: dict) -> tuple[str, str]:
     if weak:
         text += (" " if text else "") + "Not a fair test: " + "; ".join(weak) + "."
     return verdict, text
+
+
+def steering_vectors(m: dict) -> list[tuple[str, float, float]]:
+    """Rule: every vector in metrics.steering_test (CAA, the one-step shift, each search and
+    random seed with its paired SE, and the search / random means with their SE over seeds) whose
+    test gain − 2 SE is > 0."""
+    out = []
+    for k, v in m["steering_test"].items():
+        if "gain" in v and v.get("gain_se") is not None and v["gain"] - 2 * v["gain_se"] > 0:
+            out.append((k, v["gain"], v["gain_se"]))
+    return out
 
 
 def search_block(rec: dict, name: str) -> list[str]:
