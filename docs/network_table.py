@@ -260,7 +260,8 @@ def validation_verdicts(rec: dict) -> list[str]:
     track = "supported" if min(head_sp) >= 0.8 else "not supported"
     why = (
         f", but weakly tested: the head holds {per(lambda mm: 100 * mm['target_energy_share']['head'], '{:.0f}%')} of "
-        f"the target's block energy and internal linear weights only {_span([100 * x for x in internal], '{:.1f}')}%, "
+        f"the target's block energy and internal linear weights only {_span([100 * x for x in internal], '{:.2g}')}% "
+        "(rule: 'weakly tested' when it is below 5% on every model), "
         "so the full Fisher is head-plus-embedding dominated and the head *should* track it; real models with "
         "trained internal layers are the open test"
         if max(internal) < 0.05
