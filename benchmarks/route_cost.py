@@ -1,0 +1,270 @@
+"""Cost of routing requests among adapters (issue 37's targets).
+
+(i) Latency per request beside the forward pass it needs, on the packaged SmolLM2-135M with
+    16 adapter signatures (sketched, before timing, from ``--sig-tokens`` tokens of 16
+    built-in domains): the bare forward pass of one request (logits) against
+    ``Router.score`` of the same request (forward + capture + features + the bank product +
+    the per-request sums), arms alternated request by request, ``--reps`` rounds over
+    ``--requests`` requests of ``--req-len`` tokens.  Figure: median over requests and rounds
+    of (routed − bare) / bare.  Also timed alone on the same captured rows: the features
+    and the bank product (16 adapters).  Target: extra ≤ 5 % of the forward pass.
+(ii) The bank product at scale: 32 requests' mean features (3, m) against 10,000 synthetic
+    adapter directions at m = 4096 (``select.route.bank_terms``, float64, all three kinds),
+    and the joint kind alone in float32; median of ``--reps``.  The mean score of a request
+    is the product of its mean features (linear), so this is the cost of the choice; the
+    standard errors need the per-token terms, which cost (tokens per request) times more
+    (the ``Router`` computes those: meant for libraries of tens to hundreds of adapters).
+    Target: < 50 ms per batch of 32.
+(iii) Memory: the direction bank (3 × m float64 per adapter) beside the adapters' own
+    weights (LoRA r = ``--lora-r`` on q_proj and v_proj of SmolLM2, float32, counted from a
+    ``peft.get_peft_model``), for 16 and 10,000 adapters.
+
+    python benchmarks/route_cost.py [--threads 2] [--reps 5]
+    python benchmarks/route_cost.py --table benchmarks/results/route_cost.json   # README table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from updatescope.records import env_info, portable_command, portable_config, write_json_atomic
+
+HERE = Path(__file__).resolve().parent
+
+
+def _median_spread(xs: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def _signatures(model, tok, n: int, tokens: int, m: int) -> dict:
+    from updatescope.data.domains import list_domains, load_domain
+    from updatescope.pipeline import Corpus, SketchOptions, sketch_corpus
+
+    names = [d.name for d in list_domains() if d.family in ("code", "wiki", "prose")][:n]
+    opts = SketchOptions(sketch_dim=m, max_tokens=tokens)
+    return {
+        name: sketch_corpus(model, tok, Corpus.from_texts(load_domain(name, "train")[:8]), opts, progress=False)
+        for name in names
+    }
+
+
+def latency(args: argparse.Namespace) -> dict:
+    from updatescope.capture.causal_lm import capture_causal_lm
+    from updatescope.data.domains import load_domain
+    from updatescope.models.smollm2 import load_smollm2
+    from updatescope.pipeline import Router
+    from updatescope.select.route import bank_terms
+    from updatescope.sketch.fishersketch import features
+    from updatescope.sketch.inputs import softmax_minus_onehot
+
+    model, tok = load_smollm2()
+    model.eval()
+    t = time.perf_counter()
+    sigs = _signatures(model, tok, args.adapters, args.sig_tokens, args.m)
+    sig_s = time.perf_counter() - t
+    router = Router(model, tok, sigs)
+    text = " ".join(load_domain("code_http", "eval")[:4])
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    reqs = [ids[i * args.req_len : (i + 1) * args.req_len] for i in range(args.requests)]
+    assert all(len(r) == args.req_len for r in reqs), "not enough request text"
+
+    def bare(r: list[int]) -> None:
+        with torch.inference_mode():
+            x = torch.tensor([r])
+            model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+
+    def routed(r: list[int]) -> None:
+        router.choose(router.score([r]))
+
+    for r in reqs[:2]:  # warm-up
+        bare(r), routed(r)
+    load_before = os.getloadavg()
+    t_bare, t_route, extra = [], [], []
+    for _ in range(args.reps):
+        for r in reqs:
+            t = time.perf_counter()
+            bare(r)
+            b = time.perf_counter() - t
+            t = time.perf_counter()
+            routed(r)
+            s = time.perf_counter() - t
+            t_bare.append(b)
+            t_route.append(s)
+            extra.append((s - b) / b)
+    # the parts of the extra, alone, on the captured rows of one request
+    acts, logits, labels = next(iter(capture_causal_lm(model, [reqs[0]], tok, progress=False)))
+    t_feat, t_bank = [], []
+    with torch.inference_mode():
+        for _ in range(args.reps * 2):
+            t = time.perf_counter()
+            errors = softmax_minus_onehot(logits, labels)
+            f = features(router.config, acts.to(errors.dtype), errors)
+            t_feat.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            bank_terms(f, router.bank)
+            t_bank.append(time.perf_counter() - t)
+    b_med = statistics.median(t_bare)
+    return {
+        "adapters": len(sigs),
+        "adapter_domains": list(sigs),
+        "request_tokens": args.req_len,
+        "requests": args.requests,
+        "bare_forward_s": _median_spread(t_bare),
+        "routed_s": _median_spread(t_route),
+        "extra_over_forward": _median_spread(extra),
+        "features_s": _median_spread(t_feat),
+        "bank_product_s": _median_spread(t_bank),
+        "extra_of_fastest": min(t_route) / min(t_bare) - 1,  # the runs least disturbed by other jobs
+        "features_over_forward": statistics.median(t_feat) / b_med,
+        "bank_product_over_forward": statistics.median(t_bank) / b_med,
+        "sketch_signatures_s": sig_s,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
+
+
+def bank_scale(args: argparse.Namespace) -> dict:
+    from updatescope.select.route import bank_terms
+
+    g = torch.Generator().manual_seed(0)
+    bank = torch.randn(args.bank_size, 3, args.m, generator=g, dtype=torch.float64) / args.m**0.5
+    joint32 = bank[:, 0].to(torch.float32).contiguous()
+    feats = torch.randn(args.batch, 3, args.m, generator=g, dtype=torch.float32)
+    f32 = feats[:, 0].contiguous()
+    bank_terms(feats, bank), f32 @ joint32.T  # warm-up
+    t64, t32 = [], []
+    for _ in range(args.reps):
+        t = time.perf_counter()
+        bank_terms(feats, bank)
+        t64.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        f32 @ joint32.T
+        t32.append(time.perf_counter() - t)
+    return {
+        "adapters": args.bank_size,
+        "m": args.m,
+        "batch": args.batch,
+        "all_kinds_float64_s": _median_spread(t64),
+        "joint_float32_s": _median_spread(t32),
+        "bank_bytes_float64": bank.numel() * 8,
+        "joint_bank_bytes_float32": joint32.numel() * 4,
+    }
+
+
+def memory(args: argparse.Namespace) -> dict:
+    import peft
+
+    from updatescope.models.smollm2 import load_smollm2
+
+    model, _ = load_smollm2()
+    cfg = peft.LoraConfig(r=args.lora_r, target_modules=["q_proj", "v_proj"])
+    pm = peft.get_peft_model(model, cfg)
+    lora = sum(p.numel() for n, p in pm.named_parameters() if "lora_" in n)
+    per_dir = 3 * args.m * 8
+    return {
+        "lora_r": args.lora_r,
+        "lora_targets": ["q_proj", "v_proj"],
+        "adapter_bytes_float32": lora * 4,
+        "bank_bytes_per_adapter": per_dir,
+        "bank_over_adapter": per_dir / (lora * 4),
+        "bank_bytes_16": 16 * per_dir,
+        "bank_bytes_10000": 10_000 * per_dir,
+        "adapters_bytes_16": 16 * lora * 4,
+    }
+
+
+def _verdict(seconds: float) -> str:
+    return "met" if seconds < 0.05 else "**not met**"
+
+
+def table(paths: list[str]) -> str:
+    lines = [
+        "| measure | result | target |",
+        "|---|---|---|",
+    ]
+    for path in paths:
+        rec = json.loads(Path(path).read_text())
+        lat, big, mem = rec["results"]["latency"], rec["results"]["bank"], rec["results"]["memory"]
+        e = lat["extra_over_forward"]
+        lines += [
+            f"| (i) routing per request, {lat['adapters']} adapters, {lat['request_tokens']} tokens, SmolLM2 "
+            f"| forward {lat['bare_forward_s']['median'] * 1e3:.0f} ms, "
+            f"routed {lat['routed_s']['median'] * 1e3:.0f} ms: "
+            f"extra **{e['median']:.0%}** of the forward ({e['min']:.0%}–{e['max']:.0%}; fastest routed over fastest "
+            f"forward {lat['extra_of_fastest']:+.0%}); features alone "
+            f"{lat['features_over_forward']:.0%}, bank product alone {lat['bank_product_over_forward']:.2%} "
+            f"| ≤ 5 %: {'met' if e['median'] <= 0.05 else '**not met**'} |",
+            f"| (ii) {big['batch']} requests' mean features × {big['adapters']:,} adapters, m = {big['m']} "
+            f"| {big['all_kinds_float64_s']['median'] * 1e3:.0f} ms (three kinds, float64; "
+            f"{big['all_kinds_float64_s']['min'] * 1e3:.0f}–{big['all_kinds_float64_s']['max'] * 1e3:.0f}); "
+            f"joint kind in float32 {big['joint_float32_s']['median'] * 1e3:.0f} ms "
+            f"| < 50 ms: float64 {_verdict(big['all_kinds_float64_s']['median'])}, "
+            f"float32 joint {_verdict(big['joint_float32_s']['median'])} |",
+            f"| (iii) memory per adapter | bank {mem['bank_bytes_per_adapter'] / 1024:.0f} KiB (3 × m float64) "
+            f"beside a LoRA r = {mem['lora_r']} adapter's {mem['adapter_bytes_float32'] / 2**20:.2f} MiB "
+            f"({mem['bank_over_adapter']:.1%}); 10,000 adapters: {mem['bank_bytes_10000'] / 2**30:.2f} GiB "
+            f"(joint float32 only: {big['joint_bank_bytes_float32'] / 2**20:.0f} MiB) | — |",
+        ]
+        env = rec["env"]
+        lines.append(
+            f"\n- threads {rec['config']['threads']}, torch {env.get('torch', '?')}, "
+            f"{rec['config']['reps']} rounds over {lat['requests']} requests, load average "
+            f"{lat['loadavg_before'][0]:.1f} → {lat['loadavg_after'][0]:.1f} (other jobs on the 2 cores); "
+            f"commit {str(env.get('git_commit', '?'))[:7]}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--adapters", type=int, default=16)
+    ap.add_argument("--sig-tokens", type=int, default=64, help="tokens sketched per adapter signature")
+    ap.add_argument("--requests", type=int, default=4)
+    ap.add_argument("--req-len", type=int, default=128)
+    ap.add_argument("--m", type=int, default=4096)
+    ap.add_argument("--bank-size", type=int, default=10_000)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lora-r", type=int, default=8)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=str(HERE / "results" / "route_cost.json"))
+    ap.add_argument("--table", default=None, metavar="JSON[+JSON]", help="print the README table of these records")
+    args = ap.parse_args(argv)
+    if args.table:
+        print(table(args.table.split("+")))
+        return 0
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    results = {"latency": latency(args), "bank": bank_scale(args), "memory": memory(args)}
+    results["wall_s"] = time.perf_counter() - t0
+    lat, big = results["latency"], results["bank"]
+    print(
+        f"(i) extra {lat['extra_over_forward']['median']:.1%} of the forward "
+        f"({lat['bare_forward_s']['median'] * 1e3:.0f} ms -> {lat['routed_s']['median'] * 1e3:.0f} ms); "
+        f"(ii) {big['all_kinds_float64_s']['median'] * 1e3:.0f} ms float64, "
+        f"{big['joint_float32_s']['median'] * 1e3:.0f} ms joint float32; wall {results['wall_s']:.0f} s"
+    )
+    write_json_atomic(
+        {
+            "name": "route_cost",
+            "command": portable_command("benchmarks/route_cost.py", argv),
+            "config": portable_config(args),
+            "results": results,
+            "env": env_info(),
+            "goal": "routing extra <= 5% of the forward with 16 adapters; 32 requests x 10,000 adapters < 50 ms",
+        },
+        args.out,
+    )
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
