@@ -23,6 +23,7 @@ where the first word names the table kind (:data:`KINDS`, :data:`RECORD_KINDS`,
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -193,14 +194,92 @@ def _note_rows(notes: dict, prefix: str, n_cells: int, label: dict[str, str] = L
     return [f"| {label.get(name, name)} | {prefix}{why} |" + " |" * (n_cells - 1) for name, why in notes.items()]
 
 
-def _verdict(d: dict | None) -> str:
-    """A paired difference with its CI and what it allows: "better" or "worse" when the CI
-    excludes 0, else "no difference shown"."""
-    if not d or d.get("mean") is None or not d.get("ci"):
+#: the per-target metrics a paired comparison is judged on (regret's difference is shown, not judged)
+VERDICT_METRICS = ("spearman", "top1", "oracle_normalised_transfer")
+
+
+def _values(method: dict | None, metric: str) -> dict[str, float] | None:
+    """A method's per-target values of ``metric`` (``within_*``: among same-family candidates);
+    targets where the metric is undefined (e.g. constant scores have no Spearman) are absent."""
+    if not method or "error" in method:
+        return None
+    block = method.get("within_family", {}).get(metric[7:]) if metric.startswith("within_") else method.get(metric)
+    if not isinstance(block, dict) or "per_target" not in block:
+        return None
+    return {t: float(v) for t, v in block["per_target"].items() if v is not None and math.isfinite(v)}
+
+
+def paired_diffs(metrics: dict, pair: str, metric: str) -> dict[str, float] | None:
+    """Per target, first − second of ``pair`` ("a - b") on ``metric``, over the targets where
+    both methods have a value: the same targets as each method's own (marginal) value, so a
+    method never shows two different means of one metric."""
+    a, b = pair.split(" - ")
+    va, vb = (_values(metrics["methods"].get(n), metric) for n in (a, b))
+    if va is None or vb is None:
+        return None
+    return {t: va[t] - vb[t] for t in va if t in vb}
+
+
+@functools.cache
+def _family_verdicts(key: str) -> dict[str, Any]:
+    from updatescope.select.metrics import paired_verdicts
+
+    fam = json.loads(key)
+    return {v.comparison: v for v in paired_verdicts(fam["diffs"], family=fam["name"])}
+
+
+#: FisherSketch is compared with these on every metric of :data:`VERDICT_METRICS`: the family of
+#: comparisons of a record, over which Holm's correction runs (the union of the baselines the
+#: verdict blocks name: :data:`SELECTION_VERDICT` and :data:`WITHIN_VERDICT`)
+FAMILY_BASELINES = ("family", "cka", "activation", "easiness", "exact_fisher")
+
+
+def family_diffs(metrics: dict) -> dict[str, dict[str, float]]:
+    """The record's family of comparisons: FisherSketch − each of :data:`FAMILY_BASELINES` the
+    record pairs it with, on each metric of :data:`VERDICT_METRICS` with at least 2 targets,
+    keyed "fisher - b: metric"."""
+    out = {}
+    for pair in (f"fisher - {b}" for b in FAMILY_BASELINES if f"fisher - {b}" in metrics.get("paired", {})):
+        for metric in VERDICT_METRICS:
+            d = paired_diffs(metrics, pair, metric)
+            if d is not None and len(d) >= 2:
+                out[f"{pair}: {metric}"] = d
+    return out
+
+
+def record_verdicts(metrics: dict, family: str = "the record's paired comparisons") -> dict[str, Any]:
+    """:func:`updatescope.select.metrics.paired_verdicts` over :func:`family_diffs`: an exact
+    (Monte Carlo beyond 20 targets) sign-flip test per comparison, Holm over the family."""
+    diffs = family_diffs(metrics)
+    if not diffs:
+        return {}
+    return _family_verdicts(json.dumps({"name": family, "diffs": diffs}, sort_keys=True))
+
+
+def _verdict(metrics: dict, pair: str, metric: str) -> str:
+    """A paired difference with its 95% bootstrap CI over targets and the word the sign-flip
+    test allows after Holm over the record's family, with the p-values beside it:
+    "+0.13 [+0.06, +0.20], better (p 0.002, Holm 0.020 over 18)"."""
+    from updatescope.select.metrics import paired_difference
+
+    v = record_verdicts(metrics).get(f"{pair}: {metric}")
+    if v is None:
         return "n/a"
-    lo, hi = d["ci"]
-    word = "better" if lo > 0 else "worse" if hi < 0 else "no difference shown"
-    return f"{d['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}], {word}"
+    d = paired_diffs(metrics, pair, metric)
+    ci = paired_difference(d, dict.fromkeys(d, 0.0))["ci"]
+    return f"{v.mean:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}], {v.word} ({v.note()})"
+
+
+def verdict_rule(metrics: dict) -> str:
+    """The rule of :func:`_verdict` for this record, with its family size."""
+    n = len(family_diffs(metrics))
+    return (
+        f'"better" / "worse" where a two-sided paired sign-flip test over targets (exact up to 20 '
+        f"targets, else 100,000 seeded draws) stays below α = 0.05 after Holm's correction over the "
+        f"record's {n} comparisons of FisherSketch with the family label, CKA, activation-only, easiness "
+        f"and exact A_F (those it has) on per-target Spearman, top-1 and oracle-normalised transfer, else "
+        f'"no difference"; raw p and Holm-adjusted p beside each'
+    )
 
 
 def _pooled(metrics: dict, name: str) -> str | None:
@@ -257,21 +336,26 @@ PAIRED_COLS = {
 
 
 def paired_table(metrics: dict, cols: dict[str, str] = PAIRED_COLS, label: dict[str, str] = LABEL) -> list[str]:
-    """Paired bootstrap over targets of the per-target difference (first − second)."""
+    """Paired bootstrap over targets of the per-target difference (first − second), computed
+    from the methods' per-target values over the targets where both have one."""
     rows = ["| difference (per target, paired) | " + " | ".join(cols.values()) + " |", "|---" * (len(cols) + 1) + "|"]
-    for pair, block in metrics.get("paired", {}).items():
+    from updatescope.select.metrics import paired_difference
+
+    for pair in metrics.get("paired", {}):
         a, b = pair.split(" - ")
         cells = []
         for c in cols:
-            d = block.get(c)
+            diffs = paired_diffs(metrics, pair, c)
+            d = None if not diffs else paired_difference(diffs, dict.fromkeys(diffs, 0.0))
             fmt = "{:+.4f}" if c == "regret" else "{:+.2f}"
-            cells.append(
-                "n/a"
-                if not d or d.get("mean") is None
-                else f"{fmt.format(d['mean'])} {_bracket(d['ci'], fmt)} (n {d['n']})"
-            )
+            cells.append("n/a" if not d else f"{fmt.format(d['mean'])} {_bracket(d['ci'], fmt)} (n {d['n']})")
         rows.append(f"| {label.get(a, a)} − {label.get(b, b)} | " + " | ".join(cells) + " |")
-    return rows
+    return rows + [
+        "",
+        "Each difference is over the targets where both methods have a value (n per cell): the targets "
+        "of each method's own row above, so no method shows two means of one metric (constant scores "
+        "have no Spearman on a target).",
+    ]
 
 
 def noise_lines(rec: dict) -> list[str]:
@@ -454,8 +538,8 @@ SELECTION_VERDICT = ("family", "cka", "activation", "easiness")
 def selection_verdict(metrics: dict) -> list[str]:
     """The plain verdict of a source-selection record, generated: FisherSketch and the
     ceiling on each metric, then every paired difference to :data:`SELECTION_VERDICT` on
-    per-target Spearman, top-1 and oracle-normalised transfer (rule of :func:`_verdict`),
-    and the within-family Spearman beside its ceiling."""
+    per-target Spearman, top-1 and oracle-normalised transfer (rule of :func:`_verdict`,
+    stated in the block), and the within-family Spearman beside its ceiling."""
     m, label = metrics["methods"], labels(metrics)
     f, paired = m["fisher"], metrics.get("paired", {})
     ceil = metrics.get("truth_noise", {}).get("ceiling") or {}
@@ -466,13 +550,14 @@ def selection_verdict(metrics: dict) -> list[str]:
 
     out = [
         f"FisherSketch over {f['top1']['n']} targets: top-1 {both('top1', '{:.3f}')}, oracle-normalised "
-        f"{both('oracle_normalised_transfer')}, per-target Spearman {both('spearman')}."
+        f"{both('oracle_normalised_transfer')}, per-target Spearman {both('spearman')}. Paired differences "
+        f"over the targets where both methods have a value, 95% bootstrap CI; {verdict_rule(metrics)}."
     ]
     for b in SELECTION_VERDICT:
         block = paired.get(f"fisher - {b}")
         if not block:
             continue
-        cells = [f"{METRIC_LONG[k]} {_verdict(block.get(k))}" for k in METRIC_LONG if block.get(k)]
+        cells = [f"{METRIC_LONG[k]} {_verdict(metrics, f'fisher - {b}', k)}" for k in METRIC_LONG if block.get(k)]
         out.append(f"- FisherSketch − {_plain(label.get(b, b))}: " + "; ".join(cells) + ".")
     w = f.get("within_family", {}).get("spearman")
     if w and w.get("mean") is not None:
@@ -525,15 +610,15 @@ def within_verdict(metrics: dict, label: dict[str, str]) -> list[str]:
     and whether its pooled Mantel p is below 0.05."""
     paired, f = metrics.get("paired", {}), metrics["methods"]["fisher"]
     parts = [
-        f"− {_plain(label.get(b, b))} {_verdict(paired[f'fisher - {b}'].get('spearman'))}"
+        f"− {_plain(label.get(b, b))} {_verdict(metrics, f'fisher - {b}', 'spearman')}"
         for b in WITHIN_VERDICT
         if f"fisher - {b}" in paired
     ]
     ceil = metrics.get("truth_noise", {}).get("ceiling")
     po = metrics["correlation"]["fisher"]["pooled"]
     return [
-        f'Verdict (per-target Spearman, paired bootstrap over the {f["spearman"]["n"]} targets; "better" or '
-        f'"worse" only where the 95% CI excludes 0): FisherSketch ' + "; ".join(parts) + ". "
+        f"Verdict (per-target Spearman over the targets where both methods rank, at most "
+        f"{f['spearman']['n']}; {verdict_rule(metrics)}): FisherSketch " + "; ".join(parts) + ". "
         f"FisherSketch's per-target Spearman is {_mci(f['spearman'])}"
         + ("" if not ceil else f" against a noise ceiling of {_mci(ceil['spearman'])}")
         + f"; pooled ρ_s {po['rho']:.2f}, Mantel p {po['p_perm']:.3f} "
@@ -543,12 +628,12 @@ def within_verdict(metrics: dict, label: dict[str, str]) -> list[str]:
 
 def within_lines(rec: dict) -> list[str]:
     """The within-collection SMILES record: run and ground-truth noise, the method table,
-    FisherSketch's paired differences (constant methods' Spearman counted as 0) and the verdict."""
+    FisherSketch's paired differences (a constant method has no Spearman) and the verdict."""
     m = rec["metrics"]
     label = labels(m)
     paired_label = {
         **label,
-        **{n: f"{label.get(n, n)} (constant: Spearman counted as 0)" for n in m.get("constant_methods", [])},
+        **{n: f"{label.get(n, n)} (constant: no Spearman)" for n in m.get("constant_methods", [])},
     }
     centred = centred_pooled_line(m, label)
     return (
@@ -775,8 +860,8 @@ def readme_methods(recs: list[dict]) -> list[str]:
 def readme_trust(recs: list[dict]) -> list[str]:
     """One line per record: FisherSketch against the family / collection label (within one
     SMILES collection: the same-property label, :func:`labels`) and CKA, as
-    paired per-target differences with 95% bootstrap CIs, and what the numbers allow (rule:
-    "better" or "worse" when the CI of a difference excludes 0, else "no difference shown")."""
+    paired per-target differences with 95% bootstrap CIs, and what the numbers allow (rule of
+    :func:`_verdict`: sign-flip test, Holm over the record's family of comparisons)."""
     lines = []
     for r in recs:
         m, name = r["metrics"], r["_file"].removesuffix(".json")
@@ -784,10 +869,7 @@ def readme_trust(recs: list[dict]) -> list[str]:
         wanted = ("top1",) if kind == "verbalizer" else ("spearman",) if kind == "smiles" else ("spearman", "top1")
         parts = [
             f"FisherSketch − {_plain(labels(m)[b])}: "
-            + ", ".join(
-                f"Δ {METRIC[metric]} {_verdict(m.get('paired', {}).get(f'fisher - {b}', {}).get(metric))}"
-                for metric in wanted
-            )
+            + ", ".join(f"Δ {METRIC[metric]} {_verdict(m, f'fisher - {b}', metric)}" for metric in wanted)
             for b in ("family", "cka")
             if f"fisher - {b}" in m.get("paired", {})
         ]
@@ -845,11 +927,10 @@ def claims_table(recs: list[dict]) -> list[str]:
             where = "; ".join(f"{METRIC_SHORT[k]} {paper[k]:.3f}: {_against(f[k], paper[k])}" for k in keys)
             cell_ceiling = "; ".join(f"{METRIC_SHORT[k]} {_mci(ceil.get(k))}" for k in keys) if ceil else "–"
         metric = "top1" if kind == "verbalizer" else "spearman"
-        paired = m.get("paired", {})
         lab = labels(m)
         cmp = [
             ("" if b != "family" or lab is LABEL else f"against the {_plain(lab[b])} label: ")
-            + f"Δ {METRIC[metric]} {_verdict(paired.get(f'fisher - {b}', {}).get(metric))}"
+            + f"Δ {METRIC[metric]} {_verdict(m, f'fisher - {b}', metric)}"
             for b in ("family", "cka")
         ]
         n_t = f["top1"]["n"]

@@ -107,14 +107,19 @@ def _within_record() -> dict:
     pooled = lambda rho: {"pooled": {"rho": rho, "p": 0.01, "p_perm": 0.04, "n_perm": 5000, "n": 2}}  # noqa: E731
     m["correlation"] = {n: pooled(0.4) for n in names}
     m["correlation"]["collection"] = pooled(float("nan"))
-    d = lambda mean, lo, hi: {"spearman": {"mean": mean, "ci": [lo, hi], "n": 2}}  # noqa: E731
+    # per-target Spearman over 12 targets (the verdicts are computed from these): FisherSketch
+    # leads CKA and easiness on every target, trails activation-only on every target, is
+    # alternately above and below the property label and equal to exact A_F
+    fisher = {f"t{i}": 0.3 + 0.01 * i for i in range(12)}
+    shift = {"cka": -0.2, "activation": 0.2, "easiness": -0.5, "exact_fisher": 0.0}
+    for name in names[:-1]:
+        sp = m["methods"][name]["spearman"]
+        if name == "family":
+            sp["per_target"] = {t: v + (0.1 if i % 2 else -0.1) for i, (t, v) in enumerate(fisher.items())}
+        else:
+            sp["per_target"] = {t: v + shift.get(name, 0.0) for t, v in fisher.items()}
     m["paired"] = {
-        "fisher - cka": d(0.2, 0.1, 0.3),
-        "fisher - activation": d(-0.2, -0.3, -0.1),
-        "fisher - family": d(0.1, -0.1, 0.3),
-        "fisher - easiness": d(0.5, 0.2, 0.8),
-        "fisher - exact_fisher": d(0.0, -0.05, 0.05),
-        "fisher - collection": d(0.3, 0.3, 0.3),
+        f"fisher - {n}": {} for n in ("cka", "activation", "family", "easiness", "exact_fisher", "collection")
     }
     m.update(
         property_families={"smiles_nci_tpsa_q1": "tpsa", "smiles_nci_logp_q1": "logp"},
@@ -146,20 +151,31 @@ def test_within_collection_block_renders_from_the_record(tmp_path):
     assert "| FisherSketch A_F | 0.30 [0.30, 0.30] | 0.500 [0.500, 0.500] | 0.40 (0.040) |" in out
     assert "| *trivial:* same property (TPSA / logP) | 0.30" in out  # "family" is the property label here
     assert "| *trivial:* same collection (NCI) | constant: cannot rank | | |" in out
-    assert "same collection (NCI) (constant: Spearman counted as 0) | +0.30 [+0.30, +0.30] (n 2)" in out
+    assert "same collection (NCI) (constant: no Spearman) | n/a | +0.00 [+0.00, +0.00] (n 2)" in out
+    assert "| same property (TPSA / logP) − linear CKA |" not in out  # only the record's pairs
     verdict = next(line for line in out.split("\n") if line.startswith("Verdict"))
+    # 12 differences of one sign: exact p = 2 / 4096; Holm over 15 comparisons (5 baselines × 3
+    # metrics; the top-1 and oracle-normalised differences are all 0, p = 1)
+    p = 2 / 4096
+    assert f"p {p:.1e}, Holm {15 * p:.3f} over 15" in verdict
     assert (
-        "− linear CKA +0.20 [+0.10, +0.30], better; − activation-only Scov(M_a), sketch -0.20 [-0.30, -0.10], worse; "
-        "− easiness (−base loss on source) +0.50 [+0.20, +0.80], better; "
-        "− same property (TPSA / logP) +0.10 [-0.10, +0.30], no difference shown; "
-        "− exact A_F +0.00 [-0.05, +0.05], no difference shown."
+        "− linear CKA +0.20 [+0.20, +0.20], better (p 4.9e-04, Holm 0.007 over 15); "
+        "− activation-only Scov(M_a), sketch -0.20 [-0.20, -0.20], worse (p 4.9e-04, Holm 0.007 over 15); "
+        "− easiness (−base loss on source) +0.50 [+0.50, +0.50], better (p 4.9e-04, Holm 0.007 over 15); "
+        "− same property (TPSA / logP) "
     ) in verdict
+    assert "no difference (p 1.000, Holm 1.000 over 15)" in verdict  # the property label: ±0.1, alternating
     assert "noise ceiling of 0.80 [0.70, 0.90]; pooled ρ_s 0.40, Mantel p 0.040 (below 0.05)." in verdict
     assert tool.regenerate(out, tmp_path) == out  # idempotent
-    rec["metrics"]["paired"]["fisher - cka"]["spearman"]["ci"] = [-0.1, 0.5]  # the record changes ...
+    # the record changes: CKA now wins on 4 of the 12 targets, so the lead is no longer resolved
+    cka = rec["metrics"]["methods"]["cka"]["spearman"]["per_target"]
+    for t in ("t0", "t3", "t6", "t9"):
+        cka[t] += 0.5
     (tmp_path / "rec.json").write_text(json.dumps(rec))
     fresh = tool.regenerate(out, tmp_path)
-    assert fresh != out and "− linear CKA +0.20 [-0.10, +0.50], no difference shown" in fresh  # ... the block is stale
+    assert fresh != out  # the block is stale ...
+    flipped = next(line for line in fresh.split("\n") if line.startswith("Verdict"))
+    assert "− linear CKA +0.03 [-0.09, +0.16], no difference (p 0.729, Holm 1.000 over 15)" in flipped  # ... flips
 
 
 #: a decimal with two or more digits after the point (0.55, 0.0041, 12.35)
