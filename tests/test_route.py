@@ -124,11 +124,15 @@ def test_bank_product_equals_per_adapter_document_scores(lib):
 
 
 def test_each_domain_goes_to_its_own_adapter_and_only_shared_signatures_are_flagged(lib):
-    from updatescope.pipeline import Router
+    from updatescope.pipeline import Corpus, Router, sketch_corpus
 
-    router = Router(lib["model"], lib["tok"], lib["sigs"])
-    choices = router.route(lib["texts"])
-    assert [c.adapters[0] for c in choices] == ["code"] * 3 + ["prose"] * 3
+    nums = sketch_corpus(
+        lib["model"], lib["tok"], Corpus.from_texts(_docs(NUMS, 20, 40, 3)), lib["opts"], progress=False
+    )
+    router = Router(lib["model"], lib["tok"], {**lib["sigs"], "nums": nums})
+    texts = lib["texts"] + _docs(NUMS, 3, 60, 13)
+    choices = router.route(texts)
+    assert [c.adapters[0] for c in choices] == ["code"] * 3 + ["prose"] * 3 + ["nums"] * 3
     assert not any(c.ambiguous for c in choices)  # gaps are many paired SEs here
     assert all(c.paired and c.gap > 2 * c.gap_se for c in choices)
     # negative control: a third adapter with the code adapter's own signature cannot be told apart
