@@ -40,7 +40,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) demo-report .pytest_cache
