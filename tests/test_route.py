@@ -248,6 +248,14 @@ def _bad(lib, tmp_path, case):
         sig = sketch_corpus(lib["model"], lib["tok"], docs, SketchOptions(sketch_dim=M, seed=5), progress=False)
         save_signature(sig, d / "signature.safetensors")
         return [*base, "--adapters", d, a["prose"]], "seed"
+    if case == "network-sig":
+        from safetensors.torch import save_file
+
+        from updatescope.network.io import NETWORK_FORMAT
+
+        d = copy(a["code"], "ad_net")
+        save_file({"x": torch.zeros(1)}, str(d / "signature.safetensors"), metadata={"format": NETWORK_FORMAT})
+        return [*base, "--adapters", d, a["prose"]], "network (layer) signature"
     if case == "no-signature":
         d = copy(a["code"], "ad_nosig")
         (d / "signature.safetensors").unlink()
@@ -285,6 +293,7 @@ BAD = [
     "shapes",
     "other-model-sig",
     "other-basis",
+    "network-sig",
     "no-signature",
     "same-path",
     "symlink",
@@ -297,9 +306,18 @@ BAD = [
 ]
 
 
+AFTER_LOAD = {"shapes", "other-model-sig"}  # need the loaded model's layers / fingerprint
+
+
 @pytest.mark.parametrize("case", BAD)
-def test_route_bad_input_one_line_exit_2_nothing_written(lib, tmp_path, capsys, case):
+def test_route_bad_input_one_line_exit_2_nothing_written(lib, tmp_path, capsys, monkeypatch, case):
     argv, says = _bad(lib, tmp_path, case)
+    if case not in AFTER_LOAD:  # refused before the model loads: loading it would be a failure
+
+        def no_load(*a, **k):
+            raise RuntimeError("the model was loaded")
+
+        monkeypatch.setattr("updatescope.pipeline.load_model", no_load)
     rc, out, err = _run(capsys, *argv)
     assert rc == 2, (case, out, err)
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]

@@ -236,8 +236,14 @@ def cmd_route(args: argparse.Namespace) -> int:
         if not corpus.text(i).strip():
             src, row = corpus.origin[i]
             raise InputError(f"empty request: {src} row {row}")
+    from updatescope.commands._checks import signature_kind
+
     sigs = {}
     for n, p in zip(names, sig_paths):
+        if signature_kind(str(p)) == "network":
+            raise InputError(
+                f"{p} is a network (layer) signature; route compares head signatures ('sketch' without --layers)"
+            )
         sigs[n] = load_signature(p)
     first = sigs[names[0]].config
     for n in names[1:]:
