@@ -121,7 +121,7 @@ def _digest(path: Path) -> str:
 
 
 def _check_duplicates(adapters: list[tuple[str, Path, Path]]) -> None:
-    """The same adapter twice: one folder spelt twice or through a link, or identical weights."""
+    """The same adapter twice: one folder spelt twice or through a link, or identical weights and config."""
     from updatescope.commands._checks import same_path
 
     seen: dict[str, str] = {}
@@ -129,9 +129,11 @@ def _check_duplicates(adapters: list[tuple[str, Path, Path]]) -> None:
         for arg2, folder2, _ in adapters[:i]:
             if same_path(folder, folder2):
                 raise InputError(f"--adapters {arg} and {arg2} are the same folder")
-        d = _digest(weights)
+        d = _digest(weights) + _digest(folder / "adapter_config.json")
         if d in seen:
-            raise InputError(f"--adapters {arg} and {seen[d]} hold identical weights (the same adapter twice)")
+            raise InputError(
+                f"--adapters {arg} and {seen[d]} hold identical weights and config (the same adapter twice)"
+            )
         seen[d] = arg
 
 
