@@ -34,7 +34,7 @@ class Router:
 
     adapters: name -> the signature of that adapter's training data (or of a sample of it).
     Every signature must share one config and match the model (head shape, fingerprint):
-    ``IncompatibleSignatureError`` naming the adapter and field otherwise, before any pass.
+    a one-line ``InputError`` naming the adapter and the field otherwise, before any pass.
     top_k: adapters per request (weighted when > 1); min_tokens: requests with fewer counted
     tokens are flagged ``short``; token_budget, dtype: batching and forward precision.
     """
