@@ -27,7 +27,6 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from test_cli import _save_tiny
-
     from updatescope.models.hf import load_causal_lm
 
     path = _save_tiny(tmp_path_factory.mktemp("pipe") / "tiny", 0)
