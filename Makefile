@@ -29,8 +29,8 @@ demo: $(STAMP)
 	$(BIN)/updatescope demo --out demo-report
 
 lint: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/ruff check --no-cache .
+	$(BIN)/ruff format --no-cache --check .
 	$(BIN)/lint-imports
 
 test: $(STAMP) lint
