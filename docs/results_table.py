@@ -740,10 +740,29 @@ def select_lines(rec: dict) -> list[str]:
         d = v["difference"]
         extra = f"; scoring-time ratio {v['cost_ratio']:.2f}" if "cost_ratio" in v else ""
         lines.append(
-            f"- *{claim}*: **{v['verdict']}** (paired difference {d['mean']:+.4f} "
+            f"- *{claim}*: **{v['verdict']}** (the record's own rule; paired difference {d['mean']:+.4f} "
             f"[{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{extra})."
         )
-    return lines
+    return lines + ["", select_verdict_line(m)]
+
+
+def select_verdict_line(m: dict) -> str:
+    """FisherSketch − every other selector, paired by fine-tuning seed, through
+    :func:`updatescope.select.metrics.paired_verdicts` (Holm over the selectors)."""
+    from updatescope.select.metrics import paired_verdicts
+
+    f = m["methods"]["fisher"]["by_seed"]
+    diffs = {
+        name: [a - b for a, b in zip(f, meth["by_seed"])] for name, meth in m["methods"].items() if name != "fisher"
+    }
+    vs = paired_verdicts(diffs, family=f"FisherSketch − the {len(diffs)} other selectors")
+    n = len(f)
+    return (
+        f"Paired by fine-tuning seed ({n} seeds), FisherSketch − each selector, two-sided sign-flip test "
+        f"(exact; with {n} seeds it cannot go below p = {2 / 2**n:.2f}), Holm over the {len(vs)} selectors: "
+        + "; ".join(f"{SELECT_LABEL.get(v.comparison, v.comparison)} {v.mean:+.4f}, {v.word} ({v.note()})" for v in vs)
+        + "."
+    )
 
 
 KINDS = {
@@ -1072,10 +1091,11 @@ def _secs(rec: dict) -> str:
 
 def summary_table(recs: list[dict]) -> list[str]:
     """The summary of the first runs, one row per experiment, from the records
-    source_selection_full + its seed-1 rerun, verbalizer_quick, verbalizer_full, smiles_full,
-    estimator_full and estimator_vision_spanning (in that order). The paper's values and the
-    verdict words are fixed text; every number of ours comes from a record."""
-    ss, ss1, vq, vf, sm, est, span = recs
+    source_selection_full + its seed-1 rerun, verbalizer_quick, verbalizer_full, smiles_full
+    and estimator_full (in that order; its EfficientNet part holds the label-map and the
+    spanning groups). The paper's values and the reproduction words are fixed text; every
+    number of ours and the chance word (:func:`chance_word`) come from a record."""
+    ss, ss1, vq, vf, sm, est = recs
     rows = [
         "| experiment | run | ground truth | headline (FisherSketch) | paper | reproduced? |",
         "|---|---|---|---|---|---|",
@@ -1108,7 +1128,8 @@ def summary_table(recs: list[dict]) -> list[str]:
     rows.append(
         f"| verbalizer, {len(vf['metrics']['ground_truth']['transfer'])} sets | full, {_secs(vf)} idle | LoRA "
         f"| top-1 {v['fisher']['top1']['mean']:.2f} (exact A_F {v['exact_fisher']['top1']['mean']:.2f}, chance "
-        f"{v['fisher']['chance_top1']:.2f}), activation-only at chance | 66.7% | blindness reproduced; the 66.7% is "
+        f"{v['fisher']['chance_top1']:.2f}), activation-only {_activation_chance(v)} | 66.7% "
+        "| blindness reproduced; the 66.7% is "
         f"**not** (exact A_F top-1 = random's {v['random']['top1']['mean']:.2f}, at {ratio:.1f}× random's regret) |"
     )
     c = sm["metrics"]["correlation"]
@@ -1124,7 +1145,7 @@ def summary_table(recs: list[dict]) -> list[str]:
         f"| estimator, SmolLM2 K = 49,152 | full, {_secs(est)} idle (both models) | exact float64 | A_F Spearman "
         f"{a['fisher']['spearman_mean']:.3f}, marginals {min(marg):.3f}–{max(marg):.3f} | 0.97 (ViT) | **reproduced** |"
     )
-    g = span["metrics"]["vision"]["accuracy"]["groups"]
+    g = est["metrics"]["vision"]["accuracy"]["groups"]
     rows.append(
         f"| estimator, EfficientNet-lite0 K = 1,000 | full, {len(g['label_maps']['tasks'])} × 1,000 views + "
         f"{len(g['spanning']['tasks'])} spanning tasks | exact float64 | A_F Spearman "
@@ -1146,7 +1167,107 @@ def summary_table(recs: list[dict]) -> list[str]:
     return rows
 
 
+#: the activation-only methods of a verbalizer record (they see the inputs only)
+ACTIVATION_ONLY = ("activation", "exact_activation", "cka", "rsa", "svcca")
+
+
+def chance_word(top1: float, chance: float, tol: float = 5e-4) -> str:
+    """ "below chance", "at chance" or "above chance": a top-1 against its chance level
+    (equal within ``tol``, below the three decimals the tables print)."""
+    return "below chance" if top1 < chance - tol else "above chance" if top1 > chance + tol else "at chance"
+
+
+def _activation_chance(methods: dict, nums: bool = True) -> str:
+    """Where the activation-only methods' top-1 lies against chance, one word for all when
+    they agree: "at chance" / "below chance (0.158 against 0.200)"."""
+    present = [n for n in ACTIVATION_ONLY if n in methods and "top1" in methods[n]]
+    words = {n: chance_word(methods[n]["top1"]["mean"], methods[n]["chance_top1"]) for n in present}
+    if len(set(words.values())) == 1:
+        n = present[0]
+        word = words[n]
+        nums = nums and f"{methods[n]['top1']['mean']:.3f} against {methods[n]['chance_top1']:.3f}"
+        return word if word == "at chance" or not nums else f"{word} ({nums})"
+    return ", ".join(f"{LABEL.get(n, n)} {w}" for n, w in words.items())
+
+
+def activation_chance_lines(recs: list[dict]) -> list[str]:
+    """Per verbalizer record: every activation-only method's top-1 against chance, with the word."""
+    out = []
+    for r in recs:
+        m = r["metrics"]["methods"]
+        present = [n for n in ACTIVATION_ONLY if n in m and "top1" in m[n]]
+        top = sorted({round(m[n]["top1"]["mean"], 3) for n in present})
+        chance = m[present[0]]["chance_top1"]
+        out.append(
+            f"- `{r['_file'].removesuffix('.json')}`: activation-only methods ("
+            + ", ".join(_plain(LABEL.get(n, n)) for n in present)
+            + f") top-1 {' – '.join(f'{t:.3f}' for t in top)} against chance {chance:.3f}: "
+            f"{_activation_chance(m, nums=False)}."
+        )
+    return out
+
+
+def estimator_setup(rec: dict) -> list[str]:
+    """The estimator set-up paragraph, its counts from the record (SmolLM2 domains, the
+    EfficientNet task groups and pairs, views per task, bases)."""
+    c, m = rec["config"], rec["metrics"]
+    v = m["vision"]
+    groups = v["accuracy"].get("groups", {})
+    n_maps = len(groups["label_maps"]["tasks"]) if "label_maps" in groups else v["n_tasks"]
+    n_span = len(groups["spanning"]["tasks"]) if "spanning" in groups else 0
+    span = (
+        ""
+        if not n_span
+        else f' and {n_span} *spanning* tasks (see "spanning truth" below), {v["n_tasks"]} tasks in all, '
+        f"{v['accuracy']['fisher']['pairs']} pairs"
+    )
+    return [
+        f"Set-up. Sketch (m = {c['sketch_dim']:,}) vs the exact float64 Gram identity on the *same* samples, "
+        f"every task pair, {len(c['seeds'])} random bases (mean [min, max] of the Spearman over bases). "
+        f"*SmolLM2-135M* (d = {m['d']:,}, K = {m['K']:,}): tasks are the {m['n_domains']} source-selection "
+        f"domains, each its sketch split ({m['accuracy']['fisher']['pairs']} pairs). *EfficientNet-lite0* "
+        f"(d = {v['d']:,}, K = {v['K']:,}; the packaged analogue of the paper's ViT-B/16): one forward pass "
+        f"over a pool of {v['pool_views']:,} augmented views of the real photographs shipped inside installed "
+        f"packages, then {n_maps} label-map tasks, each a subset of photographs with its own label map (the "
+        f"model's top-1 class, its k-th class, one class per photograph, a permuted or coarsened top-1){span}; "
+        f"{v['n_per_task']:,} views per task."
+    ]
+
+
+def reanalysis_cka(recs: list[dict]) -> list[str]:
+    """FisherSketch against CKA on the 20-domain full run, from the per-target values the
+    two single-seed records keep (each against its own seed's truth; the reanalysed record
+    has no CKA table): the per-target difference averaged over the seeds, tested with
+    :func:`updatescope.select.metrics.paired_verdicts` (Holm over the metrics compared)."""
+    from updatescope.select.metrics import paired_difference, paired_verdicts
+
+    diffs = {}
+    for metric in VERDICT_METRICS:
+        per_seed = [paired_diffs(r["metrics"], "fisher - cka", metric) for r in recs]
+        if any(d is None for d in per_seed):
+            continue
+        common = [t for t in per_seed[0] if all(t in d for d in per_seed)]
+        if len(common) >= 2:
+            diffs[metric] = {t: sum(d[t] for d in per_seed) / len(per_seed) for t in common}
+    seeds = " and ".join(str(r["config"].get("seed", "?")) for r in recs)
+    verdicts = paired_verdicts(diffs, family=f"FisherSketch − CKA on {len(diffs)} metrics")
+    parts = []
+    for v in verdicts:
+        ci = paired_difference(diffs[v.comparison], dict.fromkeys(diffs[v.comparison], 0.0))["ci"]
+        parts.append(
+            f"Δ {METRIC_LONG[v.comparison].removeprefix('Δ ')} {v.mean:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}] "
+            f"(n {v.n}), {v.word} ({v.note()})"
+        )
+    return [
+        f"FisherSketch − CKA, per target against each seed's own truth (seeds {seeds}; the records keep "
+        f"both methods' per-target values), averaged over the seeds; sign-flip test over targets, Holm over "
+        f"the {len(verdicts)} metrics: " + "; ".join(parts) + "."
+    ]
+
+
 MULTI_KINDS = {
+    "activation_chance": activation_chance_lines,
+    "reanalysis_cka": reanalysis_cka,
     "readme_methods": readme_methods,
     "readme_trust": readme_trust,
     "estimator": estimator_table,
@@ -1211,6 +1332,7 @@ KINDS["methods"] = methods_table
 KINDS["correlation"] = lambda metrics: correlation_table(metrics, labels(metrics))
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
 RECORD_KINDS = {
+    "estimatorsetup": estimator_setup,
     "noise": noise_lines,
     "selectnotes": select_lines,
     "visionnotes": vision_lines,

@@ -529,7 +529,7 @@ class Verdict:
 
     def note(self) -> str:
         """ "p 0.012, Holm 0.048 over 6": the numbers behind the word."""
-        se = f" ± {self.p_se:.4f}" if self.p_se else ""
+        se = f" ± {self.p_se:.1g}" if self.p_se else ""
         return f"p {_fmt_p(self.p)}{se}, Holm {_fmt_p(self.p_holm)} over {self.family_size}"
 
 
