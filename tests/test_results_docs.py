@@ -236,3 +236,26 @@ def test_centred_pooled_keeps_only_the_within_target_ranking():
     assert tool.centred_pooled(reversed_, truth) == pytest.approx(-1.0)
     flat = {t: {s: 1.0 for s in row} for t, row in scores.items()}
     assert math.isnan(tool.centred_pooled(flat, truth))
+
+
+def test_wording_comes_from_the_records():
+    """The EfficientNet numbers, the task count, the chance word and the reanalysis' CKA
+    comparison are generated from the current records."""
+    tool = _tool()
+    assert tool.chance_word(0.158, 0.2) == "below chance" and tool.chance_word(0.2, 0.2) == "at chance"
+    assert tool.chance_word(0.3, 0.2) == "above chance"
+    text = (ROOT / "docs" / "results.md").read_text()
+    v = json.loads((ROOT / "docs" / "results" / "estimator_full.json").read_text())["metrics"]["vision"]
+    g = v["accuracy"]["groups"]
+    assert f"A_F Spearman {g['label_maps']['fisher']['spearman_mean']:.3f} on the label-map tasks" in text
+    assert f"{g['spanning']['fisher']['spearman_mean']:.3f} on the spanning family" in text
+    n, pairs = v["n_tasks"], v["accuracy"]["fisher"]["pairs"]
+    assert pairs == n * (n - 1) // 2 and f"{n} tasks in all, {pairs} pairs" in text
+    assert "could not be compared" not in text and "FisherSketch − CKA, per target against each seed's" in text
+    contrast = json.loads((ROOT / "docs" / "results" / "verbalizer_contrast_quick.json").read_text())["metrics"]
+    act = contrast["methods"]["activation"]
+    word = tool.chance_word(act["top1"]["mean"], act["chance_top1"])
+    assert (
+        word == "below chance"
+        and f"against chance {act['chance_top1']:.3f}: {word}" in (ROOT / "docs" / "evidence.md").read_text()
+    )
