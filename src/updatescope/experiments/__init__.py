@@ -87,6 +87,7 @@ REGISTRY: dict[str, Experiment] = {
             "verbalizer",
             "fixed prompt, answer-word sets: activation-only methods are blind (paper A)",
         ),
+        Experiment("coupling-dark", "coupling_dark", "class -> answer mappings only the coupling can see (paper A)"),
         Experiment("smiles", "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
         Experiment(
             "recovery",

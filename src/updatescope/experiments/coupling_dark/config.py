@@ -1,0 +1,88 @@
+"""``coupling-dark``'s config: input classes, answer-word mappings as tasks.  Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from updatescope.constants import DEFAULT_SKETCH_DIM
+from updatescope.errors import InputError
+from updatescope.experiments.configs import LoRAConfig, check_gt_seeds, check_positive, check_seed, check_sketch_dim
+
+#: input classes the runner can draw examples of (see ``runner.CLASS_SOURCES``)
+CLASSES = ("python", "licence", "digits", "news", "reviews", "docs")
+#: prompt families: (cue, answer words); every answer word must be one token with its leading space
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Colour:", ("red", "green", "blue")),
+    ("Animal:", ("cat", "dog", "bird")),
+    ("Size:", ("small", "big", "tiny")),
+)
+
+
+@dataclass(frozen=True)
+class CouplingDarkConfig:
+    """``coupling-dark``: candidates share the target's inputs and answer histogram and differ
+    only in which input class goes to which answer word (PREREGISTRATION.md beside this file).
+
+    Per class and split: ``n_fit`` examples the sources fine-tune on (and are sketched on),
+    ``n_sketch`` the target is sketched on, ``n_val`` for the regime check, ``n_eval`` for the
+    truth; every split holds the same number of examples of every class."""
+
+    model: str = "smollm2"
+    classes: tuple[str, ...] = CLASSES
+    families: tuple[tuple[str, tuple[str, ...]], ...] = FAMILIES
+    n_fit: int = 32
+    n_sketch: int = 32
+    n_val: int = 16
+    n_eval: int = 40
+    sketch_dim: int = DEFAULT_SKETCH_DIM
+    lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=30, batch=16)
+    gt_seeds: int = 3
+    exact_n: int | None = None
+    baseline_n: int | None = None
+    probe_min_accuracy: float = 0.8  # regime check (a): nearest-centroid accuracy on the head input
+    enforce_checks: bool = True  # False only to exercise the plumbing: the record says so
+    n_boot: int = 2000  # the secondary clustered bootstrap
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        check_gt_seeds(self.gt_seeds)
+        check_sketch_dim(self.sketch_dim)
+        check_seed(self.seed)
+        check_positive(self, "n_fit", "n_sketch", "n_val", "n_eval", "exact_n", "baseline_n", "n_boot")
+        unknown = [c for c in self.classes if c not in CLASSES]
+        if unknown:
+            raise InputError(f"unknown input classes {unknown}; available: {', '.join(CLASSES)}")
+        if len(set(self.classes)) != len(self.classes):
+            raise InputError("classes must be distinct")
+        if not self.families:
+            raise InputError("families must name at least one (cue, answer words) family")
+        for cue, words in self.families:
+            if len(words) < 3 or len(set(words)) != len(words):
+                raise InputError(f"family {cue!r}: need at least 3 distinct answer words, got {words}")
+            if len(self.classes) % len(words):
+                raise InputError(
+                    f"family {cue!r}: {len(self.classes)} classes cannot share {len(words)} answers evenly "
+                    "(the answer histogram must be the same for every mapping)"
+                )
+        if not 0.0 < self.probe_min_accuracy <= 1.0:
+            raise InputError(f"probe_min_accuracy must be in (0, 1], got {self.probe_min_accuracy}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> CouplingDarkConfig:
+        if not quick:
+            return cls(seed=seed)
+        # quick: 3 classes, one family (6 targets), 1 seed, small splits: not powered
+        return cls(
+            classes=CLASSES[:3],
+            families=FAMILIES[:1],
+            n_fit=16,
+            n_sketch=16,
+            n_val=8,
+            n_eval=16,
+            lora=LoRAConfig(lr=1e-3, steps=20, batch=16),
+            gt_seeds=1,
+            n_boot=500,
+            seed=seed,
+            quick=True,
+        )

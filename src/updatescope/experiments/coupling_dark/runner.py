@@ -1,0 +1,355 @@
+"""Coupling-dark benchmark (issue: only the activation × error coupling can see the mapping).
+
+Input classes (Python source lines, licence sentences, digit strings, ...) whose head inputs
+separate; every example is ``"{text}\\n{cue}"`` followed by one answer word.  A *mapping*
+sends each class to an answer word (``mappings.mappings_for``); a *task* is a mapping of one
+prompt family (cue, answer words).  Every mapping of a family is both a target (sketched on
+the ``sketch`` split, judged on ``val`` / ``eval``) and a source (LoRA fine-tuned and sketched
+on the ``fit`` split, disjoint examples).  A target's candidates are the sources of its family:
+the same inputs, the same answer histogram, differing only in the mapping (agreement 1, 2/3,
+1/3, 0, and two-word flips as the sign-flip-style control).
+
+Before scoring, per target: (a) a nearest-centroid probe on the head input separates the
+classes (fit + sketch rows -> eval rows); (b) on ``val``, the same-mapping source lowers the
+target's loss and the no-agreement sources raise it.  A target failing either is left out of
+every Spearman and verdict (``enforce_checks``).  The LoRA fine-tunings are evaluated once on
+val + eval rows; the per-example losses are split afterwards.  Analysis: PREREGISTRATION.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from updatescope.constants import IGNORE_INDEX
+from updatescope.errors import InputError
+from updatescope.experiments import Result, config_record, heads, mappings, scoring
+from updatescope.experiments.coupling_dark.config import CouplingDarkConfig
+from updatescope.experiments.groundtruth import lora as lora_gt
+from updatescope.experiments.groundtruth import seeds as gt_seeds
+from updatescope.report import console
+
+NAME = "coupling_dark"
+PREREG = Path(__file__).with_name("PREREGISTRATION.md")
+SPLITS = ("fit", "sketch", "val", "eval")
+METHODS = (
+    "fisher",
+    "exact_fisher",
+    "error",
+    "exact_error",
+    "activation",
+    "exact_activation",
+    "product",
+    "exact_product",
+    "grad_cos",
+    "cka",
+    "overlap",
+    "random",
+)
+
+
+def _sentences(units: list[str], lo: int = 30, hi: int = 160) -> list[str]:
+    out = []
+    for u in units:
+        for s in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", u)):
+            if lo <= len(s.strip()) <= hi:
+                out.append(s.strip())
+    return out
+
+
+def class_texts(name: str, n: int, seed: int) -> list[str]:
+    """``n`` distinct short examples of input class ``name`` (monkeypatched in tests)."""
+    from updatescope.data import _sources as src
+
+    rng = np.random.default_rng(seed)
+    if name == "digits":
+        return [" ".join(f"{rng.integers(0, 10**4):04d}" for _ in range(rng.integers(2, 6))) for _ in range(n)]
+    if name == "python":
+        lines = []
+        for path in sorted((src.stdlib_dir()).glob("*.py"))[:80]:
+            lines += [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").split("\n")]
+        pool = sorted({ln for ln in lines if 25 <= len(ln) <= 90 and not ln.startswith(("#", '"', "'"))})
+    else:
+        units = {"licence": src.license_units, "news": src.lee_news_units, "reviews": src.review_units}
+        pool = sorted(set(_sentences(units[name]() if name in units else src.python_docs_units())))
+    if len(pool) < n:
+        raise InputError(f"input class {name!r}: {len(pool)} examples, need {n}")
+    return [pool[i] for i in rng.choice(len(pool), size=n, replace=False)]
+
+
+def build_rows(cfg: CouplingDarkConfig) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """-> (texts, class index per row, split index per row): rows ordered by split, then
+    class, each split holding the same number of examples of every class."""
+    sizes = {"fit": cfg.n_fit, "sketch": cfg.n_sketch, "val": cfg.n_val, "eval": cfg.n_eval}
+    per_class = [class_texts(c, sum(sizes.values()), cfg.seed + 7 * k) for k, c in enumerate(cfg.classes)]
+    texts, cls, split = [], [], []
+    for j, sp in enumerate(SPLITS):
+        start = sum(sizes[s] for s in SPLITS[:j])
+        for k in range(len(cfg.classes)):
+            texts += per_class[k][start : start + sizes[sp]]
+            cls += [k] * sizes[sp]
+            split += [j] * sizes[sp]
+    return texts, np.array(cls), np.array(split)
+
+
+def word_ids(tok: Any, words: tuple[str, ...]) -> list[int]:
+    out = []
+    for w in words:
+        ids = tok(" " + w, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise InputError(f"answer word {w!r} is {len(ids)} tokens for this tokenizer; need exactly one")
+        out.append(int(ids[0]))
+    return out
+
+
+def build_tasks(cfg: CouplingDarkConfig, tok: Any) -> dict[str, Any]:
+    """Every (family, mapping): its target / source names, words, labels per row and candidates."""
+    n_cls = len(cfg.classes)
+    tasks: dict[str, Any] = {}
+    for cue, words in cfg.families:
+        ids = word_ids(tok, words)
+        maps = mappings.mappings_for(n_cls, len(words))
+        fam = [f"{cue}{'/'.join(words[a] for a in m)}" for m in maps]
+        for m, name in zip(maps, fam, strict=True):
+            tasks[name] = {
+                "family": cue,
+                "mapping": m,
+                "words": [words[a] for a in m],
+                "label_of_class": [ids[a] for a in m],
+                "candidates": {
+                    f"source {o}": {
+                        "agreement": mappings.agreement(m, om),
+                        "kind": mappings.candidate_kind(m, om),
+                    }
+                    for om, o in zip(maps, fam, strict=True)
+                },
+            }
+    return tasks
+
+
+def capture_family(model: Any, tok: Any, fp: str, cfg: CouplingDarkConfig, texts: list[str], cue: str) -> tuple:
+    """Head inputs and LoRA block inputs at the answer position of every row (the answer does
+    not change either: causal attention).  -> (acts (n, d), blocks)."""
+    prompts = [tok(f"{t}\n{cue}", add_special_tokens=True)["input_ids"] for t in texts]
+    full = [p + [0] for p in prompts]
+    pos = [[-1]] * len(full)
+    acts = heads.capture_acts(model, tok, full, fp=fp, positions=pos, desc=f"coupling-dark {cue}")["acts"]
+    width = max(len(t) for t in full)
+    blocks = lora_gt.capture_block_inputs(
+        model, tok, full, n_last=cfg.lora.n_last, fp=fp, positions=pos, seq_len=width, desc=f"blocks {cue}"
+    )
+    keep = blocks["labels"] != IGNORE_INDEX
+    if acts.shape[0] != len(texts) or blocks["labels"].shape[0] != len(texts) or int(keep.sum()) != len(texts):
+        raise RuntimeError("coupling-dark: expected one counted answer position per example")
+    return acts, blocks
+
+
+def _relabel(blocks: dict[str, Any], rows: np.ndarray, labels: torch.Tensor) -> dict[str, Any]:
+    sl = torch.as_tensor(rows)
+    keep = blocks["labels"][sl] != IGNORE_INDEX
+    lab = torch.full_like(blocks["labels"][sl], IGNORE_INDEX)
+    lab[keep] = labels
+    return {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab}
+
+
+def truth_one_seed(cfg, model, fam_tasks, blocks, cls, split, seed, fp, log) -> dict[str, Any]:
+    """One seed's LoRA fine-tunings of one family's sources -> {"val", "eval"}: target ->
+    source -> mean transfer (base − fine-tuned loss) on that split."""
+    fit = np.flatnonzero(split == 0)
+    held = np.flatnonzero(split >= 2)
+    is_val = split[held] == 2
+    train, evals = {}, {}
+    for name, t in fam_tasks.items():
+        lab = torch.tensor(t["label_of_class"])[torch.as_tensor(cls)]
+        train[f"source {name}"] = _relabel(blocks, fit, lab[fit])
+        evals[f"source {name}"] = _relabel(blocks, held, lab[held])
+    out = lora_gt.transfer_from_config(model, train, evals, cfg.lora, seed=seed, resume_tag=fp, log=log)
+    seq = out["eval_sequences"]
+    res: dict[str, Any] = {"val": {}, "eval": {}}
+    for name in fam_tasks:
+        base = np.asarray(seq["base"][f"source {name}"])
+        for part, sel in (("val", is_val), ("eval", ~is_val)):
+            res[part][name] = {
+                s: float(np.mean(base[sel] - np.asarray(v)[sel])) for s, v in seq["loss"][f"source {name}"].items()
+            }
+    return res
+
+
+def regime_checks(tasks: dict[str, Any], val: dict[str, Any], probe: dict[str, float], cfg) -> dict[str, Any]:
+    """Per target: probe accuracy of its family, val transfer of the same-mapping source and
+    the mean over no-agreement sources, and whether every check passed."""
+    out = {}
+    for name, t in tasks.items():
+        same = [val[name][s] for s, c in t["candidates"].items() if c["kind"] == "same"]
+        none = [val[name][s] for s, c in t["candidates"].items() if c["agreement"] == 0]
+        acc = probe[t["family"]]
+        row = {
+            "probe_accuracy": acc,
+            "probe_ok": acc >= cfg.probe_min_accuracy,
+            "val_transfer_same": same[0],
+            "val_transfer_no_agreement": float(np.mean(none)) if none else None,
+            "same_positive": same[0] > 0,
+            "no_agreement_negative": bool(none) and float(np.mean(none)) < 0,
+        }
+        row["passed"] = row["probe_ok"] and row["same_positive"] and row["no_agreement_negative"]
+        out[name] = row
+    return out
+
+
+def score_all(cfg, w0, b0, fp, tasks, acts_by_family, cls, split, log) -> dict[str, Any]:
+    """Every method on the target (sketch split) and source (fit split) streams, each target
+    restricted to its candidates; product and overlap added."""
+    streams = {}
+    for name, t in tasks.items():
+        lab = torch.tensor(t["label_of_class"])[torch.as_tensor(cls)]
+        acts = acts_by_family[t["family"]]
+        for prefix, sp in (("target ", 1), ("source ", 0)):
+            rows = torch.as_tensor(np.flatnonzero(split == sp))
+            streams[prefix + name] = {"acts": acts[rows], "labels": lab[rows]}
+    sc = scoring.score_methods(
+        w0,
+        b0,
+        streams,
+        fp=fp,
+        sketch_dim=cfg.sketch_dim,
+        seed=cfg.seed,
+        exact_n=cfg.exact_n,
+        baseline_n=cfg.baseline_n,
+        baselines=("cka",),
+        log=log,
+    )
+    raw = sc["scores"]
+    cands = {name: list(t["candidates"]) for name, t in tasks.items()}
+    scores = {
+        m: {name: {s: raw[m][f"target {name}"][s] for s in c} for name, c in cands.items()}
+        for m in raw
+        if m not in sc["cannot_run"]
+    }
+    scores["product"] = mappings.product_scores(scores["activation"], scores["error"])
+    if "exact_activation" in scores:
+        scores["exact_product"] = mappings.product_scores(scores["exact_activation"], scores["exact_error"])
+    words = {n: t["words"] for n, t in tasks.items()} | {f"source {n}": t["words"] for n, t in tasks.items()}
+    scores["overlap"] = mappings.overlap_scores(words, cands)
+    return {"scores": scores, "cannot_run": sc["cannot_run"], "seconds": sc["seconds"]}
+
+
+def _probe(cfg, acts_by_family, cls, split) -> dict[str, float]:
+    train = np.flatnonzero(split <= 1)
+    test = np.flatnonzero(split == 3)
+    return {
+        cue: mappings.nearest_centroid_accuracy(a[train], cls[train], a[test], cls[test])
+        for cue, a in acts_by_family.items()
+    }
+
+
+def _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log) -> dict[str, Any]:
+    """Per seed, the val and eval transfer tables of every family (written per seed into the record)."""
+    by_seed = []
+    for j in range(cfg.gt_seeds):
+        s = gt_seeds.gt_seed(cfg.seed, j)
+        log(f"ground truth: seed {j + 1}/{cfg.gt_seeds} ({s})")
+        tab: dict[str, Any] = {"seed": s, "val": {}, "eval": {}}
+        for cue, _w in cfg.families:
+            fam = {n: t for n, t in tasks.items() if t["family"] == cue}
+            one = truth_one_seed(cfg, model, fam, blocks_by_family[cue], cls, split, s, fp, log)
+            tab["val"].update(one["val"])
+            tab["eval"].update(one["eval"])
+        by_seed.append(tab)
+    mean = {
+        part: {
+            t: {s: float(np.mean([b[part][t][s] for b in by_seed])) for s in row} for t, row in by_seed[0][part].items()
+        }
+        for part in ("val", "eval")
+    }
+    return {"by_seed": by_seed, **mean}
+
+
+def _evaluate(cfg, sc, truth, checks, tasks) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    passed = [t for t in tasks if checks[t]["passed"] or not cfg.enforce_checks]
+    truth_p = {t: truth["eval"][t] for t in passed}
+    by_method = {}
+    if passed:
+        scores = {m: {t: sc["scores"][m][t] for t in passed} for m in METHODS if m in sc["scores"]}
+        by_method = scoring.evaluate_methods(scores, truth_p, seed=cfg.seed)
+    spearman = {m: mappings.per_target_spearman(by_method, m) for m in METHODS}
+    clusters = {t: tasks[t]["family"] for t in passed}
+    verdicts = mappings.coupling_verdicts(spearman, clusters, n_boot=cfg.n_boot, seed=cfg.seed)
+    return by_method, verdicts, passed
+
+
+def run(cfg: CouplingDarkConfig, out_dir: Path) -> Result:
+    t0 = time.perf_counter()
+    log = functools.partial(print, flush=True)
+    prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+    w0, b0 = heads.head_weights(model)
+    texts, cls, split = build_rows(cfg)
+    tasks = build_tasks(cfg, tok)
+    acts_by_family, blocks_by_family = {}, {}
+    for cue, _w in cfg.families:
+        acts_by_family[cue], blocks_by_family[cue] = capture_family(model, tok, fp, cfg, texts, cue)
+    probe = _probe(cfg, acts_by_family, cls, split)
+    log("probe accuracy: " + ", ".join(f"{c} {a:.3f}" for c, a in probe.items()))
+    truth = _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log)
+    checks = regime_checks(tasks, truth["val"], probe, cfg)
+    log(f"regime checks: {sum(c['passed'] for c in checks.values())}/{len(checks)} targets passed")
+    sc = score_all(cfg, w0, b0, fp, tasks, acts_by_family, cls, split, log)
+    by_method, verdicts, passed = _evaluate(cfg, sc, truth, checks, tasks)
+    head = scoring.headline(by_method) if by_method else {}
+    if head:
+        console.print_method_table(head, sc["cannot_run"])
+    log(f"verdict: {verdicts['statement']}")
+    metrics = _metrics(cfg, tasks, probe, truth, checks, sc, by_method, head, verdicts, passed, cls, split)
+    record = config_record(cfg, preregistration_sha256=prereg_sha, n_targets=len(tasks))
+    from updatescope.experiments.coupling_dark.figures import plot_spearman
+
+    return Result(
+        NAME,
+        record,
+        metrics,
+        time.perf_counter() - t0,
+        figures={"coupling_dark.png": lambda path: plot_spearman(metrics, path)},
+    )
+
+
+def _metrics(cfg, tasks, probe, truth, checks, sc, by_method, head, verdicts, passed, cls, split) -> dict[str, Any]:
+    n_ans = {cue: len(w) for cue, w in cfg.families}
+    hist = {
+        n: {
+            part: mappings.answer_histogram(t["mapping"], cls[split == j].tolist(), n_ans[t["family"]])
+            for j, part in enumerate(SPLITS)
+        }
+        for n, t in tasks.items()
+    }
+    return {
+        "powered": not cfg.quick,
+        "note": "quick: few targets, one seed, small evaluation sets; not powered" if cfg.quick else "",
+        "n_eval_per_target": cfg.n_eval * len(cfg.classes),
+        "tasks": {n: {k: t[k] for k in ("family", "mapping", "words", "candidates")} for n, t in tasks.items()},
+        "answer_histograms": hist,
+        "regime": {
+            "probe_accuracy": probe,
+            "probe_min_accuracy": cfg.probe_min_accuracy,
+            "per_target": checks,
+            "enforced": cfg.enforce_checks,
+            "passed": sum(c["passed"] for c in checks.values()),
+            "scored_targets": passed,
+            "refused_targets": [t for t in tasks if t not in passed],
+        },
+        "ground_truth": truth,
+        "summary": head,
+        "spearman": {m: (by_method.get(m, {}).get("spearman") or {}).get("mean") for m in METHODS},
+        "methods": by_method,
+        "cannot_run": sc["cannot_run"],
+        "scores": sc["scores"],
+        "method_seconds": sc["seconds"],
+        "verdicts": verdicts,
+    }

@@ -1,0 +1,94 @@
+"""coupling-dark: candidate construction, the verdict rule, and an end-to-end tiny run."""
+
+from __future__ import annotations
+
+import pytest
+
+from _tiny_lm import loader, reproduce
+from updatescope.experiments import mappings
+
+
+def test_candidates_share_inputs_and_histogram_and_state_agreement():
+    for n_cls, n_ans in ((3, 3), (6, 3)):
+        maps = mappings.mappings_for(n_cls, n_ans)
+        rows = [c for c in range(n_cls) for _ in range(4)]
+        hists = {tuple(mappings.answer_histogram(m, rows, n_ans)) for m in maps}
+        assert len(hists) == 1  # the same answer histogram for every candidate
+        for t in maps:
+            for s in maps:
+                a = mappings.agreement(t, s)
+                assert a == sum(x == y for x, y in zip(t, s)) / n_cls
+                kind = mappings.candidate_kind(t, s)
+                assert (kind == "same") == (a == 1.0)
+                if kind == "none":
+                    assert a == 0
+        fr = {mappings.agreement(maps[0], s) for s in maps}
+        assert {0.0, 1 / 3, 1.0} <= fr
+        if n_cls == 6:
+            assert 2 / 3 in fr
+    assert mappings.candidate_kind((0, 1, 2), (1, 0, 2)) == "flip"
+
+
+def test_verdict_word_flips_with_the_differences():
+    targets = [f"t{i}" for i in range(8)]
+    hi = {t: 0.8 + 0.01 * i for i, t in enumerate(targets)}
+    lo = {t: 0.1 - 0.01 * i for i, t in enumerate(targets)}
+    clusters = {t: t[:2] for t in targets}
+    base = {m: lo for m in ("error", "product", "grad_cos", "cka", "exact_error", "exact_product")}
+    good = mappings.coupling_verdicts({"fisher": hi, "exact_fisher": hi, **base}, clusters, n_boot=200)
+    assert good["statement"] == mappings.SUPPORTED
+    assert all(v["word"] == "better" for v in good["primary"])
+    assert [v["comparison"] for v in good["primary"]] == [c[0] for c in mappings.COMPARISONS]
+    bad = mappings.coupling_verdicts({"fisher": lo, "exact_fisher": lo, **{m: hi for m in base}}, clusters, n_boot=200)
+    assert bad["statement"] == mappings.REFUTED
+    assert all(v["word"] == "worse" for v in bad["primary"])
+    assert mappings.coupling_verdicts({}, {})["statement"] == mappings.NOT_SCORED
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    from updatescope.experiments import heads
+    from updatescope.experiments.coupling_dark import runner
+
+    monkeypatch.setattr(heads, "load_model", loader())
+    words = {"python": "def return self", "licence": "licence warranty copy", "digits": "1 2 3 4"}
+
+    def texts(name, n, seed):
+        return [f"{words[name]} {name}{i % 5}" for i in range(n)]
+
+    monkeypatch.setattr(runner, "class_texts", texts)
+
+
+@pytest.mark.parametrize("enforce", [True, False])
+def test_tiny_run_writes_every_method_checks_and_verdicts(tiny, tmp_path, enforce):
+    settings = {
+        "n_fit": 4,
+        "n_sketch": 4,
+        "n_val": 2,
+        "n_eval": 3,
+        "lora": {"steps": 2, "batch": 4, "n_last": 1},
+        "sketch_dim": 64,
+        "enforce_checks": enforce,
+        "n_boot": 50,
+    }
+    rec = reproduce("coupling-dark", tmp_path, settings)
+    m = rec["metrics"]
+    assert len(rec["config"]["preregistration_sha256"]) == 64
+    assert len(m["tasks"]) == 6 and m["powered"] is False
+    reg = m["regime"]
+    assert 0.0 <= reg["probe_accuracy"]["Colour:"] <= 1.0
+    for row in reg["per_target"].values():
+        assert {"val_transfer_same", "val_transfer_no_agreement", "passed"} <= set(row)
+    hists = {tuple(h["eval"]) for h in m["answer_histograms"].values()}
+    assert len(hists) == 1
+    for name in ("fisher", "exact_fisher", "error", "exact_error", "activation", "product", "grad_cos", "cka"):
+        assert name in m["scores"]
+    assert {"overlap", "random", "exact_product"} <= set(m["scores"])
+    assert len(m["ground_truth"]["by_seed"]) == 1
+    v = m["verdicts"]
+    assert v["statement"] in (mappings.SUPPORTED, mappings.REFUTED, mappings.NOT_SCORED)
+    if not enforce:
+        assert len(v["primary"]) == 4 and v["n_targets"] == 6
+        assert v["statement"] != mappings.NOT_SCORED
+    else:
+        assert set(reg["scored_targets"]) == {t for t, r in reg["per_target"].items() if r["passed"]}
