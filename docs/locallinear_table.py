@@ -176,7 +176,10 @@ def schedules_verdict(m: dict) -> str:
     "cannot be decided" when the regime check (both starts learned, every recovery stable) fails."""
     regime = m.get("regime")
     if regime is not None and not (regime["passed"] and regime["stable_all"]):
-        return "cannot be decided: the regime check failed"
+        from updatescope.experiments.schedules.runner import unstable_reasons
+
+        reasons = "; ".join([*(regime.get("reasons") or []), *unstable_reasons(m.get("replicates", []))])
+        return "cannot be decided: " + (reasons or "the regime check failed")
     lo, hi = m["summary"]["paired"]["recovery_cost"]["ci"]
     if lo is None or hi is None:
         return "not shown"

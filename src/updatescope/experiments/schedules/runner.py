@@ -282,6 +282,18 @@ def summarise(reps: list[dict[str, Any]]) -> dict[str, Any]:
     return {"per_schedule": per, "paired": diff}
 
 
+def unstable_reasons(reps: list[dict[str, Any]]) -> list[str]:
+    """One line per (schedule, replicate) whose step was not stable (η·λ_max ≥ 2), as the
+    verdict's "cannot be decided" reasons name them (the docs generator reuses it)."""
+    return [
+        f"{s} replicate {rep['replicate']}: eta*lambda_max = {rep[s]['stability']['eta_lambda_forg']:.2f} "
+        f"(theta_forg), {rep[s]['stability']['eta_lambda_rec']:.2f} (theta_rec), not < 2"
+        for rep in reps
+        for s in SCHEDULES
+        if not rep[s]["stability"]["stable"]
+    ]
+
+
 def run(config: SchedulesConfig, out_dir: Path) -> Result:
     """Train both schedules (shared by the replicates), then forget and recover from each."""
     t0 = time.perf_counter()
@@ -316,13 +328,7 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
     summary = summarise(reps)
     cost = summary["paired"]["recovery_cost"]
     regime = regime_check(start, info_seq["phases"], order, lab.focus, config.regime_min)
-    unstable = [
-        f"{s} replicate {rep['replicate']}: eta*lambda_max = {rep[s]['stability']['eta_lambda_forg']:.2f} "
-        f"(theta_forg), {rep[s]['stability']['eta_lambda_rec']:.2f} (theta_rec), not < 2"
-        for rep in reps
-        for s in SCHEDULES
-        if not rep[s]["stability"]["stable"]
-    ]
+    unstable = unstable_reasons(reps)
     regime["stable_all"] = not unstable
     reasons = regime["reasons"] + unstable
     metrics = {
