@@ -113,6 +113,9 @@ def _check_base(path: str, cfg: dict[str, Any], model: str) -> None:
 
 
 def _digest(path: Path) -> str:
+    from updatescope.inputs import check_inputs
+
+    check_inputs([path])  # a regular file within the size cap: never open a FIFO or a device
     h = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
