@@ -169,3 +169,26 @@ def test_select_index_is_the_row_in_the_file(tiny, tmp_path, capsys):
         rc = main([*argv[:-2], *(["--top", "8"] if "--top" not in bad else []), *bad, "--quiet"])
         err = capsys.readouterr().err
         assert rc == 2 and len(err.strip().splitlines()) == 1 and word in err
+
+
+def test_bucketing_by_length_keeps_each_documents_score_and_cuts_padding(tiny):
+    from updatescope.pipeline import score_documents
+    from updatescope.pipeline.score import length_order, padded_ratio
+
+    _, model, tok = tiny
+    lengths = [3, 60, 8, 45, 2, 30, 5, 50, 12, 1, 40, 6]
+    docs = [d for n, seed in zip(lengths, range(12)) for d in _docs(1, seed=seed, length=n)]
+    target = sketch_corpus(model, tok, docs[:6], SketchOptions(sketch_dim=64), progress=False)
+    plain, bucketed = (
+        score_documents(model, tok, docs, target, token_budget=96, progress=False, bucket=b) for b in (False, True)
+    )
+    torch.testing.assert_close(bucketed.tokens, plain.tokens)
+    for field in ("score", "se", "activation", "error"):
+        torch.testing.assert_close(
+            getattr(bucketed, field), getattr(plain, field), rtol=1e-4, atol=1e-7, equal_nan=True
+        )
+    tokens = Corpus.from_texts(docs).tokenise(tok, keep_empty=True)
+    entries = list(range(len(docs)))
+    before = padded_ratio(tokens, entries, chunk_len=64, token_budget=96)
+    after = padded_ratio(tokens, length_order(tokens, entries), chunk_len=64, token_budget=96)
+    assert 1.0 <= after < before

@@ -17,7 +17,27 @@ from updatescope.pipeline.corpus import Corpus, Tokens
 from updatescope.select.documents import MIN_TOKENS, DocumentScores, score_features, scores_from_sums, target_directions
 from updatescope.sketch.signature import Signature
 
-__all__ = ["score_documents"]
+__all__ = ["score_documents", "length_order", "padded_ratio"]
+
+
+def length_order(tokens: Tokens, entries: Sequence[int]) -> list[int]:
+    """``entries`` longest first (stable): batches of similar lengths waste little padding."""
+    return sorted(entries, key=lambda i: -len(tokens.ids[i]))
+
+
+def padded_ratio(tokens: Tokens, entries: Sequence[int], *, chunk_len: int, token_budget: int) -> float:
+    """Padded tokens fed to the model / real tokens, for the batches the capture forms from
+    ``entries`` in this order (the capture's own windows and greedy packing)."""
+    from updatescope.capture.chunks import document_chunks, pack_batches
+
+    chunks = document_chunks(
+        None, [tokens.ids[i] for i in entries], chunk_len=chunk_len, positions=[tokens.masks[i] for i in entries]
+    )
+    real = padded = 0
+    for batch in pack_batches(chunks, token_budget):
+        padded += len(batch) * max(len(c.ids) for c in batch)
+        real += sum(len(c.ids) for c in batch)
+    return padded / max(real, 1)
 
 
 def _tokens(corpus: Corpus | Tokens | Sequence[Any], tokenizer: Any, positions: Sequence[Any] | None) -> Tokens:
@@ -50,6 +70,7 @@ def score_documents(
     progress: bool = True,
     positions: Sequence[Any] | None = None,
     fingerprint: str | None = None,
+    bucket: bool = True,
 ) -> DocumentScores:
     """Score every document of ``corpus`` against ``target``: one entry per document, in order.
 
@@ -84,7 +105,9 @@ def score_documents(
     counted = tokens.counted()
     counts = torch.tensor(counted, dtype=torch.int64)
     keep = [i for i, c in enumerate(counted) if c > 0]
-    owner = torch.repeat_interleave(torch.arange(len(counted)), counts)
+    if bucket:
+        keep = length_order(tokens, keep)
+    owner = torch.repeat_interleave(torch.tensor(keep, dtype=torch.int64), counts[keep])
     sums = torch.zeros(len(counted), 3, dtype=torch.float64)
     sq = torch.zeros(len(counted), 3, dtype=torch.float64)
     done = 0
