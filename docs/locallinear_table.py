@@ -717,6 +717,37 @@ def seconds_line(m: dict) -> list[str]:
     return [f"- `{m['_file']}`: {m['_seconds']:.1f} s"]
 
 
+def llm_claims(m: dict) -> list[str]:
+    """Rule, per search claim of paper B, from the record's verdicts (the table's rules): the σ
+    window is "reproduced" only when the gain exceeds 0 by 2 SE somewhere and falls off on both
+    sides, else "not reproduced"; gain vs N is "reproduced" when it grows with N by 2 SE, "not
+    decidable" when it does not grow but the linear prediction lies within 2 SE of the mean
+    (the prediction is within the noise), else "not reproduced"; the prefix claim is
+    "reproduced" when the prefix beats both isotropic search and a random subspace by 2 SE."""
+    v = m["verdicts"]
+    window = "reproduced" if "falls off on both sides" in v["sigma_window"] else "not reproduced"
+    g = v["gain_vs_n"]
+    n = "reproduced" if g.startswith("grows") else "not decidable" if "consistent with" in g else "not reproduced"
+    prefix = (
+        "reproduced"
+        if v["prefix_vs_isotropic"].startswith("prefix beats isotropic and the random")
+        else "not reproduced"
+    )
+    return [
+        f"Verdicts on paper B's search claims (rule: `docs/locallinear_table.py`, `llm_claims`): σ window "
+        f"**{window}** ({v['sigma_window']}); gain vs N **{n}** ({g}); prefix over isotropic and random "
+        f"**{prefix}** ({v['prefix_vs_isotropic']})."
+    ]
+
+
+def schedules_claim(m: dict) -> list[str]:
+    """Rule: paper B's schedules claim is "reproduced on the synthetic lab" when the schedules
+    verdict is "more robust", "contradicted" when it is "opposite", else "not decided"."""
+    verdict = schedules_verdict(m)
+    word = {"more robust": "reproduced on the synthetic lab", "opposite": "contradicted"}.get(verdict, "not decided")
+    return [f"Verdict on paper B's schedules claim: **{word}** in this setting (schedules verdict: {verdict})."]
+
+
 KINDS = {
     "plane-verdicts": plane_verdicts,
     "seconds": seconds_line,
@@ -725,6 +756,8 @@ KINDS = {
     "lora-recovery": lora_recovery_table,
     "schedules": schedules_table,
     "llm-search": llm_search_table,
+    "llm-claims": llm_claims,
+    "schedules-claim": schedules_claim,
 }
 
 
@@ -735,7 +768,7 @@ def render(text: str) -> str:
         metrics = dict(rec["metrics"])
         if kind == "search":
             metrics["config_n_sweep"] = rec["config"]["n_sweep"]
-        if kind in ("lora-recovery", "llm-search"):
+        if kind in ("lora-recovery", "llm-search", "llm-claims"):
             metrics["config"] = rec["config"]
         metrics["_file"], metrics["_seconds"] = f"{name}.json", rec.get("seconds")
         return mt.group(1) + "\n".join(KINDS[kind](metrics)) + "\n" + mt.group(5)

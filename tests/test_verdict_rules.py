@@ -278,3 +278,27 @@ def test_network_other_verdicts_flip(nw):
     rows = nw.validation_verdicts(rec)
     assert "**not supported** at m" in rows[3] and "**supported as a predictor**" in rows[5]
     assert "slack as a predictor: supported" in rows[6]
+
+
+def test_llm_search_claim_words_follow_the_record_verdicts(ll):
+    m = _metrics("llm_search_full")
+    (line,) = ll.llm_claims(m)
+    assert "σ window **not reproduced**" in line and "gain vs N **not decidable**" in line
+    assert "random **reproduced**" in line
+    m["verdicts"]["sigma_window"] = "gain > 0 by 2 SE at σ ∈ [1e-03, 3e-03]; falls off on both sides"
+    m["verdicts"]["gain_vs_n"] = "grows with N by 2 SE; at N = 16 consistent with the linear prediction (ratio 1.00)"
+    m["verdicts"]["prefix_vs_isotropic"] = "prefix beats neither by 2 SE"
+    (line,) = ll.llm_claims(m)
+    assert "σ window **reproduced**" in line and "gain vs N **reproduced**" in line
+    assert "random **not reproduced**" in line
+    m["verdicts"]["gain_vs_n"] = "does not grow with N by 2 SE; at N = 16 below the linear prediction (ratio 0.10)"
+    assert "gain vs N **not reproduced**" in ll.llm_claims(m)[0]
+
+
+def test_schedules_claim_word_follows_the_paired_interval(ll):
+    m = _metrics("schedules_full_replay")
+    assert "**reproduced on the synthetic lab**" in ll.schedules_claim(m)[0]
+    m["summary"]["paired"]["recovery_cost"]["ci"] = [5.0, 9.0]
+    assert "**contradicted**" in ll.schedules_claim(m)[0]
+    m["summary"]["paired"]["recovery_cost"]["ci"] = [-5.0, 9.0]
+    assert "**not decided**" in ll.schedules_claim(m)[0]
