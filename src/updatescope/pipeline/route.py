@@ -21,7 +21,7 @@ import torch
 
 from updatescope.errors import IncompatibleSignatureError, InputError
 from updatescope.pipeline.corpus import Corpus, Tokens
-from updatescope.pipeline.score import _tokens
+from updatescope.pipeline.score import _tokens, head_basis, token_features
 from updatescope.select.documents import MIN_TOKENS
 from updatescope.select.route import RouteAccumulator, RouteChoice, RouteScores, direction_bank
 from updatescope.sketch.signature import Signature
@@ -51,10 +51,6 @@ class Router:
         dtype: Any = None,
         fingerprint: str | None = None,
     ) -> None:
-        from updatescope.capture.hook import find_output_linear
-        from updatescope.models.hf import head_fingerprint
-        from updatescope.sketch.config import SketchConfig
-
         if not isinstance(adapters, Mapping) or not adapters:
             raise InputError("adapters must be a non-empty mapping of name -> Signature")
         names = list(adapters)
@@ -74,14 +70,8 @@ class Router:
             except IncompatibleSignatureError as exc:
                 raise InputError(f"adapter {name}'s signature does not match {names[0]}'s: {exc}") from None
         self.model, self.tokenizer = model, tokenizer
-        self.head = find_output_linear(model)
-        k, d = self.head.weight.shape
-        fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, self.head)
-        self.config = SketchConfig(
-            d, k, first.sketch_dim, first.seed, first.act_map, first.error_map, fp, self.head.bias is not None
-        )
         try:
-            first.check_compatible(self.config)
+            self.head, self.config = head_basis(model, tokenizer, first, fingerprint)
         except IncompatibleSignatureError as exc:
             raise InputError(f"the adapter signatures were not made with this model: {exc}") from None
         self.names = tuple(names)
@@ -105,33 +95,28 @@ class Router:
         requests: a :class:`Corpus`, its ``tokenise(keep_empty=True)``, or strings / token-id
         lists (``positions`` as in ``score_documents``).  One forward pass per batch; a
         request with no counted token gets undefined (NaN) scores."""
-        from updatescope.capture.causal_lm import capture_causal_lm
-        from updatescope.sketch.fishersketch import features
-        from updatescope.sketch.inputs import softmax_minus_onehot
-
         tokens = _tokens(requests, self.tokenizer, positions)
         counted = tokens.counted()
         keep = [i for i, c in enumerate(counted) if c > 0]
         acc = RouteAccumulator(self.names, counted, min_tokens=self.min_tokens)
-        with torch.inference_mode():
-            for acts, logits, labels in capture_causal_lm(
-                self.model,
-                [tokens.ids[i] for i in keep],
-                self.tokenizer,
-                positions=[tokens.masks[i] for i in keep],
-                token_budget=self.token_budget,
-                dtype=self.dtype,
-                progress=progress,
-                desc="route",
-                head=self.head,
-            ):
-                errors = softmax_minus_onehot(logits, labels)
-                feats = features(self.config, acts.to(errors.dtype), errors)  # (n, 3, m)
-                f = feats.to(torch.float64)
-                v = self.bank.to(f.device)
-                # one (n, m) × (m, A) product per kind
-                terms = torch.stack([f[:, k] @ v[:, k].T for k in range(3)], dim=-1)  # (n, A, 3)
-                acc.update(terms)
+        stream = token_features(
+            self.model,
+            self.tokenizer,
+            tokens,
+            keep,
+            self.config,
+            self.head,
+            token_budget=self.token_budget,
+            dtype=self.dtype,
+            progress=progress,
+            desc="route",
+        )
+        for feats in stream:
+            f = feats.to(torch.float64)
+            v = self.bank.to(f.device)
+            # one (n, m) × (m, A) product per kind
+            terms = torch.stack([f[:, k] @ v[:, k].T for k in range(3)], dim=-1)  # (n, A, 3)
+            acc.update(terms)
         return acc.compute()
 
     def choose(self, scores: RouteScores, top_k: int | None = None, z: float = 2.0) -> list[RouteChoice]:

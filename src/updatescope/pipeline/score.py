@@ -7,17 +7,18 @@ to its features in the target's basis, and add its terms to its document's sums.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from updatescope.errors import InputError
 from updatescope.pipeline.corpus import Corpus, Tokens
 from updatescope.select.documents import MIN_TOKENS, DocumentScores, score_features, scores_from_sums, target_directions
 from updatescope.sketch.signature import Signature
 
-__all__ = ["score_documents", "length_order", "padded_ratio"]
+__all__ = ["score_documents", "head_basis", "token_features", "length_order", "padded_ratio"]
 
 
 def length_order(tokens: Tokens, entries: Sequence[int]) -> list[int]:
@@ -58,6 +59,58 @@ def _tokens(corpus: Corpus | Tokens | Sequence[Any], tokenizer: Any, positions: 
     return Tokens(ids, masks, list(range(len(docs))))
 
 
+def head_basis(model: Any, tokenizer: Any, like: Any, fingerprint: str | None = None) -> tuple[Any, Any]:
+    """(head, SketchConfig) of ``model``'s head in the basis of the signature config ``like``
+    (its sketch size, seed and maps); ``IncompatibleSignatureError`` naming the field when the
+    model is not the one ``like`` was sketched with.  ``fingerprint``: the model's, when known."""
+    from updatescope.capture.hook import find_output_linear
+    from updatescope.models.hf import head_fingerprint
+    from updatescope.sketch.config import SketchConfig
+
+    head = find_output_linear(model)
+    k, d = head.weight.shape
+    fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, head)
+    cfg = SketchConfig(d, k, like.sketch_dim, like.seed, like.act_map, like.error_map, fp, head.bias is not None)
+    like.check_compatible(cfg)
+    return head, cfg
+
+
+def token_features(
+    model: Any,
+    tokenizer: Any,
+    tokens: Tokens,
+    entries: Sequence[int],
+    config: Any,
+    head: Any,
+    *,
+    token_budget: int,
+    dtype: Any = None,
+    progress: bool = False,
+    desc: str = "score",
+) -> Iterator[Tensor]:
+    """Joint, activation and error features ``(n, 3, m)`` of the counted tokens of ``entries``
+    (in that order, the capture's stream order), one captured batch at a time: the forward pass
+    that document scores and routing share."""
+    from updatescope.capture.causal_lm import capture_causal_lm
+    from updatescope.sketch.fishersketch import features
+    from updatescope.sketch.inputs import softmax_minus_onehot
+
+    with torch.inference_mode():
+        for acts, logits, labels in capture_causal_lm(
+            model,
+            [tokens.ids[i] for i in entries],
+            tokenizer,
+            positions=[tokens.masks[i] for i in entries],
+            token_budget=token_budget,
+            dtype=dtype,
+            progress=progress,
+            desc=desc,
+            head=head,
+        ):
+            errors = softmax_minus_onehot(logits, labels)
+            yield features(config, acts.to(errors.dtype), errors)
+
+
 def score_documents(
     model: Any,
     tokenizer: Any,
@@ -81,23 +134,11 @@ def score_documents(
     fingerprint define the basis; a target of another model or config raises
     ``IncompatibleSignatureError`` naming the field, before any forward pass.
     """
-    from updatescope.capture.causal_lm import capture_causal_lm
-    from updatescope.capture.hook import find_output_linear
-    from updatescope.models.hf import head_fingerprint
-    from updatescope.sketch.config import SketchConfig
-    from updatescope.sketch.fishersketch import features
-    from updatescope.sketch.inputs import softmax_minus_onehot
-
     if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 1:
         raise InputError(f"min_tokens must be a positive integer, got {min_tokens!r}")
     if not isinstance(target, Signature):
         raise InputError(f"the target must be a Signature, got {type(target).__name__}")
-    head = find_output_linear(model)
-    k, d = head.weight.shape
-    tc = target.config
-    fp = fingerprint if fingerprint is not None else head_fingerprint(model, tokenizer, head)
-    cfg = SketchConfig(d, k, tc.sketch_dim, tc.seed, tc.act_map, tc.error_map, fp, head.bias is not None)
-    tc.check_compatible(cfg)
+    head, cfg = head_basis(model, tokenizer, target.config, fingerprint)
     directions = target_directions(target)
     tokens = _tokens(corpus, tokenizer, positions)
     # the capture counts each entry's targets in order, so record r belongs to the entry that
@@ -111,25 +152,25 @@ def score_documents(
     sums = torch.zeros(len(counted), 3, dtype=torch.float64)
     sq = torch.zeros(len(counted), 3, dtype=torch.float64)
     done = 0
-    with torch.inference_mode():
-        for acts, logits, labels in capture_causal_lm(
-            model,
-            [tokens.ids[i] for i in keep],
-            tokenizer,
-            positions=[tokens.masks[i] for i in keep],
-            token_budget=token_budget,
-            dtype=dtype,
-            progress=progress,
-            desc="score documents",
-            head=head,
-        ):
-            n = labels.shape[0]
-            errors = softmax_minus_onehot(logits, labels)
-            c = score_features(features(cfg, acts.to(errors.dtype), errors), directions).cpu()  # (n, 3)
-            who = owner[done : done + n]
-            sums.index_add_(0, who, c)
-            sq.index_add_(0, who, c.square())
-            done += n
+    stream = token_features(
+        model,
+        tokenizer,
+        tokens,
+        keep,
+        cfg,
+        head,
+        token_budget=token_budget,
+        dtype=dtype,
+        progress=progress,
+        desc="score documents",
+    )
+    for feats in stream:
+        n = feats.shape[0]
+        c = score_features(feats, directions).cpu()  # (n, 3)
+        who = owner[done : done + n]
+        sums.index_add_(0, who, c)
+        sq.index_add_(0, who, c.square())
+        done += n
     if done != int(counts.sum()):  # the capture's counting rule changed: refuse to misattribute scores
         raise RuntimeError(f"captured {done} records for {int(counts.sum())} counted tokens")
     scores = scores_from_sums(sums, sq, counts, min_tokens)
