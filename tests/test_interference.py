@@ -292,6 +292,8 @@ def files(tmp_path_factory, streams):
     paths["link"] = root / "link.safetensors"
     zero = us.FisherSketch(16, 64, sketch_dim=1024).update(a, torch.zeros(a.shape[0], 64)).signature()
     paths["zero"] = us.save_signature(zero, root / "zero.safetensors")
+    os.mkfifo(root / "fifo.safetensors")  # must be refused by a stat, never opened (opening would block)
+    paths["fifo"] = root / "fifo.safetensors"
     from updatescope.network import NetworkConfig, NetworkSketch, save_network_signature
 
     layers = (("blocks.0.fc", 5, 3), ("lm_head", 3, 4))
@@ -352,6 +354,7 @@ def test_plan_command_prints_order_replay_and_table(files, capsys):
         (["t0", "net"], "network signature"),
         (["t0", "nanstate"], "contains NaN or inf"),
         (["t0", "zero"], "non-positive norm"),
+        (["t0", "fifo"], "not a regular file"),
     ],
 )
 def test_plan_command_refuses_bad_input(files, capsys, case, needle):

@@ -153,3 +153,19 @@ def one_kind(paths: Sequence[str]) -> str:
             "sketch both with --layers, or both without"
         )
     return kinds[paths[0]]
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks after the input gate
+    (``inputs.check_inputs``: a regular file within the size cap, so a FIFO or a device is
+    refused in one line, never opened)."""
+    import hashlib
+
+    from updatescope.inputs import check_inputs
+
+    (checked,) = check_inputs([path])
+    h = hashlib.sha256()
+    with checked.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

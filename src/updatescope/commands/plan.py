@@ -11,7 +11,6 @@ estimate — gives one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 from pathlib import Path
 from typing import Any
@@ -42,50 +41,25 @@ def _budget(text: str) -> float:
     return value
 
 
-def _file_digest(path: str) -> str | None:
-    try:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
-    except OSError:
-        return None  # missing or unreadable: the loader names it
-
-
-def _check_network(path: str) -> None:
-    from updatescope.errors import InputError
-    from updatescope.network.io import NETWORK_FORMAT
-
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as fh:
-            fmt = (fh.metadata() or {}).get("format")
-    except Exception:  # missing, corrupt, foreign: the loader reports it in one line
-        return
-    if fmt == NETWORK_FORMAT:
-        raise InputError(f"{path} is a network signature; plan takes head signatures (sketched without --layers)")
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
-    from updatescope.commands._checks import same_path, sig_name
+    from updatescope.commands._checks import file_sha256, same_path, sig_name, signature_kind
     from updatescope.errors import IncompatibleSignatureError, InputError
 
     budget = _budget(args.replay_budget)
     paths = list(args.tasks)
     if len(paths) < 2:
         raise InputError(f"plan needs at least two tasks, got {len(paths)}")
-    digests = [_file_digest(p) for p in paths]
+    digests = [file_sha256(p) for p in paths]  # also refuses a FIFO, a device or a folder in one line
     for i, p in enumerate(paths):
         for j in range(i):
             q = paths[j]
             if same_path(Path(p), Path(q)):
                 raise InputError(f"{p} is given twice (as {q}): each task once")
-            if digests[i] is not None and digests[i] == digests[j]:
+            if digests[i] == digests[j]:
                 raise InputError(f"{p} is a byte-identical copy of {q}: each task once")
     for p in paths:
-        _check_network(p)
+        if signature_kind(p) == "network":
+            raise InputError(f"{p} is a network signature; plan takes head signatures (sketched without --layers)")
 
     from updatescope.select.interference import plan
     from updatescope.signatures.io import load_signature

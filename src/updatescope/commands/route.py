@@ -16,7 +16,6 @@ weights, every adapter's score with its standard error, the gap to the runner-up
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import re
@@ -112,27 +111,16 @@ def _check_base(path: str, cfg: dict[str, Any], model: str) -> None:
         raise InputError(f"--adapters {path}: the adapter was trained on {base!r}, not on --model {model}")
 
 
-def _digest(path: Path) -> str:
-    from updatescope.inputs import check_inputs
-
-    check_inputs([path])  # a regular file within the size cap: never open a FIFO or a device
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _check_duplicates(adapters: list[tuple[str, Path, Path]]) -> None:
     """The same adapter twice: one folder spelt twice or through a link, or identical weights and config."""
-    from updatescope.commands._checks import same_path
+    from updatescope.commands._checks import file_sha256, same_path
 
     seen: dict[str, str] = {}
     for i, (arg, folder, weights) in enumerate(adapters):
         for arg2, folder2, _ in adapters[:i]:
             if same_path(folder, folder2):
                 raise InputError(f"--adapters {arg} and {arg2} are the same folder")
-        d = _digest(weights) + _digest(folder / "adapter_config.json")
+        d = file_sha256(weights) + file_sha256(folder / "adapter_config.json")
         if d in seen:
             raise InputError(
                 f"--adapters {arg} and {seen[d]} hold identical weights and config (the same adapter twice)"
