@@ -129,9 +129,17 @@ def add_column_arguments(parser: Any) -> None:
 
 def signature_kind(path: str) -> str:
     """'network' or 'head', read from the file's metadata ``format``.  A file whose header
-    cannot be read counts as 'head', so the head loader names what is wrong with it."""
+    cannot be read counts as 'head', so the head loader names what is wrong with it; so does
+    a path that is not a regular file, which is never opened here (a FIFO would block)."""
+    import stat
+
     from updatescope.network.io import NETWORK_FORMAT
 
+    try:
+        if not stat.S_ISREG(Path(path).stat().st_mode):
+            return "head"
+    except OSError:
+        return "head"
     try:
         from safetensors import safe_open
 
