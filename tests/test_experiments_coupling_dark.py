@@ -66,6 +66,8 @@ def test_tiny_run_writes_every_method_checks_and_verdicts(tiny, tmp_path, enforc
         "n_sketch": 4,
         "n_val": 2,
         "n_eval": 3,
+        "n_warm": 3,
+        "warmup_steps": 2,
         "lora": {"steps": 2, "batch": 4, "n_last": 1},
         "sketch_dim": 64,
         "enforce_checks": enforce,
@@ -85,6 +87,11 @@ def test_tiny_run_writes_every_method_checks_and_verdicts(tiny, tmp_path, enforc
         assert name in m["scores"]
     assert {"overlap", "random", "exact_product"} <= set(m["scores"])
     assert len(m["ground_truth"]["by_seed"]) == 1
+    warm = m["warm_up"]
+    assert warm["steps"] == 2 and warm["rows"] == 9
+    assert warm["merged_loss"] == pytest.approx(warm["train_loss_after"], rel=1e-3)
+    for row in reg["per_target"].values():
+        assert row["warm_ok"] == (abs(row["warm_loss_gap"]) <= reg["warm_tolerance"])
     v = m["verdicts"]
     assert v["statement"] in (mappings.SUPPORTED, mappings.REFUTED, mappings.NOT_SCORED)
     if not enforce:
@@ -92,3 +99,55 @@ def test_tiny_run_writes_every_method_checks_and_verdicts(tiny, tmp_path, enforc
         assert v["statement"] != mappings.NOT_SCORED
     else:
         assert set(reg["scored_targets"]) == {t for t, r in reg["per_target"].items() if r["passed"]}
+
+
+def test_warm_labels_give_every_class_every_answer_equally_often():
+    import numpy as np
+
+    from updatescope.experiments.coupling_dark.runner import warm_labels
+
+    cls = np.repeat(np.arange(6), 6)
+    labels = warm_labels(cls, np.arange(cls.size), [11, 22, 33]).numpy()
+    for k in range(6):
+        vals, counts = np.unique(labels[cls == k], return_counts=True)
+        assert vals.tolist() == [11, 22, 33] and counts.tolist() == [2, 2, 2]
+
+
+def test_no_warm_up_records_none_and_skips_check_c(tiny, tmp_path):
+    settings = {
+        "n_fit": 4,
+        "n_sketch": 4,
+        "n_val": 2,
+        "n_eval": 3,
+        "n_warm": 3,
+        "warmup_steps": 0,
+        "lora": {"steps": 2, "batch": 4, "n_last": 1},
+        "sketch_dim": 64,
+        "n_boot": 50,
+    }
+    m = reproduce("coupling-dark", tmp_path, settings)["metrics"]
+    assert m["warm_up"] is None and m["regime"]["warm_tolerance"] is None
+    assert all(r["warm_ok"] and r["warm_loss_gap"] is None for r in m["regime"]["per_target"].values())
+
+
+def test_merged_warm_up_reproduces_the_lora_tail():
+    import torch
+
+    from _tiny_lm import loader
+    from updatescope.experiments.coupling_dark.runner import merge_tail
+    from updatescope.experiments.groundtruth import lora as lora_gt
+
+    model, _tok = loader()()
+    torch.manual_seed(0)
+    n, s, d = 8, 5, model.config.hidden_size
+    data = {
+        "hidden": torch.randn(n, s, d),
+        "mask": torch.ones(n, s, dtype=torch.long),
+        "labels": torch.randint(0, model.config.vocab_size, (n, s)),
+    }
+    tail = lora_gt.finetune_lora(model, data, n_last=1, r=2, alpha=4, lr=1e-2, steps=3, batch=4, seed=0)
+    merged = merge_tail(model, tail, 1)
+    a = lora_gt.mean_loss(tail, data)
+    b = lora_gt.mean_loss(lora_gt.tail_model(merged, 1), data)
+    assert a == pytest.approx(b, rel=1e-5)
+    assert a != pytest.approx(lora_gt.mean_loss(lora_gt.tail_model(model, 1), data), rel=1e-5)

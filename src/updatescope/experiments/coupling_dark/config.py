@@ -25,7 +25,13 @@ class CouplingDarkConfig:
 
     Per class and split: ``n_fit`` examples the sources fine-tune on (and are sketched on),
     ``n_sketch`` the target is sketched on, ``n_val`` for the regime check, ``n_eval`` for the
-    truth; every split holds the same number of examples of every class."""
+    truth, ``n_warm`` for the answer-format warm-up; every split holds the same number of
+    examples of every class.
+
+    Warm-up (``warmup_steps`` > 0): before anything is sketched or fine-tuned, one LoRA on the
+    ``warm`` rows of every family, each class labelled with every answer word equally often,
+    merged into the model.  The model then puts its mass on the answer words without knowing
+    any mapping, so a source's transfer measures its mapping and not the answer format."""
 
     model: str = "smollm2"
     classes: tuple[str, ...] = CLASSES
@@ -34,6 +40,8 @@ class CouplingDarkConfig:
     n_sketch: int = 32
     n_val: int = 16
     n_eval: int = 40
+    n_warm: int = 32
+    warmup_steps: int = 60  # 0: no warm-up (the pilot's regime, kept for comparison)
     sketch_dim: int = DEFAULT_SKETCH_DIM
     lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=30, batch=16)
     gt_seeds: int = 3
@@ -49,7 +57,7 @@ class CouplingDarkConfig:
         check_gt_seeds(self.gt_seeds)
         check_sketch_dim(self.sketch_dim)
         check_seed(self.seed)
-        check_positive(self, "n_fit", "n_sketch", "n_val", "n_eval", "exact_n", "baseline_n", "n_boot")
+        check_positive(self, "n_fit", "n_sketch", "n_val", "n_eval", "n_warm", "exact_n", "baseline_n", "n_boot")
         unknown = [c for c in self.classes if c not in CLASSES]
         if unknown:
             raise InputError(f"unknown input classes {unknown}; available: {', '.join(CLASSES)}")
@@ -65,6 +73,8 @@ class CouplingDarkConfig:
                     f"family {cue!r}: {len(self.classes)} classes cannot share {len(words)} answers evenly "
                     "(the answer histogram must be the same for every mapping)"
                 )
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise InputError(f"warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
         if not 0.0 < self.probe_min_accuracy <= 1.0:
             raise InputError(f"probe_min_accuracy must be in (0, 1], got {self.probe_min_accuracy}")
 
@@ -80,6 +90,7 @@ class CouplingDarkConfig:
             n_sketch=16,
             n_val=8,
             n_eval=16,
+            n_warm=16,
             lora=LoRAConfig(lr=1e-3, steps=20, batch=16),
             gt_seeds=1,
             n_boot=500,

@@ -18,6 +18,7 @@ val + eval rows; the per-example losses are split afterwards.  Analysis: PREREGI
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import re
@@ -31,6 +32,7 @@ import torch
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads, mappings, scoring
+from updatescope.experiments.caching import cache_key
 from updatescope.experiments.coupling_dark.config import CouplingDarkConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
@@ -38,7 +40,9 @@ from updatescope.report import console
 
 NAME = "coupling_dark"
 PREREG = Path(__file__).with_name("PREREGISTRATION.md")
-SPLITS = ("fit", "sketch", "val", "eval")
+SPLITS = ("fit", "sketch", "val", "eval", "warm")
+#: the splits labelled by a task's mapping (``warm`` rows carry every answer equally often)
+MAPPED = SPLITS[:4]
 METHODS = (
     "fisher",
     "exact_fisher",
@@ -87,7 +91,7 @@ def class_texts(name: str, n: int, seed: int) -> list[str]:
 def build_rows(cfg: CouplingDarkConfig) -> tuple[list[str], np.ndarray, np.ndarray]:
     """-> (texts, class index per row, split index per row): rows ordered by split, then
     class, each split holding the same number of examples of every class."""
-    sizes = {"fit": cfg.n_fit, "sketch": cfg.n_sketch, "val": cfg.n_val, "eval": cfg.n_eval}
+    sizes = {"fit": cfg.n_fit, "sketch": cfg.n_sketch, "val": cfg.n_val, "eval": cfg.n_eval, "warm": cfg.n_warm}
     per_class = [class_texts(c, sum(sizes.values()), cfg.seed + 7 * k) for k, c in enumerate(cfg.classes)]
     texts, cls, split = [], [], []
     for j, sp in enumerate(SPLITS):
@@ -159,11 +163,115 @@ def _relabel(blocks: dict[str, Any], rows: np.ndarray, labels: torch.Tensor) -> 
     return {"hidden": blocks["hidden"][sl], "mask": blocks["mask"][sl], "labels": lab}
 
 
+def warm_labels(cls: np.ndarray, rows: np.ndarray, ids: list[int]) -> torch.Tensor:
+    """Answer ids for the warm-up ``rows``: within each class the answers cycle, so every
+    class is labelled with every answer word equally often (no mapping to learn)."""
+    seen: dict[int, int] = {}
+    out = []
+    for r in rows:
+        k = int(cls[r])
+        j = seen.get(k, 0)
+        seen[k] = j + 1
+        out.append(ids[(j + k) % len(ids)])
+    return torch.tensor(out)
+
+
+def _pad_cat(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Stack right-padded block-input sets of different widths (pad: zero hidden, mask 0,
+    ignored labels; causal attention never sees a right pad)."""
+    width = max(p["hidden"].shape[1] for p in parts)
+    out: dict[str, list[torch.Tensor]] = {"hidden": [], "mask": [], "labels": []}
+    for p in parts:
+        extra = width - p["hidden"].shape[1]
+        out["hidden"].append(torch.nn.functional.pad(p["hidden"], (0, 0, 0, extra)))
+        out["mask"].append(torch.nn.functional.pad(p["mask"], (0, extra)))
+        out["labels"].append(torch.nn.functional.pad(p["labels"], (0, extra), value=IGNORE_INDEX))
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def merge_tail(model: Any, tail: Any, n_last: int) -> Any:
+    """A copy of ``model`` whose last ``n_last`` blocks carry the LoRA deltas of ``tail``
+    (:func:`lora_gt.finetune_lora`) merged into their weights."""
+    merged = copy.deepcopy(model)
+    layers = lora_gt._decoder(merged).layers
+    first = len(layers) - n_last
+    n = 0
+    for name, mod in tail.model.layers.named_modules():
+        if not hasattr(mod, "get_delta_weight") or not hasattr(mod, "base_layer"):
+            continue
+        idx, _, rest = name.partition(".")
+        target = layers[first + int(idx)].get_submodule(rest)
+        with torch.no_grad():
+            target.weight += mod.get_delta_weight("default").to(target.weight.dtype)
+        n += 1
+    if n == 0:
+        raise RuntimeError("warm-up: no LoRA module to merge")
+    return merged
+
+
+def warm_up(cfg, model, tok, tasks, blocks_by_family, cls, split, log) -> tuple[Any, dict[str, Any]]:
+    """One LoRA on every family's ``warm`` rows (each class labelled with every answer equally
+    often), merged -> (warmed model, facts): the merged tail reproduces the LoRA tail's loss
+    (checked), and per family the val loss of its first mapping before and after."""
+    rows = np.flatnonzero(split == 4)
+    parts = []
+    for cue, words in cfg.families:
+        ids = word_ids(tok, words)
+        parts.append(_relabel(blocks_by_family[cue], rows, warm_labels(cls, rows, ids)))
+    data = _pad_cat(parts)
+    lc = cfg.lora
+    t0 = time.perf_counter()
+    tail = lora_gt.finetune_lora(
+        model,
+        data,
+        n_last=lc.n_last,
+        r=lc.r,
+        alpha=lc.alpha,
+        lr=lc.lr,
+        steps=cfg.warmup_steps,
+        batch=lc.batch,
+        seed=cfg.seed + 104729,
+        targets=list(lc.targets),
+    )
+    merged = merge_tail(model, tail, lc.n_last)
+    lora_loss = lora_gt.mean_loss(tail, data)
+    merged_loss = lora_gt.mean_loss(lora_gt.tail_model(merged, lc.n_last), data)
+    if not abs(lora_loss - merged_loss) <= 1e-3 * max(1.0, abs(lora_loss)):
+        raise RuntimeError(f"warm-up: merged model loss {merged_loss:.5f} != LoRA tail loss {lora_loss:.5f}")
+    val = np.flatnonzero(split == 2)
+    before_tail, after_tail = lora_gt.tail_model(model, lc.n_last), lora_gt.tail_model(merged, lc.n_last)
+    per_family = {}
+    for cue, _w in cfg.families:
+        first = next(t for t in tasks.values() if t["family"] == cue)
+        lab = torch.tensor(first["label_of_class"])[torch.as_tensor(cls)]
+        vd = _relabel(blocks_by_family[cue], val, lab[val])
+        per_family[cue] = {
+            "val_loss_before": lora_gt.mean_loss(before_tail, vd),
+            "val_loss_after": lora_gt.mean_loss(after_tail, vd),
+            "uniform_loss": float(np.log(len(first["words"]))),
+        }
+    facts = {
+        "steps": cfg.warmup_steps,
+        "rows": int(data["labels"].shape[0]),
+        "train_loss_after": lora_loss,
+        "merged_loss": merged_loss,
+        "per_family": per_family,
+        "seconds": time.perf_counter() - t0,
+    }
+    log(
+        "warm-up: "
+        + ", ".join(
+            f"{c} val loss {f['val_loss_before']:.3f} -> {f['val_loss_after']:.3f}" for c, f in per_family.items()
+        )
+    )
+    return merged, facts
+
+
 def truth_one_seed(cfg, model, fam_tasks, blocks, cls, split, seed, fp, log) -> dict[str, Any]:
     """One seed's LoRA fine-tunings of one family's sources -> {"val", "eval"}: target ->
     source -> mean transfer (base − fine-tuned loss) on that split."""
     fit = np.flatnonzero(split == 0)
-    held = np.flatnonzero(split >= 2)
+    held = np.flatnonzero((split == 2) | (split == 3))
     is_val = split[held] == 2
     train, evals = {}, {}
     for name, t in fam_tasks.items():
@@ -182,11 +290,17 @@ def truth_one_seed(cfg, model, fam_tasks, blocks, cls, split, seed, fp, log) -> 
     return res
 
 
-def regime_checks(tasks: dict[str, Any], val: dict[str, Any], probe: dict[str, float], cfg) -> dict[str, Any]:
+#: regime check (c): after the warm-up, a family's val loss is within this many nats of ln(answers)
+WARM_TOLERANCE = 0.25
+
+
+def regime_checks(tasks: dict[str, Any], val: dict[str, Any], probe: dict[str, float], cfg, warm=None) -> dict:
     """Per target: probe accuracy of its family, val transfer of the same-mapping source and
-    the mean over no-agreement sources, and whether every check passed."""
+    the mean over no-agreement sources, the warm-up's val loss against ln(answers) (when there
+    was a warm-up), and whether every check passed."""
     out = {}
     for name, t in tasks.items():
+        fam = None if warm is None else warm["per_family"][t["family"]]
         same = [val[name][s] for s, c in t["candidates"].items() if c["kind"] == "same"]
         none = [val[name][s] for s, c in t["candidates"].items() if c["agreement"] == 0]
         acc = probe[t["family"]]
@@ -198,7 +312,9 @@ def regime_checks(tasks: dict[str, Any], val: dict[str, Any], probe: dict[str, f
             "same_positive": same[0] > 0,
             "no_agreement_negative": bool(none) and float(np.mean(none)) < 0,
         }
-        row["passed"] = row["probe_ok"] and row["same_positive"] and row["no_agreement_negative"]
+        row["warm_loss_gap"] = None if fam is None else fam["val_loss_after"] - fam["uniform_loss"]
+        row["warm_ok"] = fam is None or abs(row["warm_loss_gap"]) <= WARM_TOLERANCE
+        row["passed"] = row["probe_ok"] and row["same_positive"] and row["no_agreement_negative"] and row["warm_ok"]
         out[name] = row
     return out
 
@@ -296,10 +412,16 @@ def run(cfg: CouplingDarkConfig, out_dir: Path) -> Result:
     acts_by_family, blocks_by_family = {}, {}
     for cue, _w in cfg.families:
         acts_by_family[cue], blocks_by_family[cue] = capture_family(model, tok, fp, cfg, texts, cue)
+    warm = None
+    if cfg.warmup_steps:
+        model, warm = warm_up(cfg, model, tok, tasks, blocks_by_family, cls, split, log)
+        fp = cache_key(fp, "coupling-dark warm-up", warm["train_loss_after"], warm["merged_loss"], cfg.warmup_steps)
+        for cue, _w in cfg.families:
+            acts_by_family[cue], blocks_by_family[cue] = capture_family(model, tok, fp, cfg, texts, cue)
     probe = _probe(cfg, acts_by_family, cls, split)
     log("probe accuracy: " + ", ".join(f"{c} {a:.3f}" for c, a in probe.items()))
     truth = _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log)
-    checks = regime_checks(tasks, truth["val"], probe, cfg)
+    checks = regime_checks(tasks, truth["val"], probe, cfg, warm)
     log(f"regime checks: {sum(c['passed'] for c in checks.values())}/{len(checks)} targets passed")
     sc = score_all(cfg, w0, b0, fp, tasks, acts_by_family, cls, split, log)
     by_method, verdicts, passed = _evaluate(cfg, sc, truth, checks, tasks)
@@ -308,6 +430,7 @@ def run(cfg: CouplingDarkConfig, out_dir: Path) -> Result:
         console.print_method_table(head, sc["cannot_run"])
     log(f"verdict: {verdicts['statement']}")
     metrics = _metrics(cfg, tasks, probe, truth, checks, sc, by_method, head, verdicts, passed, cls, split)
+    metrics["warm_up"] = warm
     record = config_record(cfg, preregistration_sha256=prereg_sha, n_targets=len(tasks))
     from updatescope.experiments.coupling_dark.figures import plot_spearman
 
@@ -325,7 +448,7 @@ def _metrics(cfg, tasks, probe, truth, checks, sc, by_method, head, verdicts, pa
     hist = {
         n: {
             part: mappings.answer_histogram(t["mapping"], cls[split == j].tolist(), n_ans[t["family"]])
-            for j, part in enumerate(SPLITS)
+            for j, part in enumerate(MAPPED)
         }
         for n, t in tasks.items()
     }
@@ -338,6 +461,7 @@ def _metrics(cfg, tasks, probe, truth, checks, sc, by_method, head, verdicts, pa
         "regime": {
             "probe_accuracy": probe,
             "probe_min_accuracy": cfg.probe_min_accuracy,
+            "warm_tolerance": WARM_TOLERANCE if cfg.warmup_steps else None,
             "per_target": checks,
             "enforced": cfg.enforce_checks,
             "passed": sum(c["passed"] for c in checks.values()),
