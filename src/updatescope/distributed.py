@@ -48,6 +48,7 @@ __all__ = [
     "resolve_device",
     "init_from_env",
     "gather_slots",
+    "gather_rows",
     "fold",
     "all_reduce_sketch",
     "PeerFailed",
@@ -197,6 +198,22 @@ def gather_slots(
             "counts": counts[i].cpu(),
         }
         out.append(FisherSketch.from_state_dict(state, device=dev))
+    return out
+
+
+def gather_rows(local: torch.Tensor, group: Any = None) -> list[torch.Tensor]:
+    """Every rank's ``local`` tensor (the same shape and dtype on every rank), in rank order,
+    on every rank: an all-gather, which copies and never adds, so values (NaN, -0.0 included)
+    arrive bit for bit.  Starts with an agreement, so a rank that failed since the last
+    collective makes the others raise :class:`PeerFailed` instead of waiting.  Without an
+    initialised process group: ``[local]``."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [local]
+    agree(False, group=group, device=local.device)
+    out = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(out, local.contiguous(), group=group)
     return out
 
 

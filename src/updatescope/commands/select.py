@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,6 @@ from updatescope.errors import InputError
 
 SCORE_FIELDS = ("rank", "score", "score_se", "activation", "error", "tokens", "short", "source", "index")
 OUT_FORMATS = ("jsonl", "parquet", "dataset")
-
-
-def _num(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
 
 
 def _out_format(args: argparse.Namespace) -> str:
@@ -51,43 +46,45 @@ def _check_suffix(args: argparse.Namespace, fmt: str) -> None:
         )
 
 
-def _read_pool(args: argparse.Namespace) -> Any:
-    """The pool as a ``Corpus``, validated before the model loads; plain text and JSONL-'text'
-    files keep the ``textfiles`` rules, and each document keeps its file and 0-based line
-    (text, JSONL) or row (tables), so the exported ``source``/``index`` find it again."""
+def _pool_columns(args: argparse.Namespace) -> Any:
     from updatescope.data.formats import Columns
-    from updatescope.pipeline import Corpus
 
-    columns = Columns(args.text_column, args.prompt_column, args.completion_column, args.messages_column)
-    corpus = Corpus.from_files(args.data, columns)
-    if corpus.columns is not None:
-        clash = sorted({k for row in corpus.documents for k in row} & set(SCORE_FIELDS))
-        if clash:
-            raise InputError(
-                f"the pool has column(s) {', '.join(map(repr, clash))}, which the export adds; rename them"
-            )
-    return corpus
+    return Columns(args.text_column, args.prompt_column, args.completion_column, args.messages_column)
 
 
-def _check_writer(fmt: str, items: list[Any], columns: Any) -> None:
-    """Refuse, before the model loads, an export the pool's rows cannot take."""
-    if fmt == "jsonl":
-        return
-    try:
-        import pyarrow as pa
+def _chunk_check(fmt: str, table: bool) -> Any:
+    """The check ``scan_pool`` runs on every chunk of the pool, before the model loads: no pool
+    column the export would overwrite, and rows the export format can take (one arrow schema
+    across the chunks)."""
+    schema: list[Any] = []
 
-        if fmt == "dataset":
-            import datasets  # noqa: F401
-    except ImportError as exc:
-        from updatescope.errors import MissingExtraError
+    def check(docs: list[Any]) -> None:
+        if table:
+            clash = sorted({k for row in docs for k in row} & set(SCORE_FIELDS))
+            if clash:
+                raise InputError(
+                    f"the pool has column(s) {', '.join(map(repr, clash))}, which the export adds; rename them"
+                )
+        if fmt == "jsonl":
+            return
+        try:
+            import pyarrow as pa
 
-        raise MissingExtraError("datasets", "hf") from exc
-    rows = [{"text": x} for x in items] if columns is None else items
-    try:
-        pa.Table.from_pylist(rows)
-    except (pa.ArrowException, TypeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"the pool's rows cannot be written as {fmt} ({first}); use --out-format jsonl") from None
+            if fmt == "dataset":
+                import datasets  # noqa: F401
+        except ImportError as exc:
+            from updatescope.errors import MissingExtraError
+
+            raise MissingExtraError("datasets", "hf") from exc
+        rows = docs if table else [{"text": x} for x in docs]
+        try:
+            got = pa.Table.from_pylist(rows).schema
+            schema[:] = [pa.unify_schemas([schema[0], got]) if schema else got]
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"the pool's rows cannot be written as {fmt} ({first}); use --out-format jsonl") from None
+
+    return check
 
 
 def _write_subset(fmt: str, records: list[dict[str, Any]], out: Path) -> None:
@@ -120,20 +117,18 @@ def _write_subset(fmt: str, records: list[dict[str, Any]], out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cmd_select(args: argparse.Namespace) -> int:
-    from updatescope.commands._checks import check_out_file, check_out_folder, check_report
-    from updatescope.distributed import rank_and_world
-    from updatescope.records import write_text_atomic
-    from updatescope.signatures.io import load_signature
+def _check_paths(args: argparse.Namespace) -> tuple[str, Path, Path, Path | None, Path | None]:
+    """(format, out, scores, report, checkpoint), every path checked before any work."""
+    from updatescope.commands._checks import check_out_file, check_out_folder, check_report, positive
 
-    if rank_and_world()[1] > 1:  # no sharded path: every rank would score the whole pool and write the same files
-        raise InputError("select runs in a single process, not under torchrun (WORLD_SIZE > 1)")
     if args.top < 1:
         raise InputError(f"--top must be a positive integer, got {args.top}")
     if args.min_tokens < 1:
         raise InputError(f"--min-tokens must be a positive integer, got {args.min_tokens}")
     if args.token_budget < 2:
         raise InputError(f"--token-budget must be at least 2, got {args.token_budget}")
+    positive("--chunk-docs", args.chunk_docs)
+    positive("--checkpoint-every", args.checkpoint_every)
     fmt = _out_format(args)
     if fmt == "dataset":
         out = check_out_folder(args.out, inputs=[*args.data, args.target])
@@ -145,101 +140,164 @@ def cmd_select(args: argparse.Namespace) -> int:
     scores_path = check_out_file(args.scores or str(default_scores), inputs=[*args.data, args.target, str(out)])
     report = check_report(args.report, inputs=[*args.data, args.target, str(out), str(scores_path)])
     _check_suffix(args, fmt)
-    corpus = _read_pool(args)  # every file is validated before the model loads
-    items, origin, columns = corpus.documents, corpus.origin, corpus.columns
-    if args.top > len(items):
-        raise InputError(f"--top {args.top} is larger than the pool ({len(items)} documents)")
-    _check_writer(fmt, list(items), columns)
-    target = load_signature(args.target)
+    from updatescope.inputs import check_inputs
 
-    from updatescope.pipeline import load_model, score_documents
+    check_inputs([*args.data, args.target], allow_dir=True)  # stat only: a missing file is named before any work
+    ckpt = None
+    if args.checkpoint_every or args.resume:
+        ckpt = out.with_name(out.name + ".ckpt")
+        if ckpt.exists() and not ckpt.is_file():
+            raise InputError(f"checkpoint {ckpt} is not a regular file; remove it or choose another --out")
+        if args.resume and not ckpt.exists():
+            raise InputError(f"--resume: no checkpoint at {ckpt} (run with --checkpoint-every N first)")
+    return fmt, out, scores_path, report, ckpt
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from updatescope.distributed import init_from_env, rank_and_world, resolve_device, shutdown
+
+    rank, world = rank_and_world()
+    # every rank checks every path and flag before any work (on one node they all see the same
+    # files, so all of them stop here; a rank that alone fails stops the run through torchrun)
+    paths = _check_paths(args)
+    device = resolve_device(args.device)
+    created = init_from_env(device)
+    try:
+        code = _select(args, paths, world, device)
+        if created:
+            created = False
+            shutdown(synchronise=True)  # rank 0 has written before anyone leaves
+        return code
+    finally:
+        if created:  # an error on this rank: the others learn it at their next agreement
+            shutdown(synchronise=False)
+
+
+def _select(args: argparse.Namespace, paths: Any, world: int, device: Any) -> int:
+    from updatescope.commands._checks import file_sha256
+    from updatescope.data.formats import is_table_input
+    from updatescope.distributed import agree
+    from updatescope.pipeline.select_stream import SelectOptions, check_resume, check_shards, scan_pool, select_pool
+    from updatescope.signatures.io import load_signature
+
+    fmt, out, scores_path, report, ckpt = paths
+    columns = _pool_columns(args)
+    table = is_table_input(args.data, columns)
+    options = SelectOptions(args.top, args.chunk_docs, args.token_budget, args.min_tokens)
+    pool = scan_pool(args.data, columns, chunk_docs=args.chunk_docs, check_chunk=_chunk_check(fmt, table))
+    if args.top > pool.documents:
+        raise InputError(f"--top {args.top} is larger than the pool ({pool.documents} documents)")
+    settings = {
+        "model": str(args.model),
+        "dtype": args.dtype,
+        "target": file_sha256(args.target),
+        "columns": [args.text_column, args.prompt_column, args.completion_column, args.messages_column],
+        "format": fmt,
+    }
+    resume = check_resume(ckpt, options, settings, pool) if args.resume else None
+    check_shards(options, pool, world, int(resume["next_chunk"]) if resume else 0)
+    target = load_signature(args.target)
+    agree(False)  # every rank's pool and flags are good: load the model
+
+    from updatescope.pipeline import load_model
 
     model, tok = load_model(args.model, dtype=args.dtype)
-    res = score_documents(
-        model, tok, corpus, target, token_budget=args.token_budget, min_tokens=args.min_tokens, progress=not args.quiet
+    model.to(device)
+    sel = select_pool(
+        model,
+        tok,
+        args.data,
+        columns,
+        target,
+        options,
+        pool,
+        scores=scores_path,
+        checkpoint=ckpt,
+        checkpoint_every=args.checkpoint_every,
+        resume=resume,
+        settings=settings,
+        progress=not args.quiet,
     )
-    order = res.order().tolist()
-    rank_of = {d: r for r, d in enumerate(order, 1)}
-
-    def record(i: int) -> dict[str, Any]:
-        return {
-            "rank": rank_of[i],
-            "score": _num(float(res.score[i])),
-            "score_se": _num(float(res.se[i])),
-            "activation": _num(float(res.activation[i])),
-            "error": _num(float(res.error[i])),
-            "tokens": int(res.tokens[i]),
-            "short": bool(res.short[i]),
-            "source": origin[i][0],
-            "index": origin[i][1],
-        }
-
-    def exported(i: int) -> dict[str, Any]:  # the pool's own fields first, then the scores
-        return {"text": items[i], **record(i)} if columns is None else {**items[i], **record(i)}
-
-    top = [i for i in order if math.isfinite(float(res.score[i]))][: args.top]
-    if not top:
+    if sel is None:  # another rank writes
+        return 0
+    if not sel.top:
+        scores_path.unlink(missing_ok=True)
         raise InputError(
-            f"no document of the pool has a token to score ({len(items)} documents, all shorter than two tokens "
+            f"no document of the pool has a token to score ({pool.documents} documents, all shorter than two tokens "
             "or with nothing counted)"
         )
-    _write_subset(fmt, [exported(i) for i in top], out)
-    write_text_atomic("".join(json.dumps(record(i)) + "\n" for i in range(len(items))), scores_path)
-    n_short = int(res.short.sum())
+    layout = columns if table else None
+    records = [rec for rec, _ in sel.top]
+    exported = [{"text": doc, **rec} if layout is None else {**doc, **rec} for rec, doc in sel.top]
+    _write_subset(fmt, exported, out)
+    if ckpt is not None:
+        ckpt.unlink(missing_ok=True)  # the run is complete: its checkpoint is spent
+    ranks = f" on {world} ranks" if world > 1 else ""
     print(
-        f"wrote {out} ({fmt}): top {len(top)} of {len(items)} documents ({n_short} with fewer than "
+        f"wrote {out} ({fmt}): top {len(sel.top)} of {pool.documents} documents ({sel.short} with fewer than "
         f"{args.min_tokens} counted tokens flagged); scores of all in {scores_path}"
+    )
+    print(
+        f"scored {sel.tokens} tokens in {sel.seconds:.1f} s: {sel.tokens / max(sel.seconds, 1e-9):.0f} tokens/s{ranks}"
     )
     if args.json:
         from updatescope.records import to_json
 
-        print(to_json([record(i) for i in top], strict=True))
+        print(to_json(records, strict=True))
     else:
         from updatescope.report.console import fmt as fmt_value
         from updatescope.report.console import print_rows
 
+        def value(x: float | None) -> float:
+            return float("nan") if x is None else float(x)
+
         print_rows(
-            f"top {len(top)} documents for target {Path(args.target).name}",
+            f"top {len(records)} documents for target {Path(args.target).name}",
             ("rank", "score", "tokens", "short", "source", "index"),
             [
                 (
-                    rank_of[i],
-                    fmt_value(float(res.score[i]), float(res.se[i]), digits=4),
-                    int(res.tokens[i]),
-                    "yes" if bool(res.short[i]) else "",
-                    Path(origin[i][0]).name,
-                    origin[i][1],
+                    r["rank"],
+                    fmt_value(value(r["score"]), value(r["score_se"]), digits=4),
+                    r["tokens"],
+                    "yes" if r["short"] else "",
+                    Path(r["source"]).name,
+                    r["index"],
                 )
-                for i in top[:20]
+                for r in records[:20]
             ],
             right=("rank", "tokens", "index"),
         )
     if report is not None:
-        import sys
-
-        from updatescope.report.html import DocumentView, write_report
-
-        tname = target.meta.get("name") or Path(args.target).name.split(".")[0]
-        view = DocumentView(
-            tname,
-            tuple({"text": corpus.text(i), **record(i)} for i in top),
-            tuple(float(v) for v in res.score.tolist()),
-        )
-        path = write_report(
-            report,
-            title=f"updatescope — documents selected for {tname}",
-            meta={
-                "target": tname,
-                "pool": ", ".join(Path(p).name for p in args.data),
-                "documents": len(items),
-                "kept": len(top),
-                "short": n_short,
-                "model": str(args.model),
-            },
-            documents=view,
-        )
-        print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
+        _write_report(args, report, target, layout, sel, scores_path)
     return 0
+
+
+def _write_report(args: argparse.Namespace, report: Path, target: Any, layout: Any, sel: Any, scores: Path) -> None:
+    """The HTML report: the top documents, and the histogram of every score (read back from the
+    score file: one float per document, the only per-document state of the run)."""
+    import sys
+
+    from updatescope.pipeline import Corpus
+    from updatescope.report.html import DocumentView, write_report
+
+    tname = target.meta.get("name") or Path(args.target).name.split(".")[0]
+    with open(scores, encoding="utf-8") as fh:
+        values = tuple(float("nan") if (v := json.loads(line)["score"]) is None else float(v) for line in fh)
+    view = DocumentView(tname, tuple({"text": Corpus((doc,), layout).text(0), **rec} for rec, doc in sel.top), values)
+    path = write_report(
+        report,
+        title=f"updatescope — documents selected for {tname}",
+        meta={
+            "target": tname,
+            "pool": ", ".join(Path(p).name for p in args.data),
+            "documents": sel.documents,
+            "kept": len(sel.top),
+            "short": sel.short,
+            "model": str(args.model),
+        },
+        documents=view,
+    )
+    print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
 
 
 def register(subparsers: Any) -> None:
@@ -287,6 +345,29 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="DIR",
         help="also write an HTML report (top documents, score histogram; figures inlined) to this folder",
+    )
+    p.add_argument(
+        "--chunk-docs",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="documents scored together (length-bucketed inside a chunk); the pool is streamed one round of "
+        "chunks at a time, and under torchrun the chunks go round-robin to the ranks",
+    )
+    p.add_argument(
+        "--device", default="cpu", help="cpu, cuda, cuda:N or auto (under torchrun, cuda means cuda:LOCAL_RANK)"
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write the progress (the top-k so far, the score rows written) to OUT.ckpt after every N documents",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT.ckpt; gives the same files as an uninterrupted run with the same flags",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_select)

@@ -27,7 +27,7 @@ from typing import Any
 from updatescope.data.textfiles import check_inputs, check_string, parse_json, read_input_bytes
 from updatescope.errors import InputError, MissingExtraError
 
-__all__ = ["Columns", "TABLE_SUFFIXES", "is_table_input", "read_table", "read_examples", "to_examples"]
+__all__ = ["Columns", "TABLE_SUFFIXES", "check_row", "is_table_input", "read_table", "read_examples", "to_examples"]
 
 TABLE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".arrow")
 
@@ -173,23 +173,30 @@ def read_table(path: str | Path, columns: Columns) -> list[dict[str, Any]]:
     if not rows:
         raise InputError(f"data table is empty: {path}")
     for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise InputError(f"{path}: row {i} is a {type(row).__name__}, not an object")
-        if columns.messages is not None:
-            rows[i] = row = _Row(row)
-            row.where = f"{path}: row {i}"
-        for name in columns.names or ("text",):
-            if name not in row:
-                have = ", ".join(sorted(map(str, row)))[:120]
-                raise InputError(f"{path}: row {i} has no column {name!r} (columns: {have})")
-            value = row[name]
-            if name == columns.messages:
-                _check_messages(value, path, i, name)
-            elif not isinstance(value, str):
-                raise InputError(f"{path}: row {i} column {name!r} must be a string, got {type(value).__name__}")
-            else:
-                check_string(value, f"{path}: row {i} column {name!r}")
+        rows[i] = check_row(row, i, path, columns)
     return rows
+
+
+def check_row(row: Any, i: int, path: Path, columns: Columns) -> dict[str, Any]:
+    """Row ``i`` of table ``path`` checked to hold ``columns`` with the right types; -> the row
+    (for a messages layout, a dict that remembers where it came from)."""
+    if not isinstance(row, dict):
+        raise InputError(f"{path}: row {i} is a {type(row).__name__}, not an object")
+    if columns.messages is not None:
+        row = _Row(row)
+        row.where = f"{path}: row {i}"
+    for name in columns.names or ("text",):
+        if name not in row:
+            have = ", ".join(sorted(map(str, row)))[:120]
+            raise InputError(f"{path}: row {i} has no column {name!r} (columns: {have})")
+        value = row[name]
+        if name == columns.messages:
+            _check_messages(value, path, i, name)
+        elif not isinstance(value, str):
+            raise InputError(f"{path}: row {i} column {name!r} must be a string, got {type(value).__name__}")
+        else:
+            check_string(value, f"{path}: row {i} column {name!r}")
+    return row
 
 
 def _check_messages(value: Any, path: Path, i: int, name: str) -> None:
