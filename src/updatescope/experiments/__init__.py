@@ -110,6 +110,11 @@ REGISTRY: dict[str, Experiment] = {
             "CAA vs the pushforward of one gradient step on true/false statements (paper B)",
         ),
         Experiment(
+            "sentiment-steering",
+            "sentiment_steering",
+            "steer neutral news openings toward positive/negative: CAA, one-step pushforward, prompting",
+        ),
+        Experiment(
             "select",
             "select_evidence",
             "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them",
