@@ -1342,6 +1342,14 @@ RECORD_KINDS = {
 }
 
 
+import coupling_table  # noqa: E402  (docs/coupling_table.py: the coupling-dark blocks)
+
+RECORD_KINDS["couplingsetup"] = coupling_table.setup_lines
+KINDS["couplingmethods"] = coupling_table.methods_table
+KINDS["couplingverdicts"] = coupling_table.verdicts_table
+MULTI_KINDS["trustcoupling"] = coupling_table.trust_lines
+
+
 def render(kind: str, record: str, results_dir: Path) -> list[str]:
     if kind in MULTI_KINDS:
         return MULTI_KINDS[kind]([_blocks.load(r, results_dir) for r in record.split("+")])

@@ -1,0 +1,79 @@
+"""The coupling-dark blocks and the trust conclusion are chosen by rules over the record:
+feeding a record that should flip each word flips it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from _docs_script import docs_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _recs():
+    tool = docs_script("coupling_table")
+    cd = json.loads((ROOT / "docs" / "results" / "coupling_dark_quick.json").read_text())
+    cd["_file"] = "coupling_dark_quick.json"
+    nat = json.loads((ROOT / "docs" / "results" / "source_selection_wide.json").read_text())
+    nat["_file"] = "source_selection_wide.json"
+    return tool, cd, nat
+
+
+def _set_word(rec, comparison, word, mean):
+    for row in rec["metrics"]["verdicts"]["primary"]:
+        if row["comparison"] == comparison:
+            row["word"], row["mean_spearman_difference"] = word, mean
+
+
+def test_trust_sentence_follows_the_coupling_verdict():
+    tool, cd, nat = _recs()
+    refuted = copy.deepcopy(cd)
+    _set_word(refuted, "A_F - Scov(Gamma_e)", "no difference", 0.1)
+    assert "refuted at this scale" in tool.trust_lines([refuted, nat])[0]
+    supported = copy.deepcopy(cd)
+    _set_word(supported, "A_F - Scov(Gamma_e)", "better", 0.4)
+    first = tool.trust_lines([supported, nat])[0]
+    assert "the coupling adds signal" in first and "refuted" not in first
+
+
+def test_gradient_and_cka_clauses_flip():
+    tool, cd, nat = _recs()
+    words = {}
+    for w in ("better", "worse", "no difference"):
+        rec = copy.deepcopy(cd)
+        _set_word(rec, "A_F - mean-gradient cosine", w, {"better": 0.2, "worse": -0.2}.get(w, 0.0))
+        _set_word(rec, "A_F - CKA", w, {"better": 0.2, "worse": -0.2}.get(w, 0.0))
+        words[w] = tool.trust_lines([rec, nat])[1:3]
+    assert "prefer it" in words["worse"][0] and "better than the mean-gradient" in words["better"][0]
+    assert "no difference is resolved" in words["no difference"][0]
+    assert "ranks them better than CKA" in words["better"][1] and "worse than CKA" in words["worse"][1]
+    assert "no difference" in words["no difference"][1]
+
+
+def test_natural_shift_clause_follows_the_paired_test():
+    tool, cd, nat = _recs()
+    per = nat["metrics"]["methods"]["error"]["spearman"]["per_target"]
+    fisher = nat["metrics"]["methods"]["fisher"]["spearman"]["per_target"]
+    low = copy.deepcopy(nat)
+    low["metrics"]["methods"]["error"]["spearman"]["per_target"] = {t: fisher[t] - 0.3 for t in per}
+    assert "A_F ranks better than error-only there too" in tool.trust_lines([cd, low])[-1]
+    high = copy.deepcopy(nat)
+    high["metrics"]["methods"]["error"]["spearman"]["per_target"] = {t: fisher[t] + 0.3 for t in per}
+    assert "prefer it there" in tool.trust_lines([cd, high])[-1]
+    same = copy.deepcopy(nat)
+    same["metrics"]["methods"]["error"]["spearman"]["per_target"] = dict(fisher)
+    assert "as good as A_F and cheaper" in tool.trust_lines([cd, same])[-1]
+
+
+def test_unscored_record_says_not_decided_and_prereg_mismatch_is_stated():
+    tool, cd, nat = _recs()
+    empty = copy.deepcopy(cd)
+    empty["metrics"]["verdicts"] = {"n_targets": 0, "primary": [], "exact": [], "statement": "not scored"}
+    assert "not decided" in tool.trust_lines([empty, nat])[0]
+    assert "No target passed" in tool.verdicts_table(empty["metrics"])[0]
+    other = copy.deepcopy(cd)
+    other["config"]["preregistration_sha256"] = "0" * 64
+    assert "does not match" in tool.setup_lines(other)[-1]
+    assert "matches the committed" in tool.setup_lines(cd)[-1]
