@@ -238,7 +238,7 @@ def _select(args: argparse.Namespace, paths: Any, world: int, device: Any) -> in
         f"{args.min_tokens} counted tokens flagged); scores of all in {scores_path}"
     )
     print(
-        f"scored {sel.tokens} tokens in {sel.seconds:.1f} s: {sel.tokens / max(sel.seconds, 1e-9):.0f} tokens/s{ranks}"
+        f"scored {sel.tokens} tokens in {sel.seconds:.2f} s: {sel.tokens / max(sel.seconds, 1e-9):.0f} tokens/s{ranks}"
     )
     if args.json:
         from updatescope.records import to_json
