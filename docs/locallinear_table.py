@@ -712,6 +712,45 @@ def plane_verdicts(m: dict) -> list[str]:
     return ["Verdicts by the rules under the table: " + "; ".join(parts) + "."]
 
 
+def lora_claims(m: dict) -> list[str]:
+    """Rule, for paper B's LoRA prefix and effective-rank claims (LoRA space): prefix capture is
+    "reproduced" when the prefix's capture at k = 20 (k = 10 where fewer steps were kept) is
+    beyond every null by 2 SE (random walk, independent run, static plane), else "not reproduced
+    as a trajectory-specific structure"; effective rank is "reproduced" when every task's stable
+    rank is ≤ 8 by 2 SE and its directions are lower-rank than shuffled labels by 2 SE, "not
+    decidable as a task property" when every task is ≤ 8 but some task's directions are not lower
+    than shuffled labels', "not reproduced" when some task is > 8 by 2 SE, else "not resolved"."""
+    s = m["summary"]
+    k = 19 if _at(s["curve.prefix"], 19)[0] is not None else 9
+    nulls = [s["curve.walk"], s["curve.independent"], s["curve.local_plane"]]
+    prefix = (
+        "reproduced" if _beyond(s["curve.prefix"], k, nulls) else "not reproduced as a trajectory-specific structure"
+    )
+    words = [
+        rank_verdict(
+            s[f"rank.{t}.task.stable_rank"],
+            s[f"rank.{t}.task_unit.stable_rank"],
+            s[f"rank.{t}.shuffled_unit.stable_rank"],
+        )
+        for t in m["tasks"]
+    ]
+    low = all(w.startswith("stable rank ≤ 8") for w in words)
+    below = all("directions lower-rank than" in w for w in words)
+    if low and below:
+        rank = "reproduced"
+    elif low:
+        rank = "not decidable as a task property (some task's directions are not lower-rank than shuffled labels')"
+    elif any(w.startswith("stable rank > 8") for w in words):
+        rank = "not reproduced"
+    else:
+        rank = "not resolved"
+    return [
+        f"Verdicts on the paper's LoRA numbers (rule: `docs/locallinear_table.py`, `lora_claims`): prefix "
+        f"capture at k = {k + 1} **{prefix}**; static planes and drift as in the generated line above; "
+        f"effective rank **{rank}**."
+    ]
+
+
 def seconds_line(m: dict) -> list[str]:
     """The wall time a record states (its ``seconds``)."""
     return [f"- `{m['_file']}`: {m['_seconds']:.1f} s"]
@@ -750,6 +789,7 @@ def schedules_claim(m: dict) -> list[str]:
 
 KINDS = {
     "plane-verdicts": plane_verdicts,
+    "lora-claims": lora_claims,
     "seconds": seconds_line,
     "recovery": recovery_table,
     "search": search_table,

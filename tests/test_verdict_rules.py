@@ -302,3 +302,24 @@ def test_schedules_claim_word_follows_the_paired_interval(ll):
     assert "**contradicted**" in ll.schedules_claim(m)[0]
     m["summary"]["paired"]["recovery_cost"]["ci"] = [-5.0, 9.0]
     assert "**not decided**" in ll.schedules_claim(m)[0]
+
+
+def test_lora_prefix_and_rank_claims_flip(ll):
+    m = _lora("lora_recovery_full")
+    s = m["summary"]
+    line = lambda: ll.lora_claims(m)[0]  # noqa: E731
+    assert "**not reproduced as a trajectory-specific structure**" in line()
+    assert "effective rank **not decidable as a task property" in line()
+    for key in ("curve.walk", "curve.independent", "curve.local_plane"):
+        s[key]["mean"] = [0.0] * len(s[key]["mean"])
+        s[key]["se"] = [0.0] * len(s[key]["se"])
+    s["curve.prefix"]["mean"][19], s["curve.prefix"]["se"][19] = 0.9, 0.01
+    assert "prefix capture at k = 20 **reproduced**" in line()
+    for t in m["tasks"]:
+        s[f"rank.{t}.task.stable_rank"].update(mean=2.0, se=0.1)
+        s[f"rank.{t}.task_unit.stable_rank"].update(mean=1.2, se=0.05)
+        s[f"rank.{t}.shuffled_unit.stable_rank"].update(mean=3.0, se=0.05)
+    assert "effective rank **reproduced**" in line()
+    for t in m["tasks"]:
+        s[f"rank.{t}.task.stable_rank"].update(mean=20.0, se=0.1)
+    assert "effective rank **not reproduced**" in line()
