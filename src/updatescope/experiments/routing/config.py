@@ -1,0 +1,89 @@
+"""``routing``'s config: the adapter library, the requests, the LoRA recipe.  Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from updatescope.constants import DEFAULT_SKETCH_DIM
+from updatescope.errors import InputError
+from updatescope.experiments.configs import (
+    LoRAConfig,
+    check_gt_seeds,
+    check_names,
+    check_positive,
+    check_seed,
+    check_sketch_dim,
+)
+
+#: one adapter per domain: code, encyclopaedic prose, news, reviews, legal text, molecules
+LIBRARY = (
+    "code_asyncio",
+    "code_email",
+    "code_xml",
+    "code_unittest",
+    "wiki_countries",
+    "wiki_people",
+    "wiki_life_science",
+    "wiki_arts",
+    "news_lee",
+    "reviews",
+    "licenses",
+    "smiles_nci_tpsa_low",
+)
+#: domains with no adapter of their own: requests the library was not trained for
+OUTSIDE = ("code_http", "wiki_space", "python_docs", "num_stocks")
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    """``routing``: a library of LoRA adapters, one per ``library`` domain (trained on its
+    ``train`` split), each represented by the signature of its training documents; requests
+    are held-out documents (``eval`` split, cut to ``request_tokens`` tokens) of the library's
+    domains and of ``outside`` domains.  Ground truth: every request's loss under every
+    adapter, per adapter-training seed (PREREGISTRATION.md beside this file)."""
+
+    model: str = "smollm2"
+    library: tuple[str, ...] = LIBRARY
+    outside: tuple[str, ...] = OUTSIDE
+    train_tokens: int = 4096
+    requests_per_domain: int = 20
+    request_tokens: int = 96
+    sketch_dim: int = DEFAULT_SKETCH_DIM
+    lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=30, batch=8)
+    gt_seeds: int = 3
+    arrow_top_k: int = 3
+    n_boot: int = 2000
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        check_gt_seeds(self.gt_seeds)
+        check_sketch_dim(self.sketch_dim)
+        check_seed(self.seed)
+        check_positive(self, "train_tokens", "requests_per_domain", "request_tokens", "arrow_top_k", "n_boot")
+        check_names(self.library, "library", 2)
+        check_names(self.outside, "outside", 0)
+        both = set(self.library) & set(self.outside)
+        if both:
+            raise InputError(f"domains both in and outside the library: {sorted(both)}")
+        if not self.arrow_top_k <= len(self.library):
+            raise InputError(f"arrow_top_k ({self.arrow_top_k}) exceeds the library ({len(self.library)} adapters)")
+        if self.request_tokens < 8:
+            raise InputError(f"request_tokens must be at least 8, got {self.request_tokens}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> RoutingConfig:
+        if not quick:
+            return cls(seed=seed)
+        # quick: 6 adapters, 2 outside domains, 1 seed, short training: not powered
+        return cls(
+            library=("code_asyncio", "wiki_people", "news_lee", "reviews", "licenses", "smiles_nci_tpsa_low"),
+            outside=("code_http", "wiki_space"),
+            train_tokens=2048,
+            requests_per_domain=8,
+            lora=LoRAConfig(lr=1e-3, steps=20, batch=8),
+            gt_seeds=1,
+            n_boot=500,
+            seed=seed,
+            quick=True,
+        )

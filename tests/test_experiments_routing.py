@@ -1,0 +1,111 @@
+"""routing: an end-to-end tiny run (every router, the PEFT folder check, Arrow through its
+package, the verdict block) and the pieces it is built from."""
+
+from __future__ import annotations
+
+import pytest
+
+from _tiny_lm import loader, reproduce
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    from updatescope.data import domains
+    from updatescope.experiments import heads
+
+    monkeypatch.setattr(heads, "load_model", loader(vocab_size=128, hidden=16))
+    vocab = {
+        "code_asyncio": "def await async loop task return",
+        "wiki_people": "born died married king queen poet",
+        "news_lee": "minister police report said today government",
+        "code_http": "request response header status get post",
+    }
+
+    def load(name, split="sketch", max_chars=None):
+        words = vocab[name].split()
+        return [" ".join(words[(i + j) % len(words)] for j in range(14)) + f" {name}{i}" for i in range(12)]
+
+    class Info:
+        def __init__(self, name):
+            self.name = name
+
+    monkeypatch.setattr(domains, "load_domain", load)
+    monkeypatch.setattr(domains, "list_domains", lambda family=None: [Info(n) for n in vocab])
+
+
+SETTINGS = {
+    "library": ["code_asyncio", "wiki_people", "news_lee"],
+    "outside": ["code_http"],
+    "train_tokens": 64,
+    "requests_per_domain": 3,
+    "request_tokens": 10,
+    "sketch_dim": 64,
+    "lora": {"steps": 2, "batch": 4, "n_last": 1, "seq_len": 32},
+    "arrow_top_k": 2,
+    "n_boot": 50,
+}
+
+
+def test_tiny_run_scores_every_router_and_states_the_verdicts(tiny, tmp_path):
+    rec = reproduce("routing", tmp_path, SETTINGS)
+    m = rec["metrics"]
+    assert len(rec["config"]["preregistration_sha256"]) == 64
+    assert m["powered"] is False
+    assert m["regime"]["adapter_folder_max_loss_difference"] <= 1e-3
+    n = 4 * 3
+    assert len(m["requests"]["domains"]) == n
+    for r in ("fisher", "error", "activation", "embedding"):
+        assert len(m["choices"][r]) == n and all(0 <= c < 3 for c in m["choices"][r])
+    s = m["summary"]
+    assert s["all"]["n_requests"] == n and s["in_library"]["n_requests"] == 9 and s["outside"]["n_requests"] == 3
+    for r in ("fisher", "embedding", "arrow", "uniform_merge", "base", "random", "oracle"):
+        assert s["all"][r]["oracle_gap"] >= -1e-12  # nothing routes below the oracle
+    assert s["all"]["oracle"]["oracle_gap"] == pytest.approx(0.0)
+    assert "own" in s["in_library"] and "own" not in s["outside"]
+    comps = m["verdicts"]["comparisons"]
+    assert [c["comparison"] for c in comps] == [
+        "FisherSketch vs embedding centroid",
+        "FisherSketch vs PEFT Arrow",
+        "FisherSketch vs error-only",
+        "FisherSketch vs activation-only",
+        "FisherSketch vs uniform merge",
+    ]
+    assert all(c["word"] in ("better", "worse", "no difference") and c["family_size"] == 5 for c in comps)
+
+
+def test_routed_loss_uses_each_routers_choice():
+    import numpy as np
+
+    from updatescope.experiments.routing.config import RoutingConfig
+    from updatescope.experiments.routing.runner import evaluate
+
+    cfg = RoutingConfig(library=("code_asyncio", "wiki_people"), outside=("code_http",), gt_seeds=1, arrow_top_k=1)
+    doms = ["code_asyncio", "wiki_people", "code_http"]
+    counts = np.array([2.0, 2.0, 2.0])
+    loss = np.array([[1.0, 3.0], [4.0, 2.0], [6.0, 8.0]])  # summed: per token /2
+    seed = {
+        "loss": loss,
+        "base": np.array([5.0, 5.0, 5.0]),
+        "uniform_merge": np.array([2.0, 3.0, 7.0]),
+        "arrow": np.array([1.0, 2.0, 6.0]),
+    }
+    choice = np.array([1, 1, 0])
+    ev = evaluate(cfg, doms, counts, [seed], {r: choice for r in ("fisher", "error", "activation", "embedding")})
+    assert ev["routed_loss"]["fisher"] == [1.5, 1.0, 3.0]
+    assert ev["routed_loss"]["oracle"] == [0.5, 1.0, 3.0]
+    assert ev["routed_loss"]["random"] == [1.0, 1.5, 3.5]
+    assert ev["oracle_hit"]["fisher"] == [0.0, 1.0, 1.0]
+    assert ev["own_hit"]["fisher"] == [0.0, 1.0, None]
+    assert np.isnan(ev["routed_loss"]["own"][2])
+
+
+def test_config_refuses_overlap_and_small_libraries():
+    from updatescope.errors import InputError
+    from updatescope.experiments.routing.config import RoutingConfig
+
+    with pytest.raises(InputError, match="both in and outside"):
+        RoutingConfig(library=("a", "b"), outside=("b",))
+    with pytest.raises(InputError, match="at least 2"):
+        RoutingConfig(library=("a",), outside=())
+    with pytest.raises(InputError, match="arrow_top_k"):
+        RoutingConfig(library=("a", "b"), outside=(), arrow_top_k=3)
