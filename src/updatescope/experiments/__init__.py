@@ -88,7 +88,11 @@ REGISTRY: dict[str, Experiment] = {
             "fixed prompt, answer-word sets: activation-only methods are blind (paper A)",
         ),
         Experiment("coupling-dark", "coupling_dark", "class -> answer mappings only the coupling can see (paper A)"),
-        Experiment("routing", "routing", "route requests among LoRA adapters: signatures vs embeddings and PEFT Arrow"),
+        Experiment(
+            "interference",
+            "interference",
+            "train on A then B on the synthetic lab: which predictor tracks forgetting; plans vs random orders",
+        ),
         Experiment("smiles", "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
         Experiment(
             "recovery",
