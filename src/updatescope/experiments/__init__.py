@@ -88,6 +88,7 @@ REGISTRY: dict[str, Experiment] = {
             "fixed prompt, answer-word sets: activation-only methods are blind (paper A)",
         ),
         Experiment("coupling-dark", "coupling_dark", "class -> answer mappings only the coupling can see (paper A)"),
+        Experiment("routing", "routing", "route requests among LoRA adapters: signatures vs embeddings and PEFT Arrow"),
         Experiment(
             "interference",
             "interference",
