@@ -51,7 +51,7 @@ def _child_select(argv: list[str], threads: int) -> dict:
     seconds = time.perf_counter() - t0
     if rc != 0:
         raise SystemExit(f"select failed ({rc}): {out.getvalue()[-500:]}")
-    m = re.search(r"scored (\d+) tokens in ([\d.]+) s", out.getvalue())
+    m = re.search(r"(\d+) tokens scored in ([\d.]+) s", out.getvalue())
     return {
         "seconds": seconds,
         "tokens": int(m.group(1)),

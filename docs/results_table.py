@@ -1312,12 +1312,16 @@ def example_select(rec: dict) -> list[str]:
     own = sum(dom[r["index"]] == target for r in top)
     head = f"The top {k} are all {target} documents" if own == k else f"{own} of the top {k} are {target} documents"
     line = f"{head} (scores {', '.join(fmt(r) for r in top)})"
-    rest = sorted((r for r in scores if r["rank"] > k), key=lambda r: r["rank"])
+    # the place of every scored document, from the scores (the score file ranks the kept top k only)
+    ranked = sorted((r for r in scores if r["score"] is not None), key=lambda r: (-r["score"], r["index"]))
+    rest = ranked[k:]
     later = [r for r in rest if dom[r["index"]] == target]
     if later:
         first = later[0]
-        ahead = [r for r in rest if r["rank"] < first["rank"] and dom[r["index"]] != target]
-        line += f"; the next {target} document ranks {first['rank']} ({fmt(first)})" + (
+        place = ranked.index(first) + 1
+        ahead = rest[: place - 1 - k]
+        ahead = [r for r in ahead if dom[r["index"]] != target]
+        line += f"; the next {target} document ranks {place} ({fmt(first)})" + (
             f", behind {len(ahead)} other document(s) ({', '.join(fmt(r) for r in ahead)})" if ahead else ""
         )
     return [line + " (`docs/results/readme_examples.json`)."]

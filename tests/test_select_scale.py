@@ -223,10 +223,20 @@ def test_resume_after_an_interrupt_gives_the_same_bytes(files, tmp_path, monkeyp
     assert _run_one(_with(argv, "--model", tmp_path / "no-model")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the pool changed" in err, err
-    # resumed with the run's own flags: the bytes of the uninterrupted run
+    # resumed with the run's own flags: the bytes of the uninterrupted run, in one process and
+    # on 2 torchrun ranks (a checkpoint does not depend on the number of ranks)
+    partial = tmp_path / ".part.scores.jsonl.partial"
+    saved = {p: p.read_bytes() for p in (ckpt, partial)}
     assert _run_one(_argv(files, out, "--chunk-docs", 4, "--resume")) == 0
     assert _outputs(out) == _outputs(whole)
     assert not ckpt.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    for p, data in saved.items():
+        p.write_bytes(data)
+    out.unlink()
+    r = _torchrun(tmp_path, _argv(files, out, "--chunk-docs", 4, "--resume"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _outputs(out) == _outputs(whole)
+    assert not ckpt.exists() and not partial.exists()
 
 
 def test_bad_input_one_line(files, tmp_path, capsys):

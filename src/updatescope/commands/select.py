@@ -232,13 +232,11 @@ def _select(args: argparse.Namespace, paths: Any, world: int, device: Any) -> in
     _write_subset(fmt, exported, out)
     if ckpt is not None:
         ckpt.unlink(missing_ok=True)  # the run is complete: its checkpoint is spent
-    ranks = f" on {world} ranks" if world > 1 else ""
+    rate = f"{sel.tokens} tokens scored in {sel.seconds:.2f} s, {sel.tokens / max(sel.seconds, 1e-9):.0f} tokens/s"
     print(
         f"wrote {out} ({fmt}): top {len(sel.top)} of {pool.documents} documents ({sel.short} with fewer than "
-        f"{args.min_tokens} counted tokens flagged); scores of all in {scores_path}"
-    )
-    print(
-        f"scored {sel.tokens} tokens in {sel.seconds:.2f} s: {sel.tokens / max(sel.seconds, 1e-9):.0f} tokens/s{ranks}"
+        f"{args.min_tokens} counted tokens flagged); scores of all in {scores_path}; {rate}"
+        + (f" on {world} ranks" if world > 1 else "")
     )
     if args.json:
         from updatescope.records import to_json
