@@ -376,7 +376,14 @@ def run(cfg: InterferenceConfig, out_dir: Path) -> Result:
     prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
     names = list(FamilyTasks(cfg.families, cfg.digits, cfg.seed).tasks)
     sequences = draw_sequences(cfg, names)
-    per_seed = [one_seed(cfg, j, sequences, log) for j in range(cfg.seeds)]
+    # one intra-op thread: at this model size threads cost more than they save (and the
+    # machine's other cores stay free for the next stage's evaluation or another run)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        per_seed = [one_seed(cfg, j, sequences, log) for j in range(cfg.seeds)]
+    finally:
+        torch.set_num_threads(threads)
     metrics = analyse(cfg, per_seed, names)
     metrics["plans"] = analyse_plans(cfg, per_seed)
     metrics["powered"] = not cfg.quick
