@@ -138,21 +138,34 @@ def build_tasks(cfg: CouplingDarkConfig, tok: Any) -> dict[str, Any]:
     return tasks
 
 
-def capture_family(model: Any, tok: Any, fp: str, cfg: CouplingDarkConfig, texts: list[str], cue: str) -> tuple:
-    """Head inputs and LoRA block inputs at the answer position of every row (the answer does
-    not change either: causal attention).  -> (acts (n, d), blocks)."""
+def _answer_rows(tok: Any, texts: list[str], cue: str) -> tuple[list[list[int]], list[list[int]]]:
+    """Every row's ids with a placeholder answer token, and the answer position (the last)."""
     prompts = [tok(f"{t}\n{cue}", add_special_tokens=True)["input_ids"] for t in texts]
-    full = [p + [0] for p in prompts]
-    pos = [[-1]] * len(full)
+    return [p + [0] for p in prompts], [[-1]] * len(prompts)
+
+
+def capture_head_inputs(model: Any, tok: Any, fp: str, texts: list[str], cue: str) -> torch.Tensor:
+    """Head inputs at the answer position of every row (the answer does not change them:
+    causal attention).  -> (n, d)."""
+    full, pos = _answer_rows(tok, texts, cue)
     acts = heads.capture_acts(model, tok, full, fp=fp, positions=pos, desc=f"coupling-dark {cue}")["acts"]
+    if acts.shape[0] != len(texts):
+        raise RuntimeError("coupling-dark: expected one counted answer position per example")
+    return acts
+
+
+def capture_blocks(model: Any, tok: Any, fp: str, cfg: CouplingDarkConfig, texts: list[str], cue: str) -> dict:
+    """The residual stream entering the LoRA blocks, with the answer position counted.  It is
+    the same for the warmed model (the warm-up changes only those blocks), so it is captured once."""
+    full, pos = _answer_rows(tok, texts, cue)
     width = max(len(t) for t in full)
     blocks = lora_gt.capture_block_inputs(
         model, tok, full, n_last=cfg.lora.n_last, fp=fp, positions=pos, seq_len=width, desc=f"blocks {cue}"
     )
     keep = blocks["labels"] != IGNORE_INDEX
-    if acts.shape[0] != len(texts) or blocks["labels"].shape[0] != len(texts) or int(keep.sum()) != len(texts):
+    if blocks["labels"].shape[0] != len(texts) or int(keep.sum()) != len(texts):
         raise RuntimeError("coupling-dark: expected one counted answer position per example")
-    return acts, blocks
+    return blocks
 
 
 def _relabel(blocks: dict[str, Any], rows: np.ndarray, labels: torch.Tensor) -> dict[str, Any]:
@@ -409,15 +422,12 @@ def run(cfg: CouplingDarkConfig, out_dir: Path) -> Result:
     w0, b0 = heads.head_weights(model)
     texts, cls, split = build_rows(cfg)
     tasks = build_tasks(cfg, tok)
-    acts_by_family, blocks_by_family = {}, {}
-    for cue, _w in cfg.families:
-        acts_by_family[cue], blocks_by_family[cue] = capture_family(model, tok, fp, cfg, texts, cue)
+    blocks_by_family = {cue: capture_blocks(model, tok, fp, cfg, texts, cue) for cue, _w in cfg.families}
     warm = None
     if cfg.warmup_steps:
         model, warm = warm_up(cfg, model, tok, tasks, blocks_by_family, cls, split, log)
         fp = cache_key(fp, "coupling-dark warm-up", warm["train_loss_after"], warm["merged_loss"], cfg.warmup_steps)
-        for cue, _w in cfg.families:
-            acts_by_family[cue], blocks_by_family[cue] = capture_family(model, tok, fp, cfg, texts, cue)
+    acts_by_family = {cue: capture_head_inputs(model, tok, fp, texts, cue) for cue, _w in cfg.families}
     probe = _probe(cfg, acts_by_family, cls, split)
     log("probe accuracy: " + ", ".join(f"{c} {a:.3f}" for c, a in probe.items()))
     truth = _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log)
