@@ -1,0 +1,213 @@
+"""Generated blocks of docs/guide-plan.md from the interference record
+(``updatescope reproduce interference``).
+
+    python docs/interference_table.py --write   # regenerate every generated block
+    python docs/interference_table.py --check   # exit 1 if a block differs from its record
+
+Kinds (:func:`render`): ``interferencewarning`` (whether the planner's proxy is validated,
+chosen by the record's pre-registered conclusion), ``interferencesetup``, ``interferencepairs``
+(predictor vs measured forgetting), ``interferenceverdicts`` and ``interferenceplans``.  Every
+word that states a result is chosen by a rule over the recorded numbers
+(tests/test_interference_docs.py flips each).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # docs/_blocks.py, also when loaded by path from the tests
+import _blocks  # noqa: E402
+
+DOC = HERE / "guide-plan.md"
+PREREG = HERE.parent / "src" / "updatescope" / "experiments" / "interference" / "PREREGISTRATION.md"
+#: the record's conclusion when the proxy is supported (analysis.SUPPORTED)
+SUPPORTED = "A_F predicts forgetting beyond the family label and random"
+
+LABEL = {
+    "fisher": "A_F (sketch)",
+    "exact_fisher": "A_F (exact)",
+    "inner": "⟨F_A, F_B⟩ (sketch)",
+    "exact_inner": "⟨F_A, F_B⟩ (exact)",
+    "error": "Scov(Γ_e) (sketch)",
+    "exact_error": "Scov(Γ_e) (exact)",
+    "activation": "Scov(M_a) (sketch)",
+    "exact_activation": "Scov(M_a) (exact)",
+    "grad_conflict": "mean-gradient conflict (−cosine)",
+    "cka": "linear CKA",
+    "family": "family label",
+    "random": "random",
+}
+ARM_LABEL = {
+    "plan": "planner's order, no replay",
+    "random": "random orders (mean), no replay",
+    "worst": "predicted-worst order, no replay",
+    "plan_replay": "planner's order, planner's replay",
+    "uniform_replay": "planner's order, uniform replay",
+}
+
+
+def _f(x: Any, fmt: str = "{:+.3f}") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "n/a" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def _p(p: float) -> str:
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
+
+
+def _source(rec: dict) -> str:
+    env = rec.get("env", {})
+    dirty = " (uncommitted changes)" if env.get("git_dirty") else ""
+    return (
+        f"(`docs/results/{rec['_file']}`, commit {str(env.get('git_commit'))[:8]}{dirty}, "
+        f"{rec['seconds'] / 60:.0f} min)"
+    )
+
+
+def warning_lines(rec: dict) -> list[str]:
+    """The planner's warning: kept ("unvalidated proxy") unless the pre-registered conclusion
+    of a powered record supports A_F."""
+    m = rec["metrics"]
+    supported = m["conclusion"] == SUPPORTED and m["powered"]
+    if supported:
+        start = m["states"]["start"]["correlation"]["fisher"]
+        return [
+            '!!! note "What the proxy is shown to do (synthetic lab)"',
+            f"    On the synthetic lab (`reproduce interference`), A_F at the start of B's training ranks "
+            f"measured forgetting with Spearman {_f(start['spearman'])} over {start['n']} ordered pairs and beats "
+            "the family label and random under the pre-registered, Holm-corrected tests (below). That is a small "
+            "transformer trained from scratch: on a real language model the proxy is still unvalidated.",
+        ]
+    why = (
+        "the pre-registered test did not show A_F beating both the family label and random"
+        if m["powered"]
+        else "only the quick variant has been run, which is not powered"
+    )
+    return [
+        '!!! warning "The plans rest on an unvalidated proxy"',
+        "    Every number `plan` prints is a *prediction* from the head-gradient Fisher geometry. "
+        f"On the synthetic lab (`reproduce interference`, below) {why}: no predictor is shown to beat the "
+        "family label or random at predicting measured forgetting, and nothing has been measured on a real "
+        "language model. Treat a plan as a hypothesis to test on your own runs, not as a result.",
+    ]
+
+
+def setup_lines(rec: dict) -> list[str]:
+    c, m = rec["config"], rec["metrics"]
+    reg, noise = m["regime"], m["noise"]
+    fams = ", ".join(
+        " / ".join(f"`{t}`" for t, f in m["tasks"].items() if f == fam) for fam in dict.fromkeys(m["tasks"].values())
+    )
+    sha = hashlib.sha256(PREREG.read_bytes()).hexdigest()
+    lines = [
+        f"- Record {_source(rec)}: {len(m['tasks'])} tasks in {len(c['families'])} families ({fams}); the two "
+        "tasks of a family share their inputs and differ in their outputs. "
+        f"{c['n_layer']}-block transformer of width {c['d_model']} from its random initialisation, every stage "
+        f"{c['steps']} Adam steps (lr {c['lr']}, {c['batch']} sequences), {c['seeds']} seeds, {c['n_eval']} eval "
+        "sequences per task; "
+        + (
+            "powered as pre-registered."
+            if m["powered"]
+            else "the quick variant: not powered, its words carry no weight."
+        ),
+        f"- Regime: A counts as learned when its eval loss after its stage is ≤ {reg['learned_ratio']} × its loss at "
+        f"the base; {reg['n_scored']} of {reg['n_pairs']} ordered pairs scored"
+        + (f", refused: {len(reg['refused'])} (A not learned in every seed)." if reg["refused"] else "."),
+        f"- Measured forgetting (seed mean): {_f(noise['mean_forgetting_same_family'])} nats for same-family pairs, "
+        f"{_f(noise['mean_forgetting_other_family'])} for the others; spread over pairs (sd) "
+        f"{_f(noise['sd_forgetting_over_pairs'], '{:.3f}')}, median evaluation-noise half-width (95% bootstrap over "
+        f"eval examples) {_f(noise['median_eval_ci_half_width'], '{:.3f}')}.",
+        "- Pre-registration: the record's sha256 "
+        + (
+            "matches the committed `PREREGISTRATION.md`."
+            if c.get("preregistration_sha256") == sha
+            else "does not match the committed `PREREGISTRATION.md`: it was analysed under an earlier text."
+        ),
+    ]
+    return lines
+
+
+def pairs_table(rec: dict) -> list[str]:
+    m = rec["metrics"]
+    lines = [
+        "| predictor | Spearman at θ_A (95% CI, tasks resampled) | Pearson at θ_A | Spearman at the base |",
+        "|---|---|---|---|",
+    ]
+    for p, label in LABEL.items():
+        s = m["states"]["start"]["correlation"].get(p)
+        b = m["states"]["base"]["correlation"].get(p)
+        if s is None:
+            continue
+        lines.append(
+            f"| {label} | {_f(s['spearman'])} {_ci(s.get('spearman_ci'))} | {_f(s['pearson'])} | {_f(b['spearman'])} |"
+        )
+    return lines
+
+
+def verdicts_lines(rec: dict) -> list[str]:
+    m = rec["metrics"]
+    if not m["verdicts"]:
+        return ["Fewer than 3 tasks were learned in every seed: nothing was scored, no verdict is drawn."]
+    lines = [
+        "| comparison (per-task Spearman, first − second) | mean difference | sign-flip p | Holm p | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for v in m["verdicts"]:
+        lines.append(f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} |")
+    lines += ["", f"Pre-registered conclusion: **{m['conclusion']}**."]
+    return lines
+
+
+def plans_lines(rec: dict) -> list[str]:
+    p = rec["metrics"]["plans"]
+    lines = [
+        f"{len(rec['metrics']['sequences'])} sequences of {rec['config']['seq_len_tasks']} tasks × "
+        f"{rec['config']['seeds']} seeds = {p['runs']} runs; in {p['runs_without_predicted_damage']} of them no "
+        "pair of the sequence had a significant predicted interference at the base (every order costs 0 there).",
+        "",
+        "| arm | mean final loss over the sequence's tasks (nats) |",
+        "|---|---|",
+    ]
+    for arm, label in ARM_LABEL.items():
+        lines.append(f"| {label} | {_f(p['mean_final_loss'][arm], '{:.3f}')} |")
+    lines += ["", "| comparison (other − planner, > 0 favours the planner) | mean | sign-flip p | Holm p | verdict |"]
+    lines.append("|---|---|---|---|---|")
+    for v in p["verdicts"]:
+        lines.append(f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} |")
+    return lines
+
+
+KINDS = {
+    "interferencewarning": warning_lines,
+    "interferencesetup": setup_lines,
+    "interferencepairs": pairs_table,
+    "interferenceverdicts": verdicts_lines,
+    "interferenceplans": plans_lines,
+}
+
+
+def render_block(kind: str, record: str) -> list[str]:
+    if kind not in KINDS:
+        raise SystemExit(f"unknown block kind {kind!r}; known: {', '.join(KINDS)}")
+    return KINDS[kind](_blocks.load(record))
+
+
+def render(text: str) -> str:
+    return _blocks.regenerate(text, render_block)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return _blocks.run(argv, [DOC], render_block, "docs/interference_table.py")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
