@@ -89,6 +89,7 @@ REGISTRY: dict[str, Experiment] = {
         ),
         Experiment("coupling-dark", "coupling_dark", "class -> answer mappings only the coupling can see (paper A)"),
         Experiment("routing", "routing", "route requests among LoRA adapters: signatures vs embeddings and PEFT Arrow"),
+        Experiment("mixtures", "mixtures", "mixture weights from signatures alone, judged by LoRA at one token budget"),
         Experiment(
             "interference",
             "interference",

@@ -1,0 +1,97 @@
+"""mixtures: an end-to-end tiny run (every arm fine-tuned at one budget, the pre-specified
+verdicts, the prediction test) and the pieces it is built from."""
+
+from __future__ import annotations
+
+import pytest
+
+from _tiny_lm import loader, reproduce
+
+VOCAB = {
+    "code_asyncio": "def await async loop task return",
+    "wiki_people": "born died married king queen poet",
+    "news_lee": "minister police report said today government",
+    "code_http": "request response header status get post",
+    "wiki_space": "planet orbit star moon rocket comet",
+}
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    from updatescope.data import domains
+    from updatescope.experiments import heads
+
+    monkeypatch.setattr(heads, "load_model", loader(vocab_size=128, hidden=16))
+
+    def load(name, split="sketch", max_chars=None):
+        words = VOCAB[name].split()
+        return [" ".join(words[(i * 3 + j) % len(words)] for j in range(20)) + f" {name}{i}" for i in range(30)]
+
+    class Info:
+        def __init__(self, name):
+            self.name = name
+
+    monkeypatch.setattr(domains, "load_domain", load)
+    monkeypatch.setattr(domains, "list_domains", lambda family=None: [Info(n) for n in VOCAB])
+
+
+SETTINGS = {
+    "pool": ["code_asyncio", "wiki_people", "news_lee"],
+    "targets": ["code_http", "wiki_space"],
+    "budget_rows": 6,
+    "target_sketch_tokens": 60,
+    "eval_rows": 3,
+    "sketch_dim": 64,
+    "lora": {"steps": 2, "batch": 3, "n_last": 1, "seq_len": 16},
+    "top": 2,
+    "n_boot": 50,
+}
+
+
+def test_tiny_run_fine_tunes_every_arm_and_states_the_verdicts(tiny, tmp_path):
+    rec = reproduce("mixtures", tmp_path, SETTINGS)
+    m = rec["metrics"]
+    assert len(rec["config"]["preregistration_sha256"]) == 64 and m["powered"] is False
+    for t in SETTINGS["targets"]:
+        w = m["proposals"][t]["weights"]
+        assert set(w) == {
+            "fisher_mix",
+            "error_mix",
+            "activation_mix",
+            "fisher_top1",
+            "fisher_top3",
+            "uniform",
+            "random_mix",
+        }
+        for weights in w.values():
+            assert sum(weights) == pytest.approx(1.0) and min(weights) >= 0
+        assert sum(x > 0 for x in w["fisher_top3"]) == 2
+        row = m["transfer"][t]
+        # the oracle single source is the best single source measured
+        singles = m["by_seed"][0]["single"]
+        assert row["oracle_single"] == pytest.approx(max(singles[s][t] for s in SETTINGS["pool"]))
+        assert row["fisher_top1"] <= row["oracle_single"] + 1e-12
+    comps = m["verdicts"]["comparisons"]
+    assert len(comps) == 5 and all(c["family_size"] == 5 for c in comps)
+    assert all(c["word"] in ("better", "worse", "no difference") for c in comps)
+    assert m["prediction"]["word"] in ("orders the arms", "orders them backwards", "not resolved")
+    # runs with the same rows are shared: at most singles + uniform + per-target arms
+    assert m["by_seed"][0]["runs"] <= 3 + 1 + 2 * 5
+
+
+def test_row_counts_keep_the_budget():
+    from updatescope.experiments.mixtures.runner import row_counts
+
+    assert row_counts([0.5, 0.25, 0.25], 8) == [4, 2, 2]
+    assert sum(row_counts([0.34, 0.33, 0.33], 10)) == 10
+    assert row_counts([1.0, 0.0, 0.0], 5) == [5, 0, 0]
+
+
+def test_config_refuses_overlap():
+    from updatescope.errors import InputError
+    from updatescope.experiments.mixtures.config import MixturesConfig
+
+    with pytest.raises(InputError, match="both in the pool"):
+        MixturesConfig(pool=("a", "b"), targets=("b",))
+    with pytest.raises(InputError, match="top"):
+        MixturesConfig(pool=("a", "b"), targets=("c",), top=3)
