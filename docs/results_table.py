@@ -1353,6 +1353,18 @@ KINDS["couplingmethods"] = coupling_table.methods_table
 KINDS["couplingverdicts"] = coupling_table.verdicts_table
 MULTI_KINDS["trustcoupling"] = coupling_table.trust_lines
 
+import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)
+import routing_table  # noqa: E402  (docs/routing_table.py: the routing evidence)
+
+RECORD_KINDS["routingsetup"] = routing_table.setup_lines
+KINDS["routingtable"] = routing_table.routers_table
+KINDS["routingverdicts"] = routing_table.verdicts_table
+RECORD_KINDS["routingguide"] = routing_table.guidance
+RECORD_KINDS["mixturessetup"] = mixtures_table.setup_lines
+KINDS["mixturestable"] = mixtures_table.arms_table
+KINDS["mixturesverdicts"] = mixtures_table.verdicts_table
+RECORD_KINDS["mixturesguide"] = mixtures_table.guidance
+
 
 def render(kind: str, record: str, results_dir: Path) -> list[str]:
     if kind in MULTI_KINDS:
@@ -1419,7 +1431,7 @@ def reanalyse(out: str, paths: list[str]) -> int:
 
 #: the pages whose generated blocks this script writes: the results, the evidence summary
 #: and the guides' worked examples
-DOCS = ("results.md", "evidence.md", "guide-banks.md", "guide-select.md")
+DOCS = ("results.md", "evidence.md", "guide-banks.md", "guide-select.md", "guide-route.md", "guide-mix.md")
 
 
 def main(argv: list[str]) -> int:

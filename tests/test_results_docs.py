@@ -17,7 +17,17 @@ def _tool():
     return docs_script("results_table")
 
 
-@pytest.mark.parametrize("doc", ["docs/results.md", "docs/evidence.md", "docs/guide-banks.md", "docs/guide-select.md"])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "docs/results.md",
+        "docs/evidence.md",
+        "docs/guide-banks.md",
+        "docs/guide-select.md",
+        "docs/guide-route.md",
+        "docs/guide-mix.md",
+    ],
+)
 def test_committed_docs_match_committed_records(doc):
     tool = _tool()
     text = (ROOT / doc).read_text()
