@@ -84,3 +84,13 @@ def test_site_fetches_nothing_at_view_time(site):
         html = page.read_text(encoding="utf-8")
         for tag in re.findall(r"<(?:link|script|img)\b[^>]*>", html):
             assert not re.search(r"(?:src|href)=\"(?:https?:)?//", tag), f"{page.name}: {tag}"
+
+
+def test_reproduce_guide_lists_every_registered_experiment():
+    import re
+
+    from updatescope.experiments import REGISTRY
+
+    text = (ROOT / "docs" / "guide-reproduce.md").read_text()
+    listed = set(re.findall(r"^\| `([\w-]+)` \|", text, re.M))
+    assert listed == set(REGISTRY), (set(REGISTRY) - listed, listed - set(REGISTRY))
