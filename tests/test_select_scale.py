@@ -310,3 +310,43 @@ def test_torchrun_bad_input_one_line_exit_2(files, tmp_path):
         _one_line_exit_2(r, needle)
         assert not r.stdout.strip()
         assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_memory_is_bounded_by_a_chunk_and_the_heap_not_the_pool(files, tmp_path):
+    """Python memory at the peak (tracemalloc) hardly moves for a pool 10× larger: the documents,
+    scores and rows of the pool are never all held.  Each document carries a 4 KB word (one
+    unknown token for the tiny tokenizer), so holding the pool would cost its bytes: the
+    negative control, reading the larger pool into memory, grows by at least that much.  The
+    allowance covers what the forward passes leave in torch's and transformers' own caches."""
+    import tracemalloc
+
+    from updatescope.models.hf import load_causal_lm
+    from updatescope.pipeline.select_stream import SelectOptions, scan_pool, select_pool
+    from updatescope.signatures.io import load_signature
+
+    model, _, target = files
+    m, tok = load_causal_lm(str(model))
+    sig = load_signature(target)
+    g = torch.Generator().manual_seed(0)
+    peaks, read = {}, {}
+    for n in (150, 1500):
+        pool = tmp_path / f"pool{n}.jsonl"
+        with open(pool, "w") as fh:
+            for i in range(n):
+                filler = "".join(chr(97 + int(c)) for c in torch.randint(0, 26, (4096,), generator=g))
+                fh.write(json.dumps({"text": f"the a of {i} to and in {filler}"}) + "\n")
+        options = SelectOptions(top=5, chunk_docs=50, token_budget=256)
+        scan = scan_pool([pool], None, chunk_docs=50)
+        tracemalloc.start()
+        sel = select_pool(m, tok, [pool], None, sig, options, scan, scores=tmp_path / f"s{n}.jsonl")
+        peaks[n] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert sel.documents == n and len(sel.top) == 5
+        tracemalloc.start()
+        docs = Corpus.from_files([pool]).documents
+        read[n] = tracemalloc.get_traced_memory()[0]  # held (the reader's peak is its read buffer)
+        tracemalloc.stop()
+        del docs
+    added = 1350 * 4096  # bytes of text the larger pool adds
+    assert read[1500] - read[150] > added, read
+    assert peaks[1500] - peaks[150] < added / 5, peaks
