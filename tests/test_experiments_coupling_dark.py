@@ -151,3 +151,40 @@ def test_merged_warm_up_reproduces_the_lora_tail():
     b = lora_gt.mean_loss(lora_gt.tail_model(merged, 1), data)
     assert a == pytest.approx(b, rel=1e-5)
     assert a != pytest.approx(lora_gt.mean_loss(lora_gt.tail_model(model, 1), data), rel=1e-5)
+
+
+def test_truth_store_resumes_without_fine_tuning_and_refuses_a_stale_table(tiny, tmp_path, monkeypatch):
+    import json
+
+    from updatescope.errors import InputError
+    from updatescope.experiments.coupling_dark import runner
+
+    store = tmp_path / "store"
+    settings = {
+        "n_fit": 4,
+        "n_sketch": 4,
+        "n_val": 2,
+        "n_eval": 3,
+        "n_warm": 3,
+        "warmup_steps": 2,
+        "lora": {"steps": 2, "batch": 4, "n_last": 1},
+        "sketch_dim": 64,
+        "n_boot": 50,
+        "truth_store": str(store),
+    }
+    first = reproduce("coupling-dark", tmp_path / "a", settings)["metrics"]
+    files = sorted(store.glob("*.json"))
+    assert len(files) == 1  # one family, one seed
+
+    def refuse(*a, **k):
+        raise AssertionError("fine-tuned although the table was stored")
+
+    monkeypatch.setattr(runner, "truth_one_seed", refuse)
+    second = reproduce("coupling-dark", tmp_path / "b", settings)["metrics"]
+    assert second["ground_truth"] == first["ground_truth"]
+    assert second["verdicts"]["primary"] == first["verdicts"]["primary"]
+    data = json.loads(files[0].read_text())
+    data["key"] = "0" * 64
+    files[0].write_text(json.dumps(data))
+    with pytest.raises(InputError, match="does not match"):
+        reproduce("coupling-dark", tmp_path / "c", settings)

@@ -52,6 +52,9 @@ class CouplingDarkConfig:
     n_boot: int = 2000  # the secondary clustered bootstrap
     seed: int = 0
     quick: bool = False
+    #: a folder for the per-(seed, family) truth tables: a rerun anywhere reuses the tables whose
+    #: key matches and fine-tunes only the rest (commit the folder between sittings)
+    truth_store: str | None = None
 
     def __post_init__(self) -> None:
         check_gt_seeds(self.gt_seeds)

@@ -378,8 +378,41 @@ def _probe(cfg, acts_by_family, cls, split) -> dict[str, float]:
     }
 
 
-def _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log) -> dict[str, Any]:
-    """Per seed, the val and eval transfer tables of every family (written per seed into the record)."""
+def store_key(cfg, texts: list[str], base_fp: str, warm: dict[str, Any] | None, cue: str, seed: int) -> str:
+    """What one (seed, family) truth table depends on: the rows, the model, the warm-up (its
+    losses to 4 decimals: the same run on another machine may differ in the last bits), the
+    recipe, the fine-tuning code."""
+    from dataclasses import asdict
+
+    recipe = {k: v for k, v in asdict(cfg).items() if k not in ("n_boot", "truth_store", "enforce_checks", "quick")}
+    warm_id = None if warm is None else [round(warm["train_loss_after"], 4), warm["steps"], warm["rows"]]
+    return cache_key(
+        "coupling-dark truth v1",
+        recipe,
+        hashlib.sha256("\x00".join(texts).encode()).hexdigest(),
+        base_fp,
+        warm_id,
+        lora_gt._code_digest(),
+        cue,
+        seed,
+    )
+
+
+def _stored(cfg, key: str, cue: str, seed: int) -> Path | None:
+    if cfg.truth_store is None:
+        return None
+    slug = re.sub(r"[^A-Za-z0-9]+", "", cue) or "family"
+    return Path(cfg.truth_store) / f"seed{seed}-{slug}-{key[:16]}.json"
+
+
+def _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log, store=None) -> dict[str, Any]:
+    """Per seed, the val and eval transfer tables of every family (written per seed into the
+    record).  ``store``: (texts, base fingerprint, warm-up facts) -> each (seed, family) table
+    is loaded from / written to ``cfg.truth_store`` under its key (:func:`store_key`)."""
+    import json
+
+    from updatescope.records import write_json_atomic
+
     by_seed = []
     for j in range(cfg.gt_seeds):
         s = gt_seeds.gt_seed(cfg.seed, j)
@@ -387,7 +420,18 @@ def _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log) -> dict[str
         tab: dict[str, Any] = {"seed": s, "val": {}, "eval": {}}
         for cue, _w in cfg.families:
             fam = {n: t for n, t in tasks.items() if t["family"] == cue}
-            one = truth_one_seed(cfg, model, fam, blocks_by_family[cue], cls, split, s, fp, log)
+            key = store_key(cfg, *store, cue, s) if store is not None else ""
+            path = _stored(cfg, key, cue, s)
+            if path is not None and path.is_file():
+                one = json.loads(path.read_text())
+                if one.get("key") != key:
+                    raise InputError(f"truth store {path}: its key does not match this run; move it away")
+                log(f"  {cue} seed {s}: loaded from {path}")
+            else:
+                one = truth_one_seed(cfg, model, fam, blocks_by_family[cue], cls, split, s, fp, log)
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    write_json_atomic({"key": key, "family": cue, "seed": s, **one}, path)
             tab["val"].update(one["val"])
             tab["eval"].update(one["eval"])
         by_seed.append(tab)
@@ -419,6 +463,7 @@ def run(cfg: CouplingDarkConfig, out_dir: Path) -> Result:
     prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
+    base_fp = fp
     w0, b0 = heads.head_weights(model)
     texts, cls, split = build_rows(cfg)
     tasks = build_tasks(cfg, tok)
@@ -430,7 +475,7 @@ def run(cfg: CouplingDarkConfig, out_dir: Path) -> Result:
     acts_by_family = {cue: capture_head_inputs(model, tok, fp, texts, cue) for cue, _w in cfg.families}
     probe = _probe(cfg, acts_by_family, cls, split)
     log("probe accuracy: " + ", ".join(f"{c} {a:.3f}" for c, a in probe.items()))
-    truth = _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log)
+    truth = _truth(cfg, model, tasks, blocks_by_family, cls, split, fp, log, store=(texts, base_fp, warm))
     checks = regime_checks(tasks, truth["val"], probe, cfg, warm)
     log(f"regime checks: {sum(c['passed'] for c in checks.values())}/{len(checks)} targets passed")
     sc = score_all(cfg, w0, b0, fp, tasks, acts_by_family, cls, split, log)
