@@ -384,12 +384,166 @@ def search_block(rec: dict, name: str) -> list[str]:
     return rows
 
 
+# --------------------------------------------------------------------------- sentiment steering
+def _sentiment_rules():
+    # the rules live with the experiment, so the record and the doc cannot disagree
+    from updatescope.experiments.sentiment_steering import verdicts
+
+    return verdicts
+
+
+def sentiment_gates(rec: dict) -> dict[str, dict]:
+    """CAA's gate per direction, recomputed from the record's numbers (see ``caa_gate``)."""
+    v = _sentiment_rules()
+    cfg, m = rec["config"], rec["metrics"]
+    out = {}
+    for direction, ch in m["chosen"].items():
+        layer = ch["caa"]["layer"] if ch["caa"] is not None else cfg["steer_layers_used"][0]
+        split_half = m["cosine"]["split_half_caa"]["mean"][m["cosine"]["layers"].index(layer)]
+        found = m["comparisons"]["vader"].get(f"{direction}: caa - random")
+        found = found if found and "p_holm" in found else None
+        out[direction] = v.caa_gate(split_half, found, cfg["min_split_half"], cfg["alpha"])
+    return out
+
+
+def sentiment_words(rec: dict) -> dict[str, dict[str, str]]:
+    """The word of every recorded comparison, recomputed by ``comparison_word``."""
+    v = _sentiment_rules()
+    cfg, m = rec["config"], rec["metrics"]
+    gates = sentiment_gates(rec)
+    words: dict[str, dict[str, str]] = {}
+    for judge, found in m["comparisons"].items():
+        words[judge] = {}
+        for key, c in found.items():
+            direction, comp = key.split(": ")
+            words[judge][key] = v.comparison_word(
+                comp, c if "p_holm" in c else None, gates[direction]["open"], cfg["alpha"]
+            )
+    return words
+
+
+def sentiment_verdict(rec: dict) -> tuple[str, str]:
+    """Rule (primary judge, VADER): the task can show steering when CAA or the one-step
+    shift is "better" than the same-norm random vector at its own setting in some direction
+    (Holm-corrected paired test over the test prompts); CAA's gate must be open for the
+    comparisons that read CAA."""
+    words = sentiment_words(rec)["vader"]
+    wins = [k for k, w in words.items() if k.endswith("- random") and w == "better"]
+    if wins:
+        return "steering beyond a same-norm random vector", "Better than random: " + ", ".join(wins) + "."
+    return (
+        "no vector steers beyond a same-norm random vector at this size",
+        "Neither CAA nor the one-step shift beats the random vector in either direction.",
+    )
+
+
+def sentiment_block(rec: dict, name: str) -> list[str]:
+    cfg, m, env = rec["config"], rec["metrics"], rec["env"]
+    dirty = " (uncommitted changes)" if env.get("git_dirty") else ""
+    layers = cfg["steer_layers_used"]
+    j = m["judge"]
+    usable = _sentiment_rules().judge_usable(j["accuracy"], cfg["min_judge_accuracy"])
+    sh = m["cosine"]["split_half_caa"]["mean"]
+    li = m["cosine"]["layers"]
+    gates = sentiment_gates(rec)
+    rows = [
+        f"Record `docs/results/{name}.json`: `updatescope reproduce sentiment-steering"
+        f"{' --quick' if cfg['quick'] else ''}`, {rec['seconds']:.0f} s on {env.get('cpu_count')} CPU cores, "
+        f"commit `{str(env.get('git_commit'))[:10]}`{dirty}; model `{cfg['model']}`. {m['n']['select']} select and "
+        f"{m['n']['test']} test prompts (news openings of {cfg['prompt_words'][0]}–{cfg['prompt_words'][1]} words, "
+        f"|VADER| ≤ {cfg['neutral_tol']:g}, from {m['n']['openings']}), {cfg['new_tokens']} greedy tokens; steering at "
+        f"layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}, scales "
+        f"{', '.join(f'{s:g}' for s in cfg['scales'])} × the mean residual norm, positions `{cfg['positions']}`; "
+        f"fluency bound: perplexity ≤ {cfg['max_ppl_ratio']:g} × the base model's on the select prompts.",
+        "",
+        f"- **Trained judge** (logistic regression on the base model's mean residual at layer {j['layer']}, "
+        f"{j['classes'][0]} + {j['classes'][1]} polarity sentences): {len(j['per_fold'])}-fold held-out accuracy "
+        f"{_pm(j['accuracy'], j['se'])}, "
+        + ("used." if usable else f"refused (< {cfg['min_judge_accuracy']:g}).")
+        + " It reads the base model's own residual stream, as CAA does; VADER is the primary judge.",
+        f"- **CAA split-half cosine** (mean of {len(m['cosine']['split_half_caa']['per_split'])} random splits of "
+        "each class into halves): "
+        + ", ".join(f"layer {x}: {sh[li.index(x)]:.2f}" for x in layers)
+        + f" (floor {cfg['min_split_half']:g}).",
+    ]
+    for direction, g in gates.items():
+        rows.append(
+            f"- **CAA gate, {direction}:** "
+            + ("open" if g["open"] else f"shut ({g['reason']}): comparisons against CAA are refused")
+            + "."
+        )
+    rows += [
+        "",
+        "| direction | method | chosen (layer, scale) | VADER toward target (SE) | trained judge toward target | "
+        "perplexity |",
+        "|---|---|---|---|---|---|",
+    ]
+    labels = {
+        "base": "base model",
+        "prompting": "prompting prefix",
+        "caa": "CAA",
+        "pushforward": "one-step shift",
+        "random@caa": "random vector at CAA's setting",
+        "random@pushforward": "random vector at the shift's setting",
+    }
+    for direction, tab in m["test"].items():
+        for k, v in tab.items():
+            s = v.get("setting")
+            where = "—" if s is None or k in ("base", "prompting") else f"{s['layer']}, {s['scale']:g}"
+            judge = f"{v['judge']:+.3f}" if "judge" in v else "—"
+            rows.append(
+                f"| {direction} | {labels.get(k, k)} | {where} | {_gain(v['vader'], v['vader_se'])} | {judge} | "
+                f"{v['ppl']:.1f} |"
+            )
+        missing = [meth for meth in ("caa", "pushforward") if m["chosen"][direction][meth] is None]
+        for meth in missing:
+            rows.append(f"| {direction} | {labels[meth]} | no setting within the fluency bound | — | — | — |")
+    words = sentiment_words(rec)
+    rows += [
+        "",
+        "| judge | comparison (per test prompt) | mean difference | p (Holm) | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for judge, found in m["comparisons"].items():
+        for key, c in found.items():
+            if "p_holm" in c:
+                nums = f"{c['mean']:+.3f} | {c['p_holm']:.3g} (over {c['family_size']})"
+            else:
+                nums = "— | —"
+            rows.append(f"| {'VADER' if judge == 'vader' else 'trained'} | {key} | {nums} | {words[judge][key]} |")
+    verdict, why = sentiment_verdict(rec)
+    rule = " ".join(sentiment_verdict.__doc__.split("Rule ")[1].split())
+    rows += ["", f"**Verdict: {verdict}.** {why} Rule {rule}"]
+    return rows
+
+
+def control_block(rec: dict, name: str) -> list[str]:
+    """The capitals task as the negative control, from its record."""
+    m, cfg = rec["metrics"], rec["config"]
+    b = m["base"]["test"]
+    verdict, _ = steering_verdict(m, cfg)
+    sep = "separates" if separates(b) else "does not separate"
+    return [
+        f"**Negative control.** The capitals task (`docs/results/{name}.json`) stays as a negative control: the "
+        f"base margin {sep} true from false statements (test AUC {b['auc']:.3f} ± {auc_se(b['auc'], b['n']):.3f}, "
+        f"n = {b['n']}), and its steering verdict is \u201c{verdict}\u201d."
+        + (
+            " Where the margin does not separate the classes a fixed vector can at best move the answer bias, so "
+            "the sentiment task below is the test that can succeed."
+            if not separates(b)
+            else ""
+        )
+    ]
+
+
 KINDS = {
     "run": run_block,
     "setup": setup_block,
     "cosine": cosine_block,
     "steering": steering_block,
     "search": search_block,
+    "sentiment": sentiment_block,
+    "control": control_block,
 }
 
 

@@ -99,7 +99,7 @@ def test_config_refuses_bad_values():
         configure("sentiment-steering", settings={"n_test": 50})  # a full run needs >= 200 test prompts
     with pytest.raises(InputError):
         configure("sentiment-steering", settings={"max_ppl_ratio": 0.5})
-    assert configure("sentiment-steering", quick=True).n_test == 40
+    assert configure("sentiment-steering", quick=True).n_test == 40  # the quick run keeps a test split
 
 
 def test_vader_wrapper():

@@ -38,9 +38,11 @@ class SentimentSteeringConfig:
     neutral_tol: float = 0.05  # |VADER compound| of a prompt at most this
     new_tokens: int = 20  # greedy continuation length
     steer_layers: tuple[int, ...] = (6, 10, 14, 18)
-    scales: tuple[float, ...] = (0.25, 0.5, 1.0)
+    scales: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0)
     positions: str = "all"  # updatescope.steering.INJECT_POSITIONS
-    max_ppl_ratio: float = 2.0  # fluency constraint: perplexity at most this times the base's
+    # fluency constraint: perplexity at most this times the base's (greedy text has a low perplexity,
+    # ~4-5 here; 3x that still reads as sentences, 15x and more is repetition or word salad)
+    max_ppl_ratio: float = 3.0
     step_sentences: int = 64  # polarity sentences of one class in the one gradient step
     pushforward_sentences: int = 32  # sentences the step's shift is averaged over
     judge_layer: int = 20  # residual layer the trained judge reads (mean over tokens)
@@ -100,15 +102,17 @@ class SentimentSteeringConfig:
     @classmethod
     def defaults(cls, quick: bool, seed: int = 0) -> SentimentSteeringConfig:
         if quick:
-            # 2 shared CPU cores: one layer, two scales, few prompts, a small gradient step
+            # 2 shared CPU cores: one layer, two scales, few prompts, a small gradient step; each
+            # split fits one batch (a decoding step costs about the same for 1 or 40 rows on CPU)
             return cls(
                 n_select=24,
                 n_test=40,
-                new_tokens=16,
+                new_tokens=12,
                 steer_layers=(10,),
-                scales=(0.5, 1.0),
+                scales=(0.25, 0.5),
                 step_sentences=24,
                 pushforward_sentences=12,
+                batch_size=40,
                 seed=seed,
                 quick=True,
             )

@@ -28,6 +28,7 @@ and norm, which is more than the whole grid costs here.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,10 @@ from updatescope.experiments.sentiment_steering.config import COMPARISONS, DIREC
 NAME = "sentiment_steering"
 SPLITS = 3  # random split-half draws of CAA's sentences
 N_EXAMPLES = 4  # test continuations kept in the record per condition
+
+
+def _log(msg: str) -> None:
+    print(f"sentiment-steering: {msg}", file=sys.stderr, flush=True)
 
 
 def _cos(a: Tensor, b: Tensor) -> list[float]:
@@ -210,6 +215,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     layers = list(range(n_layers))
     bs = config.batch_size
 
+    _log(f"{n_layers}-layer model loaded")
     # --- prompts: neutral news openings, disjoint select and test splits
     openings = texts.neutral_openings(
         texts.news_sentences(), vader.compound, config.prompt_words, config.neutral_tol, config.seed
@@ -219,6 +225,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     # --- CAA, its split halves and the trained judge from the polarity sentences; one step pushed forward
     v_caa, split_half, judge_rec, judge, cosine, pf = _vectors(model, tok, config, layers, judge_layer)
 
+    _log("CAA, split halves, judge and one-step shifts done")
     # --- steering: scale is a fraction of the mean residual norm at the layer (select prompts' last token)
     s_ids, s_mask = encode_prompts(tok, select, side="left")
     resid = capture_residuals(model, s_ids, s_mask, position="last", batch_size=bs).double().norm(dim=2).mean(1)
@@ -239,6 +246,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     grid, chosen, limit = _select_grid(gen, config, select, vectors, steer_layers)
 
     # --- test: every method at its chosen setting; random at the setting of each method it is compared with
+    _log("select grid done")
     test_runs = _test_runs(gen, config, test, vectors, chosen)
     comparisons, gates = _compare(config, test_runs, chosen, split_half["mean"], judge is not None)
     test_summary = {
@@ -368,6 +376,7 @@ def _select_grid(
         }
         chosen[direction] = {}
         for method, vec in vectors[direction].items():
+            _log(f"select grid: {direction}, {method}")
             cells = [[_summary(gen.run(select, vec[x], x, s), direction) for s in config.scales] for x in steer_layers]
             grid[direction][method] = {"layers": steer_layers, "scales": list(config.scales), "cells": cells}
             best = verdicts.admissible_best(
