@@ -91,6 +91,12 @@ def warning_lines(rec: dict) -> list[str]:
         if m["powered"]
         else "only the quick variant has been run, which is not powered"
     )
+    ci = m["states"]["start"]["correlation"]["fisher"]["spearman_ci"]
+    if m["powered"] and ci and ci[1] < 0:
+        why += (
+            "; A_F at the start of B's training even ranks forgetting backwards (Spearman "
+            f"{_f(m['states']['start']['correlation']['fisher']['spearman'])}, interval {_ci(ci)})"
+        )
     return [
         '!!! warning "The plans rest on an unvalidated proxy"',
         "    Every number `plan` prints is a *prediction* from the head-gradient Fisher geometry. "
@@ -163,6 +169,23 @@ def verdicts_lines(rec: dict) -> list[str]:
     for v in m["verdicts"]:
         lines.append(f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} |")
     lines += ["", f"Pre-registered conclusion: **{m['conclusion']}**."]
+    corr = m["states"]["start"]["correlation"]
+    ranked = sorted(
+        (p for p in LABEL if p in corr and corr[p]["spearman"] is not None), key=lambda p: -corr[p]["spearman"]
+    )
+    if ranked:
+        top, fam = corr[ranked[0]], corr["family"]
+        beyond = (
+            "its interval lies above the family label's estimate"
+            if top["spearman_ci"] and fam["spearman"] is not None and top["spearman_ci"][0] > fam["spearman"]
+            else "its interval reaches the family label's estimate"
+        )
+        lines += [
+            "",
+            f"Exploratory, outside the pre-registered family (no test, no verdict): the predictor with the highest "
+            f"Spearman at θ_A is {LABEL[ranked[0]]}, {_f(top['spearman'])} {_ci(top['spearman_ci'])}, against "
+            f"{_f(fam['spearman'])} for the family label; {beyond}.",
+        ]
     return lines
 
 
@@ -178,6 +201,13 @@ def plans_lines(rec: dict) -> list[str]:
     ]
     for arm, label in ARM_LABEL.items():
         lines.append(f"| {label} | {_f(p['mean_final_loss'][arm], '{:.3f}')} |")
+    later = [rows for s in p["per_seed"] for plan in s["plans"] for rows in plan["arms"]["plan_replay"]["rows"][1:]]
+    used = sum(bool(r) for r in later)
+    lines += [
+        "",
+        f"The planner's replay used its budget at {used} of {len(later)} later stages; at the others no earlier "
+        "task was predicted to be damaged, so it replayed nothing (uniform replay always spends the budget).",
+    ]
     lines += ["", "| comparison (other − planner, > 0 favours the planner) | mean | sign-flip p | Holm p | verdict |"]
     lines.append("|---|---|---|---|---|")
     for v in p["verdicts"]:

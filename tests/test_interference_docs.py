@@ -65,3 +65,34 @@ def test_setup_states_a_preregistration_mismatch():
     other = copy.deepcopy(rec)
     other["config"]["preregistration_sha256"] = "0" * 64
     assert "does not match" in tool.setup_lines(other)[-1]
+
+
+def test_backwards_clause_and_exploratory_line_follow_the_numbers():
+    tool, rec = _tool_and_record()
+    rec = copy.deepcopy(rec)
+    rec["metrics"]["powered"] = True
+    rec["metrics"]["conclusion"] = "no predictor is shown to beat the family label or random"
+    corr = rec["metrics"]["states"]["start"]["correlation"]
+    corr["fisher"]["spearman"], corr["fisher"]["spearman_ci"] = -0.5, [-0.7, -0.3]
+    assert "ranks forgetting backwards" in tool.warning_lines(rec)[1]
+    corr["fisher"]["spearman_ci"] = [-0.7, 0.1]
+    assert "backwards" not in tool.warning_lines(rec)[1]
+    for p in corr:
+        corr[p]["spearman"], corr[p]["spearman_ci"] = 0.0, [-0.1, 0.1]
+    corr["cka"]["spearman"], corr["cka"]["spearman_ci"] = 0.6, [0.4, 0.8]
+    corr["family"]["spearman"] = 0.2
+    if rec["metrics"]["verdicts"]:
+        last = tool.verdicts_lines(rec)[-1]
+        assert "linear CKA" in last and "lies above" in last
+        corr["cka"]["spearman_ci"] = [0.1, 0.8]
+        assert "reaches the family label" in tool.verdicts_lines(rec)[-1]
+
+
+def test_replay_use_is_counted_from_the_recorded_rows():
+    tool, rec = _tool_and_record()
+    rec = copy.deepcopy(rec)
+    for s in rec["metrics"]["plans"]["per_seed"]:
+        for plan in s["plans"]:
+            plan["arms"]["plan_replay"]["rows"] = [{}] + [{"copy": 8}] * (len(plan["sequence"]) - 1)
+    n = sum(len(p["sequence"]) - 1 for s in rec["metrics"]["plans"]["per_seed"] for p in s["plans"])
+    assert f"used its budget at {n} of {n} later stages" in "\n".join(tool.plans_lines(rec))
