@@ -163,11 +163,16 @@ def verdicts_lines(rec: dict) -> list[str]:
     if not m["verdicts"]:
         return ["Fewer than 3 tasks were learned in every seed: nothing was scored, no verdict is drawn."]
     lines = [
-        "| comparison (per-task Spearman, first − second) | mean difference | sign-flip p | Holm p | verdict |",
-        "|---|---|---|---|---|",
+        "| comparison (per-task Spearman, first − second) | mean difference | sign-flip p | Holm p | verdict "
+        "| pooled Spearman difference, 95% CI (tasks resampled; secondary) |",
+        "|---|---|---|---|---|---|",
     ]
+    diff_ci = m["states"]["start"]["diff_ci"]
     for v in m["verdicts"]:
-        lines.append(f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} |")
+        ci = diff_ci.get(f"{v.get('first')} - {v.get('second')}")
+        lines.append(
+            f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} | {_ci(ci)} |"
+        )
     lines += ["", f"Pre-registered conclusion: **{m['conclusion']}**."]
     corr = m["states"]["start"]["correlation"]
     ranked = sorted(
@@ -208,11 +213,35 @@ def plans_lines(rec: dict) -> list[str]:
         f"The planner's replay used its budget at {used} of {len(later)} later stages; at the others no earlier "
         "task was predicted to be damaged, so it replayed nothing (uniform replay always spends the budget).",
     ]
-    lines += ["", "| comparison (other − planner, > 0 favours the planner) | mean | sign-flip p | Holm p | verdict |"]
-    lines.append("|---|---|---|---|---|")
+    lines += [
+        "",
+        "| comparison (other − planner, > 0 favours the planner) | mean | sign-flip p over runs | Holm p | verdict "
+        "| secondary: Holm p, verdict over sequences |",
+        "|---|---|---|---|---|---|",
+    ]
+    by_seq = {v["comparison"]: v for v in p.get("verdicts_by_sequence", [])}
     for v in p["verdicts"]:
-        lines.append(f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} |")
+        s = by_seq.get(v["comparison"])
+        sec = f"{_p(s['p_holm'])}, {s['word']}" if s else "n/a"
+        lines.append(
+            f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} | {sec} |"
+        )
+    lines += ["", replay_advice(p)]
     return lines
+
+
+def replay_advice(p: dict) -> str:
+    """What the replay comparison (over runs) allows a user to do, by its word."""
+    word = {v["comparison"]: v["word"] for v in p["verdicts"]}.get("planner replay vs uniform replay")
+    if word == "worse":
+        return (
+            "On this lab, uniform replay at the same budget left a lower final loss than the planner's replay: "
+            "until a predictor is validated, spread `--replay-budget` evenly over the earlier tasks rather than "
+            "following the printed shares."
+        )
+    if word == "better":
+        return "On this lab, the planner's replay left a lower final loss than uniform replay at the same budget."
+    return "On this lab, no difference between the planner's replay and uniform replay is resolved."
 
 
 KINDS = {

@@ -96,3 +96,14 @@ def test_replay_use_is_counted_from_the_recorded_rows():
             plan["arms"]["plan_replay"]["rows"] = [{}] + [{"copy": 8}] * (len(plan["sequence"]) - 1)
     n = sum(len(p["sequence"]) - 1 for s in rec["metrics"]["plans"]["per_seed"] for p in s["plans"])
     assert f"used its budget at {n} of {n} later stages" in "\n".join(tool.plans_lines(rec))
+
+
+def test_replay_advice_follows_the_replay_verdict():
+    tool, rec = _tool_and_record()
+    plans = copy.deepcopy(rec["metrics"]["plans"])
+    row = next(v for v in plans["verdicts"] if v["comparison"] == "planner replay vs uniform replay")
+    for word, needle in (("worse", "spread `--replay-budget` evenly"), ("better", "the planner's replay left a lower")):
+        row["word"] = word
+        assert needle in tool.replay_advice(plans)
+    row["word"] = "no difference"
+    assert "no difference" in tool.replay_advice(plans)
