@@ -142,7 +142,7 @@ def _check_paths(args: argparse.Namespace) -> tuple[str, Path, Path, Path | None
     _check_suffix(args, fmt)
     from updatescope.inputs import check_inputs
 
-    check_inputs([*args.data, args.target], allow_dir=True)  # stat only: a missing file is named before any work
+    check_inputs(args.data, allow_dir=True)  # stat only: a missing file is named before any work
     ckpt = None
     if args.checkpoint_every or args.resume:
         ckpt = out.with_name(out.name + ".ckpt")
