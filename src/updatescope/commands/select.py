@@ -5,7 +5,10 @@ per document) or tables with the column options of ``sketch`` (one score per row
 prompt/completion or messages columns only the completion / assistant tokens are counted).
 Writes ``--out``, the top-k best first with the pool's own fields plus the score columns
 (JSONL, parquet, or a ``datasets`` folder), and a score file for every document or row
-(``--scores``, default ``<out>.scores.jsonl``).
+(``--scores``, default ``<out>.scores.jsonl``; ``rank`` is set for the kept documents only).
+The pool is streamed in chunks (``pipeline.select_stream``): never held in memory, sharded over
+the ranks under torchrun (rank 0 writes; the same bytes as one process), and resumable with
+``--checkpoint-every``/``--resume``.
 """
 
 from __future__ import annotations
