@@ -202,11 +202,20 @@ class SelectionConfig:
     # stop after the budget probe: record its choice and measure no ground truth (to check the
     # budget of a run recorded without one, or to choose it before a long run)
     budget_only: bool = False
+    # a directory holding the LoRA ground truth one (source, fine-tuning seed) file at a time
+    # (groundtruth.store): read where present, written as each fine-tuning finishes, so a long
+    # run can be finished in several sittings on other machines (None: machine-local cache only)
+    truth_store: str | None = None
     seed: int = 0
     quick: bool = False
 
     def __post_init__(self) -> None:
         check_budget_grid(self.budget_grid, self.ground_truth)
+        if self.truth_store is not None and (self.ground_truth != "lora" or not self.truth_store.strip()):
+            raise InputError(
+                f"truth_store keeps LoRA ground truth: it needs ground_truth=lora and a directory, "
+                f"got {self.truth_store!r} with ground_truth={self.ground_truth}"
+            )
         if self.budget_only and self.budget_grid is None:
             raise InputError("budget_only records the budget probe alone: it needs budget_grid")
         if self.domains == "all":

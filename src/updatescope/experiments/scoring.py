@@ -33,6 +33,7 @@ __all__ = [
     "evaluate_methods",
     "paired_comparisons",
     "truth_noise",
+    "seed_and_eval_ceiling",
     "eval_noise",
     "sketch_vs_exact",
     "sketch_resolution",
@@ -303,7 +304,10 @@ def truth_noise(
     and, per target, the gap between the best and second-best source against the median SE.
 
     ``tables``: per-seed truth tables (default ``gt["transfer_by_seed"]``).  With one seed,
-    {"n_seeds": 1, "ceiling": None}: the noise is not measured."""
+    {"n_seeds": 1, "ceiling": None}: the noise is not measured.  When ``gt`` carries each
+    seed's per-sequence eval losses ("eval_sequences_by_seed"), "ceiling" resamples seeds and
+    eval sequences together (:func:`seed_and_eval_ceiling`) and the seed-only ceiling is kept
+    as "ceiling_seeds_only"; "ceiling_noise" says which noises the ceiling counts."""
     from updatescope.select.metrics import noise_ceiling
 
     tables = list(tables if tables is not None else gt.get("transfer_by_seed", []))
@@ -331,7 +335,68 @@ def truth_noise(
     }
     if "eval_sequences" in gt:
         out["eval"] = eval_noise(gt["eval_sequences"], seed=seed)
+    by_seed = gt.get("eval_sequences_by_seed")
+    if "eval_sequences" in gt and by_seed is not None and len(by_seed) == len(tables):
+        out["ceiling_seeds_only"] = out["ceiling"]
+        out["ceiling"] = seed_and_eval_ceiling(gt["eval_sequences"], by_seed, groups=groups, seed=seed)
+        out["ceiling_noise"] = "seeds and eval sequences"
+    else:
+        out["ceiling_noise"] = "seeds"
     return out
+
+
+def seed_and_eval_ceiling(
+    seq: Mapping[str, Any],
+    by_seed: Sequence[Mapping[str, Mapping[str, Sequence[float]]]],
+    *,
+    groups: Mapping[str, str] | None = None,
+    n_splits: int = 20,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The noise ceiling under both noises of the truth: fine-tuning seeds and the finite
+    evaluation sample.
+
+    ``seq``: the ground truth's "eval_sequences" (its "base" and "tokens" per target are
+    used); ``by_seed``: each seed's per-sequence losses {t: {s: [summed CE per sequence]}}.
+    Each of ``n_splits`` times, every target's eval sequences are split at random into two
+    halves (the same split for the base and every source); for each seed k the predictor is
+    seed k's transfer table measured on the first halves and the truth the mean of the other
+    seeds' tables on the second halves, so predictor and truth share neither a fine-tuning
+    nor an eval sequence.  Metrics as :func:`select.metrics.noise_ceiling`, averaged over the
+    k and the splits per target.  Conservative (low) like the seed-only ceiling: predictor and
+    truth each see half the eval sequences, and fewer seeds, than the table a method is scored
+    against.  Targets with fewer than 2 eval sequences are left out.
+    -> the ceiling block plus "n_seeds" and "n_splits"."""
+    from updatescope.select.metrics import ceiling_from_pairs, mean_and_se
+
+    n = len(by_seed)
+    if n < 2:
+        raise InputError(f"seed_and_eval_ceiling needs at least 2 seeds, got {n}")
+    rng = np.random.default_rng(seed)
+    base = {t: np.asarray(v, dtype=np.float64) for t, v in seq["base"].items() if len(v) >= 2}
+    tok = {t: np.asarray(seq["tokens"][t], dtype=np.float64) for t in base}
+    loss = [
+        {t: {s: np.asarray(v, dtype=np.float64) for s, v in tab[t].items() if s != t} for t in base} for tab in by_seed
+    ]
+    pairs = []
+    for _ in range(n_splits):
+        halves = {}
+        for t, b in base.items():
+            perm = rng.permutation(b.size)
+            halves[t] = (perm[: b.size // 2], perm[b.size // 2 :])
+
+        def table(k: int, h: int) -> dict[str, dict[str, float]]:
+            out = {}
+            for t, b in base.items():
+                idx = halves[t][h]
+                b_sum, n_tok = b[idx].sum(), tok[t][idx].sum()
+                out[t] = {s: float((b_sum - v[idx].sum()) / n_tok) for s, v in loss[k][t].items()}
+            return out
+
+        first = [table(k, 0) for k in range(n)]
+        second = [table(k, 1) for k in range(n)]
+        pairs += [(first[k], mean_and_se([second[j] for j in range(n) if j != k])[0]) for k in range(n)]
+    return {"n_seeds": n, "n_splits": n_splits, **ceiling_from_pairs(pairs, groups=groups, seed=seed)}
 
 
 def eval_noise(seq: Mapping[str, Any], n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:

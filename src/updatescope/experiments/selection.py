@@ -118,7 +118,7 @@ def restrict(gt: dict[str, Any], candidates: dict[str, list[str]] | None) -> dic
     for key in ("transfer", "transfer_se", "loss"):
         if key in out:
             out[key] = cut(out[key])
-    for key in ("transfer_by_seed", "loss_by_seed"):
+    for key in ("transfer_by_seed", "loss_by_seed", "eval_sequences_by_seed"):
         if key in out:
             out[key] = [cut(tab) for tab in out[key]]
     if "eval_sequences" in out:
@@ -212,6 +212,24 @@ def probe_budget(
     return {"chosen": best["steps"], "grid": rows, "seeds": seeds}
 
 
+def truth_store(cfg: Any, fp: str, domains: list[str], splits: dict[str, int], seq_len: int, loader: Any = None) -> Any:
+    """The run's :class:`groundtruth.store.TruthStore` (None without ``cfg.truth_store``): keyed
+    by the model fingerprint, the fine-tuning code digest, the token caps and chunk length, and
+    the digests of the train and eval texts this run reads."""
+    directory = getattr(cfg, "truth_store", None)
+    if directory is None:
+        return None
+    from updatescope.experiments.groundtruth.store import TruthStore, texts_digest
+
+    loader = loader or load_texts
+    digests = {
+        split: {d: texts_digest(loader(d, split, n * CHARS_PER_TOKEN_CAP), n) for d in domains}
+        for split, n in splits.items()
+    }
+    context = {"model_fingerprint": fp, "code": lora_gt._code_digest(), "tokens": dict(splits), "seq_len": seq_len}
+    return TruthStore(directory, context, digests)
+
+
 def ground_truth(
     model: Any,
     tok: Any,
@@ -232,15 +250,26 @@ def ground_truth(
 
     ``data``: head-input captures by split (needed for "head", which trains on them).  The
     LoRA fine-tunings are cached one (source, seed) at a time, so an interrupted run
-    resumes where it stopped (``lora_gt.transfer_matrix(resume_tag=...)``)."""
+    resumes where it stopped (``lora_gt.transfer_matrix(resume_tag=...)``), and with
+    ``cfg.truth_store`` also kept in that directory (:func:`truth_store`), so another machine
+    can finish the run."""
     splits = {"train": cfg.tokens.train, "eval": cfg.tokens.eval}
     if cfg.ground_truth == "lora":
         lc = cfg.lora if steps is None else dataclasses.replace(cfg.lora, steps=steps)
         blocks = capture_blocks(model, tok, fp, domains, splits, lc.n_last, log, loader, lc.seq_len)
+        store = truth_store(cfg, fp, domains, splits, lc.seq_len, loader)
 
         def one(seed: int) -> dict[str, Any]:
             return lora_gt.transfer_from_config(
-                model, blocks["train"], blocks["eval"], lc, seed=seed, candidates=candidates, resume_tag=fp, log=log
+                model,
+                blocks["train"],
+                blocks["eval"],
+                lc,
+                seed=seed,
+                candidates=candidates,
+                resume_tag=fp,
+                store=store,
+                log=log,
             )
     else:
         if data is None or "train" not in data:
@@ -290,11 +319,12 @@ def score_and_evaluate(
     log: Any,
     groups: dict[str, str] | None = None,
     per_source: dict[str, dict[str, float]] | None = None,
+    extra_scores: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Every method's scores on the sketch streams plus the trivial baselines
-    (:func:`scoring.trivial_scores`), its selection metrics against ``truth`` (within
-    ``groups`` too) and the headline table (printed).  -> (scores record, metrics by method,
-    headline)."""
+    (:func:`scoring.trivial_scores`) and the tables ``extra_scores(scores)`` derives from them,
+    its selection metrics against ``truth`` (within ``groups`` too) and the headline table
+    (printed).  -> (scores record, metrics by method, headline)."""
     sc = scoring.score_methods(
         w0,
         b0,
@@ -307,6 +337,8 @@ def score_and_evaluate(
         log=log,
     )
     sc["scores"].update(scoring.trivial_scores(list(tasks), groups=groups, per_source=per_source))
+    if extra_scores is not None:
+        sc["scores"].update(extra_scores(sc["scores"]))
     by_method = scoring.evaluate_methods(sc["scores"], truth, seed=cfg.seed, groups=groups)
     return sc, by_method, scoring.headline(by_method)
 

@@ -285,6 +285,7 @@ def transfer_matrix(
     targets: Sequence[str] = LORA_TARGETS,
     candidates: Mapping[str, Sequence[str]] | None = None,
     resume_tag: str | None = None,
+    store: Any = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """LoRA ground truth, same layout as :func:`.head.transfer_matrix`:
@@ -300,7 +301,10 @@ def transfer_matrix(
     ``resume_tag`` (e.g. the model fingerprint): store each (source, seed) result in the
     experiment cache, keyed by the tag, the hyper-parameters, digests of the data and of the
     fine-tuning code, so an interrupted run resumes where it stopped; ``finetune_seconds`` are the times measured
-    when each result was computed."""
+    when each result was computed.
+    ``store`` (a :class:`.store.TruthStore`): each (source, seed) result is read from it when
+    present (a file of another configuration is refused) and written to it as soon as it is
+    computed, so a run can be finished on another machine with the caches gone."""
     names = list(train)
     if candidates is not None:
         bad = [t for t in candidates if t not in evals] + [s for c in candidates.values() for s in c if s not in train]
@@ -348,7 +352,28 @@ def transfer_matrix(
             out["seconds"] = time.perf_counter() - t1
             return out
 
-        if digests is None:
+        recipe = {
+            "n_last": n_last,
+            "r": r,
+            "alpha": alpha,
+            "lr": lr,
+            "steps": steps,
+            "batch": batch,
+            "targets": list(targets),
+            "finetune_seed": seed + k,
+        }
+        # filed under the run's fine-tuning seed: one folder per seed of the ground truth
+        res = None if store is None else store.load(s, seed, wanted[s], recipe)
+        from_store = res is not None
+        if from_store:
+            short = [t for t in wanted[s] if res["eval"][t].numel() != base_seq[t][1].numel()]
+            if short:
+                raise InputError(
+                    f"truth store: {store.path(s, seed)} holds another number of eval sequences for "
+                    f"{short[0]} than this machine's capture ({res['eval'][short[0]].numel()} vs "
+                    f"{base_seq[short[0]][1].numel()})"
+                )
+        elif digests is None:
             res = build()
         else:
             parts = {
@@ -360,6 +385,8 @@ def transfer_matrix(
                 "lora-gt", code, resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts
             )
             res = cached("lora-gt", key, build)
+        if store is not None and not from_store:
+            store.save(s, seed, wanted[s], recipe, res)
         train_loss[s] = {"after": float(res["train_after"])}
         seconds[s] = float(res["seconds"])
         for t in wanted[s]:
@@ -369,7 +396,8 @@ def transfer_matrix(
         if log:
             log(
                 f"LoRA on {s}: own eval loss {base[s]:.3f} -> {loss[s][s]:.3f}, train loss after "
-                f"{train_loss[s]['after']:.3f}, {len(wanted[s])} targets ({time.perf_counter() - t0:.1f}s)"
+                f"{train_loss[s]['after']:.3f}, {len(wanted[s])} targets ({time.perf_counter() - t0:.1f}s"
+                + (", from the truth store)" if from_store else ")")
             )
     transfer = {t: {s: base[t] - loss[t][s] for s in loss[t]} for t in names}
     counted = {
@@ -402,7 +430,7 @@ def transfer_from_config(
     **kw: Any,
 ) -> dict[str, Any]:
     """:func:`transfer_matrix` with the recipe of a ``LoRAConfig`` ``lc`` (n_last, r, alpha,
-    lr, steps, batch, targets); ``kw``: candidates, resume_tag, log."""
+    lr, steps, batch, targets); ``kw``: candidates, resume_tag, store, log."""
     return transfer_matrix(
         model,
         train,

@@ -36,7 +36,8 @@ def over_seeds(
     -> the first run's record with "transfer" and "loss" replaced by their means over seeds,
     plus "transfer_se", "loss_by_seed", "transfer_by_seed", "train_loss_by_seed" (when the
     runs report one) and "seeds"; "eval_sequences" (when every run keeps them) with the
-    per-sequence losses averaged over seeds, and "finetune_seconds" summed over every
+    per-sequence losses averaged over seeds and "eval_sequences_by_seed" (each seed's
+    {t: {s: [...]}}), and "finetune_seconds" summed over every
     fine-tuning of every seed.  The base loss does not depend on the seed.
     """
     seeds = [gt_seed(base_seed, j) for j in range(n)]
@@ -69,6 +70,8 @@ def over_seeds(
                 for t, row in seq0["loss"].items()
             },
         }
+        # and each seed's own: the ceiling resamples seeds and eval sequences together
+        out["eval_sequences_by_seed"] = [r["eval_sequences"]["loss"] for r in runs]
     if all("finetune_seconds" in r for r in runs):
         out["finetune_seconds"] = sum(sum(r["finetune_seconds"].values()) for r in runs)
     if all("train_loss" in r for r in runs):

@@ -1,0 +1,147 @@
+"""A truth store: LoRA ground-truth results kept as small files that travel between machines.
+
+The machine-local experiment cache (:mod:`updatescope.experiments.caching`) already lets an
+interrupted run resume, but it holds tensors (block inputs, captures) and lives on one
+machine.  A truth store keeps only what the ground truth is made of, so it can be committed
+between sittings and a run of several hours finished on other machines:
+
+    DIR/seed{S}/{source}.json.gz   the fine-tuning on ``source`` for ground-truth seed S
+
+each a gzip-compressed JSON object {"format", "key", "key_parts", "source", "seed",
+"train_after" (train loss after fine-tuning), "seconds" (fine-tuning + evaluation time when
+it was computed), "eval": {target: [summed next-token CE of each eval sequence]}}.  The
+transfer and loss tables of every seed, and the per-sequence losses the evaluation bootstrap
+resamples, follow from these files and the base model's losses (recomputed: they need no
+fine-tuning).  A file is written atomically (temporary file, then rename) as soon as its
+fine-tuning is evaluated, so an interrupted sitting loses at most the fine-tuning in flight.
+
+The key is the sha256 of ``key_parts``: the fine-tuning recipe and its own seed, the digests of the
+texts of the source's train split and of each evaluated target's eval split (the documents
+the run read, and the token caps), the fine-tuning code digest (``lora._code_digest``) and
+the model fingerprint.  Block inputs are not part of it: they are recomputed on each machine
+and may differ in the last float bits between machines.  A file whose key differs from the
+run's is **refused** with one line naming the file and the parts that differ: a store belongs
+to one configuration, and silently recomputing would overwrite a committed result.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from updatescope.errors import InputError
+
+__all__ = ["FORMAT", "TruthStore", "texts_digest"]
+
+FORMAT = 1
+
+
+def texts_digest(texts: Sequence[str], max_tokens: int | None) -> str:
+    """Short sha256 of a split's documents (in order) and its token cap."""
+    h = hashlib.sha256(json.dumps(max_tokens).encode())
+    for doc in texts:
+        h.update(hashlib.sha256(doc.encode("utf-8", "surrogatepass")).digest())
+    return h.hexdigest()[:16]
+
+
+def _key(parts: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _differing(stored: Any, wanted: Any, prefix: str = "") -> list[str]:
+    """The dotted names of the parts whose values differ (a whole part when not both dicts)."""
+    if isinstance(stored, dict) and isinstance(wanted, dict):
+        out: list[str] = []
+        for k in sorted(set(stored) | set(wanted)):
+            out += _differing(stored.get(k), wanted.get(k), f"{prefix}{k}.")
+        return out
+    return [] if stored == wanted else [prefix.rstrip(".")]
+
+
+class TruthStore:
+    """The truth store in ``directory`` for one run.
+
+    ``context``: the key parts every file of the run shares (model fingerprint, code digest,
+    token caps, ...); ``text_digests``: {"train"|"eval": {domain: :func:`texts_digest`}}."""
+
+    def __init__(
+        self, directory: str | Path, context: Mapping[str, Any], text_digests: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        self.directory = Path(directory)
+        self.context = dict(context)
+        self.text_digests = {k: dict(v) for k, v in text_digests.items()}
+
+    def path(self, source: str, seed: int) -> Path:
+        return self.directory / f"seed{seed}" / f"{source}.json.gz"
+
+    def key_parts(self, source: str, seed: int, targets: Sequence[str], recipe: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            **self.context,
+            "recipe": dict(recipe),
+            "source": source,
+            "seed": seed,
+            "train_text": self.text_digests["train"][source],
+            "eval_text": {t: self.text_digests["eval"][t] for t in targets},
+        }
+
+    def load(self, source: str, seed: int, targets: Sequence[str], recipe: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The stored result of (source, seed) -> {"train_after", "eval": {t: (n_seq,) float64
+        tensor}, "seconds"}, or None when there is no file.  A file computed for another
+        configuration (or unreadable) raises InputError naming it."""
+        path = self.path(source, seed)
+        if not path.exists():
+            return None
+        parts = self.key_parts(source, seed, targets, recipe)
+        try:
+            rec = json.loads(gzip.decompress(path.read_bytes()))
+            stored_key, stored_parts = rec["key"], rec["key_parts"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"truth store: {path} is not a readable truth-store file ({exc})") from exc
+        if stored_key != _key(parts) or rec.get("format") != FORMAT:
+            diff = _differing(stored_parts, parts) or ["format"]
+            raise InputError(
+                f"truth store: {path} was computed for another configuration ({', '.join(diff[:6])} differ"
+                f"{', ...' if len(diff) > 6 else ''}); use another truth_store directory or remove the file"
+            )
+        return {
+            "train_after": float(rec["train_after"]),
+            "eval": {t: torch.tensor(rec["eval"][t], dtype=torch.float64) for t in targets},
+            "seconds": float(rec["seconds"]),
+        }
+
+    def save(
+        self, source: str, seed: int, targets: Sequence[str], recipe: Mapping[str, Any], res: Mapping[str, Any]
+    ) -> Path:
+        """Write one result atomically (gzip JSON, mtime 0 so equal results give equal bytes)."""
+        parts = self.key_parts(source, seed, targets, recipe)
+        rec = {
+            "format": FORMAT,
+            "key": _key(parts),
+            "key_parts": parts,
+            "source": source,
+            "seed": seed,
+            "train_after": float(res["train_after"]),
+            "seconds": float(res["seconds"]),
+            # float64 -> JSON float keeps every bit (repr round-trips)
+            "eval": {t: [float(v) for v in torch.as_tensor(res["eval"][t]).tolist()] for t in targets},
+        }
+        path = self.path(source, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = gzip.compress(json.dumps(rec, sort_keys=True).encode(), mtime=0)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path

@@ -1,0 +1,245 @@
+"""The truth store (a LoRA ground truth finished in several sittings, on other machines), the
+ceiling over seeds and eval sequences, and the pre-registered natural-shift baselines and
+verdicts, on a tiny random Llama and synthetic word domains."""
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+
+from _tiny_lm import loader, reproduce
+from updatescope.errors import InputError
+from updatescope.experiments import heads, scoring
+from updatescope.experiments import selection as source_selection
+from updatescope.experiments.groundtruth import lora
+from updatescope.experiments.source_selection import runner
+
+VOCAB = {
+    "a": "alpha beta gamma delta",
+    "b": "one two three four",
+    "c": "red green blue cyan",
+    "d": "alpha two red four",
+}
+CFG = {
+    "domains": ["dom_a", "dom_b", "dom_c", "dom_d"],
+    "tokens": {"sketch": 40, "train": 40, "eval": 40},
+    "sketch_dim": 64,
+    "exact_n": 30,
+    "baseline_n": 30,
+    "gt_seeds": 2,
+    "lora": {
+        "n_last": 1,
+        "r": 2,
+        "alpha": 4,
+        "targets": ["q_proj", "v_proj"],
+        "lr": 1e-2,
+        "steps": 3,
+        "batch": 2,
+        "seq_len": 16,
+    },
+}
+FINETUNE = lora.finetune_lora
+#: timings differ between runs; every other number must not
+TIMING = {"finetune_seconds", "method_seconds", "seconds"}
+
+
+def _texts(salt_shift: int = 0):
+    def texts(name, split, max_chars):
+        words = VOCAB[name[-1]].split()
+        salt = {"sketch": 0, "train": 1, "eval": 2}[split] + salt_shift
+        return [" ".join(words[(i * 7 + j + salt) % 4] for j in range(20)) for i in range(4)]
+
+    return texts
+
+
+@pytest.fixture
+def tiny(monkeypatch, tmp_path):
+    monkeypatch.setattr(heads, "load_model", loader(vocab_size=128))
+    monkeypatch.setattr(source_selection, "load_texts", _texts())
+    monkeypatch.setattr(source_selection, "family_of", lambda n: "fam_" + ("x" if n[-1] in "ab" else "y"))
+    return tmp_path
+
+
+class SittingEnds(Exception):
+    """The end of a sitting in the middle of a run."""
+
+
+def _fresh_machine(monkeypatch, tmp_path, name):
+    """A new machine-local cache: nothing computed before is found there."""
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / f"cache_{name}"))
+
+
+def _count_finetunes(monkeypatch, stop_after=None):
+    calls = []
+    real = FINETUNE
+
+    def counted(*a, **kw):
+        if stop_after is not None and len(calls) >= stop_after:
+            raise SittingEnds
+        calls.append(kw["seed"])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(lora, "finetune_lora", counted)
+    return calls
+
+
+def _strip_timing(x):
+    if isinstance(x, dict):
+        return {k: _strip_timing(v) for k, v in x.items() if k not in TIMING}
+    if isinstance(x, list):
+        return [_strip_timing(v) for v in x]
+    return x
+
+
+def test_interrupted_run_finishes_on_another_machine_with_the_same_numbers(tiny, monkeypatch):
+    store = tiny / "store"
+    _fresh_machine(monkeypatch, tiny, "reference")
+    calls = _count_finetunes(monkeypatch)
+    ref = reproduce("source-selection", tiny / "ref", CFG)
+    assert len(calls) == 8  # 4 sources x 2 seeds
+
+    # first sitting: one seed and one source of the next, then the sitting is cut off
+    _fresh_machine(monkeypatch, tiny, "first")
+    calls = _count_finetunes(monkeypatch, stop_after=5)
+    with pytest.raises(SittingEnds):
+        reproduce("source-selection", tiny / "first", {**CFG, "truth_store": str(store)})
+    files = sorted(p.relative_to(store).as_posix() for p in store.rglob("*.json.gz"))
+    # filed by ground-truth seed (0, then 1000): seed 0 whole, the first source of seed 1000
+    assert files == [f"seed0/dom_{x}.json.gz" for x in "abcd"] + ["seed1000/dom_a.json.gz"]
+    assert not list(store.rglob("*.tmp"))  # written atomically
+
+    # second sitting on a machine without the caches: only the 3 missing fine-tunings run
+    _fresh_machine(monkeypatch, tiny, "second")
+    calls = _count_finetunes(monkeypatch)
+    res = reproduce("source-selection", tiny / "second", {**CFG, "truth_store": str(store)})
+    assert len(calls) == 3
+    assert len(list(store.rglob("*.json.gz"))) == 8
+    assert _strip_timing(res["metrics"]) == _strip_timing(ref["metrics"])
+    assert res["metrics"]["ground_truth"]["transfer"] == ref["metrics"]["ground_truth"]["transfer"]
+
+    # a third sitting has nothing left to fine-tune
+    _fresh_machine(monkeypatch, tiny, "third")
+    calls = _count_finetunes(monkeypatch)
+    again = reproduce("source-selection", tiny / "third", {**CFG, "truth_store": str(store)})
+    assert calls == [] and _strip_timing(again["metrics"]) == _strip_timing(ref["metrics"])
+
+
+@pytest.mark.parametrize(
+    "change, part",
+    [
+        ({"lora": {**CFG["lora"], "lr": 2e-2}}, "recipe.lr"),
+        ({"tokens": {"sketch": 40, "train": 40, "eval": 30}}, "tokens.eval"),
+        ("texts", "eval_text"),
+    ],
+)
+def test_a_store_of_another_configuration_is_refused_naming_the_file(tiny, monkeypatch, change, part):
+    store = tiny / "store"
+    _fresh_machine(monkeypatch, tiny, "first")
+    reproduce("source-selection", tiny / "first", {**CFG, "truth_store": str(store)})
+    _fresh_machine(monkeypatch, tiny, "second")
+    if change == "texts":
+        monkeypatch.setattr(source_selection, "load_texts", _texts(salt_shift=1))
+        change = {}
+    with pytest.raises(InputError, match=rf"truth store: .*seed0.dom_a\.json\.gz .*{part}") as err:
+        reproduce("source-selection", tiny / "second", {**CFG, **change, "truth_store": str(store)})
+    assert "\n" not in str(err.value)
+
+
+def test_truth_store_needs_a_lora_truth():
+    from updatescope.experiments import configure
+
+    with pytest.raises(InputError, match="truth_store"):
+        configure("source-selection", settings={"truth_store": "x", "ground_truth": "head"})
+    assert configure("source-selection", settings={"truth_store": "somewhere"}).truth_store == "somewhere"
+
+
+def _sequences(n_seeds, targets, sources, n_seq, seed_sd, seq_sd, rng):
+    """Per-sequence losses with a true source effect, seed noise per (seed, pair) and eval
+    noise per sequence (the same for every seed: the eval sample is shared)."""
+    tok = {t: [10] * n_seq for t in targets}
+    base = {t: [30.0] * n_seq for t in targets}
+    effect = {t: {s: 0.1 * i for i, s in enumerate(sources)} for t in targets}
+    seq_noise = {t: {s: rng.normal(0, seq_sd, n_seq) for s in sources} for t in targets}
+    by_seed = []
+    for _ in range(n_seeds):
+        tab = {}
+        for t in targets:
+            tab[t] = {}
+            for s in sources:
+                shift = effect[t][s] + rng.normal(0, seed_sd)
+                tab[t][s] = [30.0 - 10 * shift + 10 * e for e in seq_noise[t][s]]
+        by_seed.append(tab)
+    mean = {t: {s: list(np.mean([b[t][s] for b in by_seed], 0)) for s in sources} for t in targets}
+    return {"base": base, "tokens": tok, "loss": mean}, by_seed
+
+
+def test_the_ceiling_counts_eval_noise_the_seed_ceiling_misses():
+    rng = np.random.default_rng(0)
+    targets, sources = [f"t{i}" for i in range(8)], [f"s{i}" for i in range(6)]
+    # no eval noise, no seed noise: a perfect ceiling
+    seq, by_seed = _sequences(3, targets, sources, 8, 0.0, 0.0, rng)
+    c = scoring.seed_and_eval_ceiling(seq, by_seed)
+    assert c["spearman"]["mean"] == pytest.approx(1.0) and c["top1"]["mean"] == pytest.approx(1.0)
+    # eval noise only: every seed agrees exactly, so the seed-only ceiling is perfect, but the
+    # ceiling over seeds and eval sequences is not
+    seq, by_seed = _sequences(3, targets, sources, 8, 0.0, 0.4, rng)
+    tables = []
+    for tab in by_seed:
+        tables.append(
+            {
+                t: {s: (sum(seq["base"][t]) - sum(v)) / sum(seq["tokens"][t]) for s, v in row.items()}
+                for t, row in tab.items()
+            }
+        )
+    mean_tab = {t: {s: float(np.mean([tb[t][s] for tb in tables])) for s in sources} for t in targets}
+    gt = {
+        "transfer": mean_tab,
+        "transfer_se": {t: dict.fromkeys(sources, 0.0) for t in targets},
+        "transfer_by_seed": tables,
+        "eval_sequences": seq,
+        "eval_sequences_by_seed": by_seed,
+    }
+    noise = scoring.truth_noise(gt)
+    assert noise["ceiling_noise"] == "seeds and eval sequences"
+    assert noise["ceiling_seeds_only"]["spearman"]["mean"] == pytest.approx(1.0)
+    assert noise["ceiling"]["spearman"]["mean"] < 0.9
+    # without per-seed sequences the ceiling stays the seed-only one, and says so
+    old = scoring.truth_noise({k: v for k, v in gt.items() if k != "eval_sequences_by_seed"})
+    assert old["ceiling_noise"] == "seeds" and "ceiling_seeds_only" not in old
+
+
+def test_derived_baselines_by_hand():
+    fams = {"x1": "smiles", "x2": "smiles_nci", "c1": "code", "c2": "code", "w1": "wiki"}
+    names = list(fams)
+    cka = {t: {s: 0.1 * (i + 1) for i, s in enumerate(names) if s != t} for t in names}
+    act = {t: {s: 0.5 for s in names if s != t} for t in names}
+    err = {t: {s: (0.2 if s == "w1" else 0.4) for s in names if s != t} for t in names}
+    extra = runner.derived_scores(fams)({"fisher": cka, "cka": cka, "activation": act, "error": err})
+    # one SMILES family: the two collections are one family, code stays code
+    assert extra["family1"]["x1"] == {"x2": 1.0, "c1": 0.0, "c2": 0.0, "w1": 0.0}
+    # family label first, CKA inside each group: for c1, c2 (same family) on top, then by CKA
+    fc = extra["family_cka"]["c1"]
+    assert sorted(fc, key=fc.get, reverse=True) == ["c2", "w1", "x2", "x1"]
+    assert extra["product"]["c1"]["w1"] == pytest.approx(0.1) and extra["product"]["c1"]["x1"] == pytest.approx(0.2)
+    assert "exact_product" not in extra
+
+
+def test_tiny_run_reports_the_preregistered_verdicts(tiny, monkeypatch):
+    _fresh_machine(monkeypatch, tiny, "one")
+    res = reproduce("source-selection", tiny / "out", CFG)
+    m = res["metrics"]
+    assert res["config"]["preregistration_sha256"] == hashlib.sha256(runner.PREREG.read_bytes()).hexdigest()
+    v = m["verdicts"]
+    assert [r["comparison"] for r in v["primary"]] == [c[0] for c in runner.PRESPECIFIED]
+    assert all(r["family_size"] == 4 and r["p_holm"] >= r["p"] for r in v["primary"])
+    assert v["powered"] is False and v["n_full_eval_targets"] == 0
+    assert v["statement"].startswith(("A_F beats", "error-only", "A_F does not beat"))
+    for method in ("family1", "family_cka", "product", "exact_product"):
+        assert method in m["scores"] and "top1" in m["summary"][method]
+    for pair in ("fisher - error", "fisher - product", "fisher - family1", "fisher - family_cka"):
+        assert m["paired"][pair]["spearman"]["n"] == 4
+    noise = m["truth_noise"]
+    assert noise["ceiling_noise"] == "seeds and eval sequences" and "ceiling_seeds_only" in noise
+    assert len(m["ground_truth"]["eval_sequences_by_seed"]) == 2
+    assert all(math.isfinite(r["p"]) for r in v["primary"])
