@@ -58,16 +58,21 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _has_blank_line(path: Path) -> bool:
-    """Whether a blank line separates two non-blank ones (the paragraph rule of ``textfiles``)."""
-    seen_text = pending_blank = False
+    """The paragraph rule of ``textfiles``: after the file's leading and trailing empty lines,
+    a line of spaces and tabs only that has a line before it and one after it."""
+    started = candidate = False
     for _, line in _lines(path):
-        if _BLANK_LINE.fullmatch(line):
-            pending_blank = seen_text
-        elif pending_blank:
-            return True
-        else:
-            seen_text = True
+        if candidate and line != "":
+            return True  # a later line: the blank one separates two blocks
+        if started and _BLANK_LINE.fullmatch(line):
+            candidate = True
+        started = started or line != ""
     return False
+
+
+def _only_whitespace(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return all(not block.strip() for block in iter(lambda: fh.read(1 << 20), b""))
 
 
 def _jsonl_text(path: Path) -> Iterator[tuple[int, str]]:
@@ -100,7 +105,8 @@ def _text_rows(path: Path, mode: str) -> Iterator[tuple[int, Any]]:
         n += 1
         yield row
     if n == 0:
-        raise InputError(f"data file is empty: {path}" if mode != "jsonl" else f"data file has no documents: {path}")
+        what = "is empty" if _only_whitespace(path) else "has no documents"
+        raise InputError(f"data file {what}: {path}")
 
 
 def _table_rows(path: Path, columns: Columns) -> Iterator[tuple[int, Any]]:
