@@ -98,6 +98,40 @@ def test_streamed_pool_equals_the_in_memory_corpus(tmp_path):
         _streamed([rows], cols)
 
 
+def test_streamed_reader_equals_the_in_memory_one_on_random_files(tmp_path):
+    """Random text and JSONL files built from the awkward pieces (CR, CRLF, BOM, blank and
+    whitespace-only lines, bad JSON, wrong types): the same documents and rows, or an error
+    for both (a file with two problems may be reported at a different one: the stream stops
+    at the first in file order)."""
+    import random
+
+    rng = random.Random(0)
+    text_pieces = ["a", "b c", " ", "\t", "\n", "\r\n", "\r", "\n\n", "  \n", "x\ty", "é", "\ufeff"]
+    json_pieces = ['{"text": "a b"}', '{"text": "  "}', '{"text": 3}', "{bad", "", "  ", '{"txt": 1}', "[1]"]
+
+    def outcome(f):
+        try:
+            return ("ok", f())
+        except InputError as exc:
+            return ("error", str(exc))
+
+    for t in range(400):
+        if t % 2:
+            p = tmp_path / f"f{t}.txt"
+            p.write_bytes(("\ufeff" * (t % 4 == 1) + "".join(rng.choices(text_pieces, k=rng.randint(0, 12)))).encode())
+            cases = [None]
+        else:
+            p = tmp_path / f"f{t}.jsonl"
+            lines = rng.choices(json_pieces, k=rng.randint(0, 6))
+            p.write_bytes((rng.choice(["\n", "\r\n"]).join(lines) + rng.choice(["", "\n"])).encode())
+            cases = [None, Columns(text="text")]
+        for cols in cases:
+            a, b = outcome(lambda: _streamed([p], cols)), outcome(lambda: _in_memory([p], cols))
+            assert a[0] == b[0], (p.read_bytes(), cols, a, b)
+            if a[0] == "ok" or cols is None:
+                assert a == b, (p.read_bytes(), cols, a, b)
+
+
 # ---------------------------------------------------------------------------- CLI
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
