@@ -289,13 +289,13 @@ def test_bad_input_one_line(files, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------- torchrun
-def _torchrun(cwd, argv, nproc=2):
+def _torchrun(cwd, argv, nproc=2, pythonpath=None):
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        "PYTHONPATH": str(ROOT / "src"),
+        "PYTHONPATH": pythonpath or str(ROOT / "src"),
     }
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "UPDATESCOPE_DEBUG"):
         env.pop(k, None)
@@ -384,3 +384,31 @@ def test_memory_is_bounded_by_a_chunk_and_the_heap_not_the_pool(files, tmp_path)
     added = 1350 * 4096  # bytes of text the larger pool adds
     assert read[1500] - read[150] > added, read
     assert peaks[1500] - peaks[150] < added / 5, peaks
+
+
+def test_torchrun_error_on_one_rank_mid_run_stops_both(files, tmp_path):
+    """Rank 1 fails on its second chunk while rank 0 waits at the round's gather: both leave
+    at once, rank 0 prints rank 1's line, and no output, partial or temporary file is left."""
+    from test_reliability_torchrun import _one_line_exit_2
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os\n"
+        "if os.environ.get('RANK') == '1':\n"
+        "    import updatescope.pipeline.select_stream as ss\n"
+        "    from updatescope.errors import InputError\n"
+        "    real, calls = ss._score_chunk, []\n"
+        "    def failing(*a, **k):\n"
+        "        calls.append(1)\n"
+        "        if len(calls) == 2:\n"
+        "            raise InputError('refused on rank 1 only')\n"
+        "        return real(*a, **k)\n"
+        "    ss._score_chunk = failing\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env_path = os.pathsep.join([str(hook), str(ROOT / "src")])
+    r = _torchrun(work, _argv(files, "top.jsonl", "--chunk-docs", 5), pythonpath=env_path)
+    _one_line_exit_2(r, "refused on rank 1 only")
+    assert sorted(p.name for p in work.iterdir()) == []
