@@ -48,6 +48,22 @@ def test_topk_equals_a_stable_sort_of_the_whole_stream_with_ties():
         TopK(2).merge(TopK(3))
 
 
+def test_chunks_of_a_round_are_shared_by_size():
+    from updatescope.pipeline.select_stream import assign_chunks
+
+    costs = [1067, 642, 728, 697, 1062, 569, 5, 300]
+    owners = assign_chunks(costs, 2)
+    load = [sum(c for c, o in zip(costs, owners) if o == r) for r in range(2)]
+    assert abs(load[0] - load[1]) <= max(costs[6:])  # within the smallest chunks' size
+    assert owners == assign_chunks(list(costs), 2)  # the same on every rank
+    # round-robin (the negative control) is far less even here
+    rr = [sum(costs[r::2]) for r in range(2)]
+    assert abs(rr[0] - rr[1]) > 2 * abs(load[0] - load[1])
+    for world in (1, 3, 8):
+        assert sorted(set(assign_chunks(costs, world))) == list(range(world))  # every rank gets a chunk
+    assert assign_chunks([0, 0, 0], 2) == [0, 1, 0]
+
+
 # ---------------------------------------------------------------------------- streamed reader
 def _streamed(paths, columns=None):
     return [(s, r, d) for s, r, d in iter_pool(paths, columns)]

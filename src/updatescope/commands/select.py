@@ -353,7 +353,7 @@ def register(subparsers: Any) -> None:
         default=1024,
         metavar="N",
         help="documents scored together (length-bucketed inside a chunk); the pool is streamed one round of "
-        "chunks at a time, and under torchrun the chunks go round-robin to the ranks",
+        "chunks at a time, and under torchrun the chunks of a round are shared among the ranks by size",
     )
     p.add_argument(
         "--device", default="cpu", help="cpu, cuda, cuda:N or auto (under torchrun, cuda means cuda:LOCAL_RANK)"

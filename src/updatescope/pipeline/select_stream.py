@@ -3,14 +3,17 @@
 The pool is cut into *chunks* of ``chunk_docs`` consecutive documents; the cut depends on the
 pool alone.  Each chunk is scored on its own (``score_documents``: length buckets inside the
 chunk), so a document's score depends only on its chunk, never on how many processes run or
-where a run resumed.  Chunks go round-robin to the ranks, ``world`` chunks per *round*; after
-each round the ranks all-gather the round's per-document numbers (copies, never sums) and
-rank 0 writes them to the score file in pool order and offers them to a top-k heap
-(``select.topk.TopK``).  So:
+where a run resumed.  One process scores the chunks in order.  Under torchrun the chunks come
+in *rounds* of ``ROUND_CHUNKS × world``; the chunks of a round go to the ranks by their size
+(``assign_chunks``: longest first to the least loaded rank, computed alike on every rank), so
+the ranks finish a round close together; after each round the ranks all-gather the round's
+per-document numbers (copies, never sums) and rank 0 writes them to the score file in pool
+order and offers them to a top-k heap (``select.topk.TopK``).  So:
 
-* memory is bounded by a round (``world × chunk_docs`` documents, the batch) and the heap
-  (``top`` documents), not by the pool; every rank reads the pool as a stream
-  (``data.stream.iter_pool``) and tokenises only its own chunks;
+* memory is bounded by a round (one chunk in one process, ``ROUND_CHUNKS × world ×
+  chunk_docs`` documents under torchrun) and the heap (``top`` documents), not by the pool;
+  every rank reads the pool as a stream (``data.stream.iter_pool``) and tokenises only its own
+  chunks;
 * the top-k and the score file are the same bytes for one process and for N ranks (same
   thread count), and rank 0 alone writes them;
 * a checkpoint after a round holds the heap (scores and indices; the documents are read again
@@ -55,11 +58,13 @@ __all__ = [
     "scan_pool",
     "check_resume",
     "check_shards",
+    "assign_chunks",
     "select_pool",
     "partial_path",
 ]
 
 CHUNK_DOCS = 1024
+ROUND_CHUNKS = 4  # chunks per rank per round under torchrun: room to balance the ranks' work
 CHECKPOINT_FORMAT = "updatescope-select-checkpoint"
 _COLS = 6  # per document: score, se, activation, error, tokens, short
 
@@ -197,6 +202,37 @@ def check_shards(options: SelectOptions, pool: PoolScan, world: int, start: int 
             f"the pool has {pool.documents} documents in {n_chunks} chunk(s) of {options.chunk_docs}{left}, fewer "
             f"than the {world} ranks: a rank would have no chunk to score; use fewer ranks or a smaller --chunk-docs"
         )
+
+
+def _cost(items: list[tuple[str, int, Any]]) -> int:
+    """A chunk's work, estimated before it is tokenised: the characters of its documents."""
+    return sum(len(doc) if isinstance(doc, str) else len(json.dumps(doc, default=str)) for _, _, doc in items)
+
+
+def assign_chunks(costs: Sequence[int], world: int) -> list[int]:
+    """The rank of each chunk of a round: longest first to the least loaded rank (ties: the
+    earlier chunk, then the rank with fewer chunks, then the lower rank), so the ranks of a round
+    finish close together.  Every rank
+    computes the same list from the same costs; which rank scores a chunk never changes its
+    scores.  With at least ``world`` chunks every rank gets one."""
+    load, count = [0] * world, [0] * world
+    owners = [0] * len(costs)
+    for j in sorted(range(len(costs)), key=lambda j: (-costs[j], j)):
+        r = min(range(world), key=lambda r: (load[r], count[r], r))
+        owners[j] = r
+        load[r] += costs[j]
+        count[r] += 1
+    return owners
+
+
+def _slots(owners: Sequence[int], world: int) -> list[tuple[int, int]]:
+    """(rank, position among that rank's chunks of the round) of each chunk."""
+    seen = [0] * world
+    out = []
+    for r in owners:
+        out.append((r, seen[r]))
+        seen[r] += 1
+    return out
 
 
 def _num(x: float) -> float | None:
@@ -356,20 +392,27 @@ def select_pool(
         if bar is not None:
             bar.update(done)
         t0, tokens = time.perf_counter(), 0
-        for first in range(start, n_chunks, world):
-            round_items = [next(chunk_iter) for _ in range(first, min(first + world, n_chunks))]
-            local = torch.zeros(options.chunk_docs, _COLS, dtype=torch.float64)
-            mine = first + rank
-            if mine < n_chunks:
-                docs = [doc for _, _, doc in round_items[rank]]
-                local[: len(docs)] = _score_chunk(model, tokenizer, docs, layout, target, options, fingerprint)
+        per_round = world * ROUND_CHUNKS if world > 1 else 1
+        for first in range(start, n_chunks, per_round):
+            round_items = [next(chunk_iter) for _ in range(first, min(first + per_round, n_chunks))]
+            owners = assign_chunks([_cost(items) for items in round_items], world) if world > 1 else [0]
+            slots = _slots(owners, world)
+            size = options.chunk_docs
+            local = torch.zeros(len(round_items) * size, _COLS, dtype=torch.float64)
+            for j, items in enumerate(round_items):
+                if owners[j] != rank:
+                    continue
+                docs = [doc for _, _, doc in items]
+                at = slots[j][1] * size
+                local[at : at + len(docs)] = _score_chunk(model, tokenizer, docs, layout, target, options, fingerprint)
                 if on_chunk is not None:
-                    on_chunk(mine)
+                    on_chunk(first + j)
             gathered = gather_rows(local.to(dev), group=group) if world > 1 else [local]
             if rank == 0:
                 lines = []
                 for j, items in enumerate(round_items):
-                    vals = gathered[j][: len(items)].cpu().tolist()
+                    owner, slot = slots[j]
+                    vals = gathered[owner][slot * size : slot * size + len(items)].cpu().tolist()
                     base = (first + j) * options.chunk_docs
                     for k, ((source, row_index, doc), v) in enumerate(zip(items, vals)):
                         rec = _record(v, source, row_index)
@@ -386,10 +429,10 @@ def select_pool(
             done += sum(len(items) for items in round_items)
             if bar is not None:
                 bar.update(done - before)
-            last = first + world >= n_chunks
+            last = first + per_round >= n_chunks
             if writer and checkpoint is not None and every and not last and done // every > before // every:
                 _save_checkpoint(
-                    checkpoint, heap, first + world, fh.tell(), short, scored, options, settings, pool, fingerprint
+                    checkpoint, heap, first + per_round, fh.tell(), short, scored, options, settings, pool, fingerprint
                 )
     except BaseException:
         if fh is not None:
