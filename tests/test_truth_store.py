@@ -243,3 +243,24 @@ def test_tiny_run_reports_the_preregistered_verdicts(tiny, monkeypatch):
     assert noise["ceiling_noise"] == "seeds and eval sequences" and "ceiling_seeds_only" in noise
     assert len(m["ground_truth"]["eval_sequences_by_seed"]) == 2
     assert all(math.isfinite(r["p"]) for r in v["primary"])
+
+
+@pytest.mark.parametrize("sign, word, start", [(1, "better", "A_F beats"), (-1, "worse", "error-only")])
+def test_preregistered_statement_follows_the_first_comparison(sign, word, start):
+    from updatescope.experiments.configs import SelectionConfig
+
+    targets = [f"t{i}" for i in range(8)]
+
+    def method(v):
+        return {"spearman": {"per_target": dict.fromkeys(targets, v), "excluded": {}}}
+
+    by = {"fisher": method(0.5), "error": method(0.5 - sign * 0.4), "product": method(0.5), "cka": method(0.5)}
+    cfg = SelectionConfig.defaults(quick=True)
+    v = runner.preregistered_verdicts(by, cfg, {t: 6400 if i < 3 else 400 for i, t in enumerate(targets)})
+    first = v["primary"][0]
+    # 8 differences of one sign: exact sign-flip p = 2 / 2^8, Holm over 4 comparisons
+    assert first["p"] == pytest.approx(2 / 256) and first["p_holm"] == pytest.approx(4 * 2 / 256)
+    assert first["word"] == word and v["statement"].startswith(start)
+    assert [r["word"] for r in v["primary"][1:]] == ["no difference"] * 3  # ties, and family1 missing
+    assert v["n_full_eval_targets"] == 3 and v["full_eval_targets"][0]["n_targets"] == 3
+    assert v["powered"] is False
