@@ -120,14 +120,14 @@ def guidance(rec: dict) -> list[str]:
     if not m["regime"]["adapters_learned_their_domain"]:
         return [f"- `{name}`: not every adapter learned its domain, so the comparisons are not decided here."]
     out = []
-    for other in ("embedding centroid", "PEFT Arrow"):
+    for other, said in (("embedding centroid", "the embedding-centroid router"), ("PEFT Arrow", "PEFT's Arrow router")):
         w = words.get(other)
         if w == "better":
-            out.append(f"FisherSketch routes to lower loss than the {other}")
+            out.append(f"FisherSketch routes to lower loss than {said}")
         elif w == "worse":
-            out.append(f"the {other} routes to lower loss than FisherSketch")
+            out.append(f"{said} routes to lower loss than FisherSketch")
         elif w is not None:
-            out.append(f"FisherSketch and the {other} show no difference")
+            out.append(f"FisherSketch and {said} show no difference")
     marg = [o for o in ("error-only", "activation-only") if words.get(o) == "better"]
     tail = f"the joint score beats {' and '.join(marg)}" if marg else "the joint score does not beat its marginals"
     return [f"- `{name}`{weight}: " + "; ".join(out) + f"; {tail}."]
