@@ -200,18 +200,22 @@ def trust_lines(recs: list[dict]) -> list[str]:
     name, nat_name = cd["_file"].removesuffix(".json"), nat["_file"].removesuffix(".json")
     if not m["verdicts"].get("primary"):
         return [f"- `{name}`: no target passed its regime checks, so the coupling claim is not decided here."]
-    weight = "" if m["powered"] else " (the quick variant: not powered, this carries no weight)"
     lines = []
     err = _row(m, "A_F - Scov(Gamma_e)")
-    if err["word"] == "better":
+    if not m["powered"]:
+        lines.append(
+            f"- The coupling-dark benchmark has run only in its quick variant (`{name}`, not powered), which cannot "
+            f"decide the claim: A_F − error-only {_said(err)}. The powered, pre-registered run decides it."
+        )
+    elif err["word"] == "better":
         lines.append(
             f"- Where candidates share the target's inputs and answer words and differ only in which input "
-            f"goes to which answer (`{name}`{weight}), A_F ranks them better than error-only: {_said(err)}. "
+            f"goes to which answer (`{name}`), A_F ranks them better than error-only: {_said(err)}. "
             "There the coupling adds signal: use the joint signature, not a marginal."
         )
     else:
         lines.append(
-            f"- Where candidates differ only in the input → answer mapping (`{name}`{weight}), A_F does not rank "
+            f"- Where candidates differ only in the input → answer mapping (`{name}`), A_F does not rank "
             f"them better than error-only: {_said(err)}. The coupling claim is refuted at this scale."
         )
     grad = _row(m, "A_F - mean-gradient cosine")
@@ -225,14 +229,14 @@ def trust_lines(recs: list[dict]) -> list[str]:
             tail = "A_F also ranks them better than the mean-gradient cosine"
         else:
             tail = "against the mean-gradient cosine no difference is resolved"
-        lines.append(f"- In the same benchmark {tail} ({_said(grad)}).")
+        lines.append(f"- In the same benchmark {tail}: {_said(grad)}.")
     cka = _row(m, "A_F - CKA")
     if cka is not None:
         word = {"better": "ranks them better than", "worse": "ranks them worse than"}.get(cka["word"], "ties")
         lines.append(
-            f"- There A_F {word} CKA, which sees only the shared inputs ({_said(cka)})."
+            f"- There A_F {word} CKA, which sees only the shared inputs: {_said(cka)}."
             if word != "ties"
-            else f"- There A_F and CKA show no difference ({_said(cka)})."
+            else f"- There A_F and CKA show no difference: {_said(cka)}."
         )
     nv = natural_error_verdict(nat["metrics"])
     if nv is not None:

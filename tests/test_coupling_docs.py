@@ -29,6 +29,8 @@ def _set_word(rec, comparison, word, mean):
 
 def test_trust_sentence_follows_the_coupling_verdict():
     tool, cd, nat = _recs()
+    assert "cannot decide the claim" in tool.trust_lines([cd, nat])[0]  # the quick record is not powered
+    cd["metrics"]["powered"] = True
     refuted = copy.deepcopy(cd)
     _set_word(refuted, "A_F - Scov(Gamma_e)", "no difference", 0.1)
     assert "refuted at this scale" in tool.trust_lines([refuted, nat])[0]
@@ -40,6 +42,7 @@ def test_trust_sentence_follows_the_coupling_verdict():
 
 def test_gradient_and_cka_clauses_flip():
     tool, cd, nat = _recs()
+    cd["metrics"]["powered"] = True
     words = {}
     for w in ("better", "worse", "no difference"):
         rec = copy.deepcopy(cd)
