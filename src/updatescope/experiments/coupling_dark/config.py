@@ -41,7 +41,7 @@ class CouplingDarkConfig:
     n_val: int = 16
     n_eval: int = 40
     n_warm: int = 32
-    warmup_steps: int = 60  # 0: no warm-up (the pilot's regime, kept for comparison)
+    warmup_steps: int = 150  # 0: no warm-up (the pilot's regime, kept for comparison)
     sketch_dim: int = DEFAULT_SKETCH_DIM
     lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=30, batch=16)
     gt_seeds: int = 3
@@ -94,6 +94,7 @@ class CouplingDarkConfig:
             n_val=8,
             n_eval=16,
             n_warm=16,
+            warmup_steps=60,
             lora=LoRAConfig(lr=1e-3, steps=20, batch=16),
             gt_seeds=1,
             n_boot=500,
