@@ -423,14 +423,25 @@ def sentiment_words(rec: dict) -> dict[str, dict[str, str]]:
 
 
 def sentiment_verdict(rec: dict) -> tuple[str, str]:
-    """Rule (primary judge, VADER): the task can show steering when CAA or the one-step
-    shift is "better" than the same-norm random vector at its own setting in some direction
-    (Holm-corrected paired test over the test prompts); CAA's gate must be open for the
-    comparisons that read CAA."""
+    """Rule (primary judge, VADER): the task shows steering when the one-step shift, or CAA
+    where it reproduces across halves (split-half cosine at its layer >= the floor), is
+    "better" than the same-norm random vector at its own setting in some direction
+    (Holm-corrected paired test over the test prompts); a CAA win without that
+    reproducibility is reported as not established."""
     words = sentiment_words(rec)["vader"]
+    gates = sentiment_gates(rec)
     wins = [k for k, w in words.items() if k.endswith("- random") and w == "better"]
+    valid = [k for k in wins if not k.endswith("caa - random") or gates[k.split(": ")[0]]["reproducible"]]
+    if valid:
+        return "steering beyond a same-norm random vector", "Better than random: " + ", ".join(valid) + "."
     if wins:
-        return "steering beyond a same-norm random vector", "Better than random: " + ", ".join(wins) + "."
+        return (
+            "not established",
+            "Better than random: "
+            + ", ".join(wins)
+            + ", but CAA does not reproduce across halves of its sentences at its layer, so the win is not read "
+            "as a steering direction.",
+        )
     return (
         "no vector steers beyond a same-norm random vector at this size",
         "Neither CAA nor the one-step shift beats the random vector in either direction.",
