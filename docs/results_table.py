@@ -151,6 +151,10 @@ LABEL = {
     "logme": "LogME",
     "hscore": "H-score",
     "leep": "LEEP",
+    "family1": "*trivial:* same family, one SMILES family",
+    "family_cka": "*trivial:* same family, ties broken by CKA",
+    "product": "product of marginals Scov(M_a)·Scov(Γ_e), sketch",
+    "exact_product": "exact product of marginals",
 }
 
 
@@ -186,7 +190,40 @@ def _ordered(methods: dict) -> list[str]:
 
 
 def _ceiling_label(noise: dict) -> str:
+    if noise.get("ceiling_noise") == "seeds and eval sequences":
+        return (
+            f"**noise ceiling** (1 of {noise['n_seeds']} seeds on half the eval sequences predicts the others' "
+            "mean on the other half)"
+        )
     return f"**noise ceiling** (1 of {noise['n_seeds']} seeds predicts the others' mean)"
+
+
+def prereg_verdicts(metrics: dict) -> list[str]:
+    """The pre-registered verdicts of a source-selection record (its ``verdicts`` block, computed
+    by the runner under PREREGISTRATION.md): one row per comparison, then the statement."""
+    v = metrics.get("verdicts")
+    if not v:
+        return ["This record predates the pre-registered comparisons."]
+    rows = [
+        "| comparison (per-target Spearman) | targets | mean difference | p (test) | Holm p (family of 4) | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in v["primary"]:
+        rows.append(
+            f"| {r['comparison']} | {r['n_targets']} | {_num(r['mean_spearman_difference'], '{:+.3f}')} "
+            f"| {r['p']:.3g} ({r['test']}) | {r['p_holm']:.3g} | {r['word']} |"
+        )
+    full = v.get("full_eval_targets") or []
+    side = (
+        "; at the full eval size ("
+        + str(v.get("n_full_eval_targets", 0))
+        + " targets): "
+        + ", ".join(f"{r['comparison']} {r['word']}" for r in full)
+        if v.get("n_full_eval_targets")
+        else "; no target reached the full eval size, so the secondary family is empty"
+    )
+    weight = "" if v["powered"] else f" This run is not powered ({v['powered_rule']}): the words carry no weight."
+    return rows + ["", f"Statement (by rule): {v['statement']}{side}.{weight}"]
 
 
 def _note_rows(notes: dict, prefix: str, n_cells: int, label: dict[str, str] = LABEL) -> list[str]:
@@ -872,7 +909,10 @@ def readme_methods(recs: list[dict]) -> list[str]:
             ceil.append(f"{c['top1']['mean']:.2f}")
         else:
             ceil.append(f"{c['top1']['mean']:.2f} / {_num(c['spearman'].get('mean'), '{:.2f}')}")
-    rows.append("| *noise ceiling* (one seed's truth predicting another's) | " + " | ".join(ceil) + " |")
+    rows.append(
+        "| *noise ceiling* (one seed's truth predicting the others'; with eval-sequence noise where the record "
+        "has it) | " + " | ".join(ceil) + " |"
+    )
     return rows
 
 
@@ -1333,6 +1373,7 @@ KINDS["verdict"] = selection_verdict
 KINDS["resolution"] = resolution_table
 KINDS["budget"] = budget_table
 KINDS["methods"] = methods_table
+KINDS["prereg"] = prereg_verdicts
 KINDS["correlation"] = lambda metrics: correlation_table(metrics, labels(metrics))
 #: kinds rendered from the whole record (config, env, seconds), not only its metrics
 RECORD_KINDS = {
