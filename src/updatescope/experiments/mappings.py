@@ -164,26 +164,27 @@ def clustered_bootstrap(
     return {"n_clusters": len(keys), "mean": mean, "ci95": [float(lo), float(hi)], "p": p}
 
 
-def _family_block(
-    spearman: Mapping[str, Mapping[str, float] | None],
-    comparisons: Sequence[tuple[str, str, str]],
-    family: str,
+def verdict_rows(
+    diffs: Mapping[str, Mapping[str, float]],
     clusters: Mapping[str, Any],
+    *,
+    family: str,
+    n_key: str,
+    mean_key: str,
     n_boot: int,
     seed: int,
 ) -> list[dict[str, Any]]:
+    """The pre-specified comparisons of a record: ``select.metrics.paired_verdicts`` over
+    ``diffs`` (comparison -> unit -> difference; Holm across them) and, per comparison, a
+    bootstrap clustered over ``clusters`` (unit -> cluster); one JSON row per comparison, with
+    the unit count under ``n_key`` and the mean difference under ``mean_key``."""
     from updatescope.select.metrics import paired_verdicts
 
-    diffs: dict[str, dict[str, float]] = {}
-    for name, a, b in comparisons:
-        sa, sb = spearman.get(a) or {}, spearman.get(b) or {}
-        diffs[name] = {t: sa[t] - sb[t] for t in sa if t in sb and math.isfinite(sa[t] - sb[t])}
-    verdicts = paired_verdicts(diffs, family=family, seed=seed)
     return [
         {
             "comparison": v.comparison,
-            "n_targets": v.n,
-            "mean_spearman_difference": v.mean if math.isfinite(v.mean) else None,
+            n_key: v.n,
+            mean_key: v.mean if math.isfinite(v.mean) else None,
             "p": v.p,
             "p_holm": v.p_holm,
             "test": v.test,
@@ -193,8 +194,31 @@ def _family_block(
             "word": v.word,
             "clustered_bootstrap": clustered_bootstrap(diffs[v.comparison], clusters, n_boot, seed),
         }
-        for v in verdicts
+        for v in paired_verdicts(diffs, family=family, seed=seed)
     ]
+
+
+def _family_block(
+    spearman: Mapping[str, Mapping[str, float] | None],
+    comparisons: Sequence[tuple[str, str, str]],
+    family: str,
+    clusters: Mapping[str, Any],
+    n_boot: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    diffs: dict[str, dict[str, float]] = {}
+    for name, a, b in comparisons:
+        sa, sb = spearman.get(a) or {}, spearman.get(b) or {}
+        diffs[name] = {t: sa[t] - sb[t] for t in sa if t in sb and math.isfinite(sa[t] - sb[t])}
+    return verdict_rows(
+        diffs,
+        clusters,
+        family=family,
+        n_key="n_targets",
+        mean_key="mean_spearman_difference",
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
 def coupling_verdicts(

@@ -234,18 +234,7 @@ def warm_up(cfg, model, tok, tasks, blocks_by_family, cls, split, log) -> tuple[
     data = _pad_cat(parts)
     lc = cfg.lora
     t0 = time.perf_counter()
-    tail = lora_gt.finetune_lora(
-        model,
-        data,
-        n_last=lc.n_last,
-        r=lc.r,
-        alpha=lc.alpha,
-        lr=lc.lr,
-        steps=cfg.warmup_steps,
-        batch=lc.batch,
-        seed=cfg.seed + 104729,
-        targets=list(lc.targets),
-    )
+    tail = lora_gt.finetune_from_config(model, data, lc, seed=cfg.seed + 104729, steps=cfg.warmup_steps)
     merged = merge_tail(model, tail, lc.n_last)
     lora_loss = lora_gt.mean_loss(tail, data)
     merged_loss = lora_gt.mean_loss(lora_gt.tail_model(merged, lc.n_last), data)

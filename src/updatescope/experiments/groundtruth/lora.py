@@ -248,6 +248,25 @@ def finetune_lora(
     return tail
 
 
+def finetune_from_config(
+    model: nn.Module, data: Mapping[str, Tensor], lc: Any, *, seed: int, steps: int | None = None
+) -> nn.Module:
+    """:func:`finetune_lora` with the recipe of a ``LoRAConfig`` ``lc`` (n_last, r, alpha, lr,
+    batch, targets; ``steps`` unless given)."""
+    return finetune_lora(
+        model,
+        data,
+        n_last=lc.n_last,
+        r=lc.r,
+        alpha=lc.alpha,
+        lr=lc.lr,
+        steps=lc.steps if steps is None else steps,
+        batch=lc.batch,
+        seed=seed,
+        targets=list(lc.targets),
+    )
+
+
 def _digest(t: Tensor) -> str:
     return cache_key(list(t.shape), str(t.dtype), hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest())
 

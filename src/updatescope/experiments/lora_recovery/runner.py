@@ -170,18 +170,7 @@ def lora_tail(model: nn.Module, data: Mapping[str, Tensor], cfg: LoRARecoveryCon
     only trainable ones; the caller's global random state is left as it was."""
     lc = cfg.lora
     with torch.random.fork_rng(devices=[]):
-        tail = lora_gt.finetune_lora(
-            model,
-            data,
-            n_last=lc.n_last,
-            r=lc.r,
-            alpha=lc.alpha,
-            lr=lc.lr,
-            steps=0,
-            batch=lc.batch,
-            seed=cfg.seed,
-            targets=lc.targets,
-        )
+        tail = lora_gt.finetune_from_config(model, data, lc, seed=cfg.seed, steps=0)
     return _eager(tail)
 
 

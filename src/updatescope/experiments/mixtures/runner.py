@@ -130,18 +130,7 @@ def finetune_eval(model, fp, cfg, blocks, evals, counts, seed, digests) -> dict[
 
     def build() -> dict[str, Any]:
         data = mixture_rows(blocks, cfg.pool, counts)
-        tail = lora_gt.finetune_lora(
-            model,
-            data,
-            n_last=lc.n_last,
-            r=lc.r,
-            alpha=lc.alpha,
-            lr=lc.lr,
-            steps=lc.steps,
-            batch=lc.batch,
-            seed=seed,
-            targets=list(lc.targets),
-        )
+        tail = lora_gt.finetune_from_config(model, data, lc, seed=seed)
         return {t: torch.tensor(lora_gt.mean_loss(tail, d)) for t, d in evals.items()}
 
     res = cached("mixtures-run", _fit_key(fp, cfg, counts, seed, digests), build)
@@ -256,7 +245,7 @@ def run(cfg: MixturesConfig, out_dir: Path) -> Result:
 def _metrics(cfg, base, proposals, by_seed) -> dict[str, Any]:
     from scipy.stats import spearmanr
 
-    from updatescope.experiments.mappings import clustered_bootstrap
+    from updatescope.experiments.mappings import verdict_rows
     from updatescope.select.metrics import paired_verdicts
 
     targets = list(cfg.targets)
@@ -271,22 +260,16 @@ def _metrics(cfg, base, proposals, by_seed) -> dict[str, Any]:
         for t in targets
     }
     diffs = {name: {t: mean[t][a] - mean[t][b] for t in targets} for name, a, b in COMPARISONS}
-    vs = paired_verdicts(diffs, family="mixtures: the FisherSketch mixture against the other arms", seed=cfg.seed)
     clusters = {t: t.split("_")[0] for t in targets}
-    verdicts = [
-        {
-            "comparison": v.comparison,
-            "n_targets": v.n,
-            "mean_transfer_difference": v.mean,
-            "p": v.p,
-            "p_holm": v.p_holm,
-            "test": v.test,
-            "family_size": v.family_size,
-            "word": v.word,
-            "clustered_bootstrap": clustered_bootstrap(diffs[v.comparison], clusters, cfg.n_boot, cfg.seed),
-        }
-        for v in vs
-    ]
+    verdicts = verdict_rows(
+        diffs,
+        clusters,
+        family="mixtures: the FisherSketch mixture against the other arms",
+        n_key="n_targets",
+        mean_key="mean_transfer_difference",
+        n_boot=cfg.n_boot,
+        seed=cfg.seed,
+    )
     # the prediction itself: does the predicted mixture alignment order the arms' transfer?
     pred_arms = [a for a in ARMS if a != "oracle_single"]
     rho = {}

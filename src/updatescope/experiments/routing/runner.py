@@ -227,18 +227,7 @@ def library_seed(model, fp, cfg, train, req, seed, log) -> dict[str, Any]:
         t0 = time.perf_counter()
 
         def build(d: str = d, k: int = k) -> dict[str, Any]:
-            tail = lora_gt.finetune_lora(
-                model,
-                train[d],
-                n_last=lc.n_last,
-                r=lc.r,
-                alpha=lc.alpha,
-                lr=lc.lr,
-                steps=lc.steps,
-                batch=lc.batch,
-                seed=seed + k,
-                targets=list(lc.targets),
-            )
+            tail = lora_gt.finetune_from_config(model, train[d], lc, seed=seed + k)
             return {
                 "loss": lora_gt.sequence_losses(tail, req)[0],
                 "train_after": lora_gt.mean_loss(tail, train[d]),
@@ -375,32 +364,25 @@ def verdicts(cfg, doms, ev) -> dict[str, Any]:
     """The pre-registered comparisons on per-request routed loss over all requests: exact /
     Monte Carlo sign-flip over requests, Holm across :data:`COMPARISONS`; secondary: a
     bootstrap clustered over domains."""
-    from updatescope.experiments.mappings import clustered_bootstrap
-    from updatescope.select.metrics import paired_verdicts
+    from updatescope.experiments.mappings import verdict_rows
 
     names = [f"r{i}" for i in range(len(doms))]
     f = ev["routed_loss"]["fisher"]
     diffs = {c: {u: ev["routed_loss"][o][i] - f[i] for i, u in enumerate(names)} for c, o in COMPARISONS}
-    vs = paired_verdicts(diffs, family="routing: FisherSketch against the routers users have", seed=cfg.seed)
     clusters = dict(zip(names, doms, strict=True))
     return {
         "rule": '"better" when FisherSketch routes to lower loss than the other router: Holm-adjusted '
         "two-sided sign-flip p < 0.05 over requests with the mean difference (other − FisherSketch) > 0; "
         '"worse" when p < 0.05 with it < 0; else "no difference"',
-        "comparisons": [
-            {
-                "comparison": v.comparison,
-                "n_requests": v.n,
-                "mean_loss_difference": v.mean,
-                "p": v.p,
-                "p_holm": v.p_holm,
-                "test": v.test,
-                "family_size": v.family_size,
-                "word": v.word,
-                "clustered_bootstrap": clustered_bootstrap(diffs[v.comparison], clusters, cfg.n_boot, cfg.seed),
-            }
-            for v in vs
-        ],
+        "comparisons": verdict_rows(
+            diffs,
+            clusters,
+            family="routing: FisherSketch against the routers users have",
+            n_key="n_requests",
+            mean_key="mean_loss_difference",
+            n_boot=cfg.n_boot,
+            seed=cfg.seed,
+        ),
     }
 
 

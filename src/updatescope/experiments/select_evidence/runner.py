@@ -264,18 +264,7 @@ def score_all(
     with Cost() as c:  # block inputs per document, LoRA warm-up, backward per document, projection
         parts = document_blocks(model, tok, pool, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
         tparts = document_blocks(model, tok, target, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
-        tail = lora_gt.finetune_lora(
-            model,
-            stack_parts(parts),
-            n_last=lc.n_last,
-            r=lc.r,
-            alpha=lc.alpha,
-            lr=lc.lr,
-            steps=cfg.warmup_steps,
-            batch=lc.batch,
-            seed=cfg.seed,
-            targets=lc.targets,
-        )
+        tail = lora_gt.finetune_from_config(model, stack_parts(parts), lc, seed=cfg.seed, steps=cfg.warmup_steps)
         g_pool = document_gradients(tail, parts)
         g_tgt = document_gradients(tail, tparts)
         both = project_rows(torch.cat([g_pool, g_tgt]), p, cfg.seed)
@@ -403,18 +392,7 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
         reduction[name] = []
         for s, sel in zip(seeds, selections[name]):
             t1 = time.perf_counter()
-            tail = lora_gt.finetune_lora(
-                model,
-                stack_parts([parts[i] for i in sel]),
-                n_last=lc.n_last,
-                r=lc.r,
-                alpha=lc.alpha,
-                lr=lc.lr,
-                steps=lc.steps,
-                batch=lc.batch,
-                seed=s,
-                targets=lc.targets,
-            )
+            tail = lora_gt.finetune_from_config(model, stack_parts([parts[i] for i in sel]), lc, seed=s)
             reduction[name].append(base_loss - lora_gt.mean_loss(tail, eval_data))
             del tail
             log(
