@@ -37,7 +37,8 @@ def setup_lines(rec: dict) -> list[str]:
         f"- Design: a pool of {len(c['pool'])} sources ({', '.join(c['pool'])}); {len(c['targets'])} targets "
         f"({', '.join(c['targets'])}); every arm fine-tunes on {c['budget_rows']} rows "
         f"({c['budget_tokens']:,} tokens) with {c['lora']['steps']} LoRA steps; {c['gt_seeds']} seed(s); targets "
-        f"judged on {c['eval_rows']} rows; {min(runs)}–{max(runs)} distinct fine-tunings per seed; "
+        f"judged on {c['eval_rows']} rows; {min(runs) if min(runs) == max(runs) else f'{min(runs)}–{max(runs)}'} "
+        f"distinct fine-tunings per seed; "
         + (
             "powered as pre-registered."
             if m["powered"]
