@@ -3,6 +3,7 @@ sums, what ``updatescope select`` runs) against the bare forward pass on the pac
 SmolLM2-135M: the same documents, the same batching, alternated in one run.
 
     python benchmarks/select_vs_forward.py [--threads 2] [--tokens 4096 --reps 3]
+    python benchmarks/select_vs_forward.py --table benchmarks/results/select_vs_forward.json
 
 The target signature is sketched once, before timing, from a different text.  Documents
 are cut to ``--doc-len`` tokens so both arms forward identical batches.
@@ -11,6 +12,7 @@ are cut to ``--doc-len`` tokens so both arms forward identical batches.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -25,7 +27,26 @@ POOL = (
     "The committee reviewed the proposal in detail and asked for a revised budget, "
     "a clearer schedule, and an independent assessment of the risks involved. "
 )
+#: issue 36's goal for the scoring pass (``select_scale.py`` measures it on a heterogeneous pool)
+FORWARD_GOAL = 0.95
 TARGET = "def merge(a, b):\n    out = dict(a)\n    for k, v in b.items():\n        out[k] = v\n    return out\n"
+
+
+def table(path: str) -> str:
+    """The record as the sentence the docs carry; whether the goal is met is computed."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    res, cfg = rec["result"], rec["config"]
+    ratios = res["ratio_all"]
+    met = "met" if res["ratio"] >= FORWARD_GOAL else "not met"
+    doc_len = res["tokens_bare"] // res["documents"]
+    return (
+        f"`select`'s scoring runs at **{res['ratio']:.2f}×** [{min(ratios):.2f}–{max(ratios):.2f}] the bare "
+        f"forward pass's tokens/s on SmolLM2-135M ({res['bare_tokens_per_s']:.0f} vs "
+        f"{res['select_tokens_per_s']:.0f} tokens/s; median of {len(ratios)} alternated repetitions, "
+        f"{res['tokens_bare']:,} tokens in {res['documents']} documents of {doc_len} tokens, "
+        f"{cfg['threads']} thread(s), load average {res['loadavg_before'][0]:.1f} before; `{path}`). "
+        f"Goal ≥ {FORWARD_GOAL}: {met}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--sketch-dim", type=int, default=4096)
     p.add_argument("--out", default=str(HERE / "results" / "select_vs_forward.json"))
+    p.add_argument("--table", default=None, metavar="JSON", help="print the docs sentence of this record")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
     torch.set_num_threads(args.threads)
     from updatescope.models.smollm2 import load_smollm2
     from updatescope.pipeline import SketchOptions, score_documents, sketch_corpus
