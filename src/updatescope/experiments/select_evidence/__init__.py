@@ -1,6 +1,8 @@
 """Experiment folder: top-k documents of a mixed pool by each selector, judged by LoRA.
 
-``config.py`` holds :class:`SelectEvidenceConfig` (torch-free), ``runner.py`` the run.
+``config.py`` holds :class:`SelectEvidenceConfig` (torch-free), ``selectors.py`` the
+selectors and their costs, ``dsir.py`` DSIR through its package, ``runner.py`` the run and its
+ground truth, ``verdicts.py`` the analysis fixed in ``PREREGISTRATION.md``.
 This package imports only the config, so ``updatescope --help`` and the settings check stay
 torch-free; :func:`run` imports the runner when it is called."""
 

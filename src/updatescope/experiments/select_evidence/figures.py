@@ -11,32 +11,23 @@ from updatescope.errors import InputError
 from updatescope.report.figures import pyplot, save
 
 
-def selection_bars(
-    results: Mapping[str, Mapping[str, float]], path: Path, title: str, noise_floor: float | None = None
-) -> Path:
-    """One bar per selection method: mean target loss reduction (nats) with ± SE error bars
-    (``results[method] = {"mean", "se"}``); a dashed band ± ``noise_floor`` around the first
-    method's mean marks differences the fine-tuning noise cannot resolve."""
+def selection_bars(results: Mapping[str, Mapping[str, float]], path: Path, title: str) -> Path:
+    """Grouped bars: per selector, the mean target loss reduction (nats, over targets and
+    seeds) at each budget (``results[selector][budget] = mean``); FisherSketch first, in blue."""
     plt = pyplot()
     names = list(results)
     if not names:
-        raise InputError("selection_bars: no methods")
-    means = [float(results[n]["mean"]) for n in names]
-    ses = [float(results[n].get("se", math.nan)) for n in names]
-    ses = [s if math.isfinite(s) else 0.0 for s in ses]
+        raise InputError("selection_bars: no selectors")
+    budgets = list(results[names[0]])
+    width = 0.8 / max(len(budgets), 1)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(names) + 1.5), 3.8))
-    ax.bar(range(len(names)), means, yerr=ses, capsize=4, color=["tab:blue"] + ["tab:gray"] * (len(names) - 1))
-    if noise_floor is not None and math.isfinite(noise_floor):
-        ax.axhspan(
-            means[0] - noise_floor,
-            means[0] + noise_floor,
-            color="tab:blue",
-            alpha=0.12,
-            label=f"{names[0]} ± noise floor",
-        )
-        ax.legend(fontsize=8, loc="lower right")
+    for j, b in enumerate(budgets):
+        vals = [float(results[n].get(b, math.nan)) for n in names]
+        xs = [i + (j - (len(budgets) - 1) / 2) * width for i in range(len(names))]
+        ax.bar(xs, vals, width=width, label=f"budget {b}", alpha=0.6 + 0.4 * j / max(len(budgets) - 1, 1))
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("target eval loss reduction (nats)")
     ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
     return save(fig, path)
