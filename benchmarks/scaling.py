@@ -17,6 +17,7 @@ Multi-node and NCCL are designed (same code path, backend chosen by device) but 
 measured here: this machine has 2 CPU cores and no GPU.
 
     python benchmarks/scaling.py [--ranks 1 2] [--docs 400] [--reps 3] [--out results/scaling.json]
+    python benchmarks/scaling.py --table benchmarks/results/scaling.json
 """
 
 from __future__ import annotations
@@ -158,6 +159,31 @@ def _allreduce(dims: list[int], reps: int) -> dict[str, dict[str, float]]:
     }
 
 
+def table(path: str) -> str:
+    """The record as the docs' sentence (every figure read from it)."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    m, cfg = rec["metrics"], rec["config"]
+    ranks = sorted(m["ranks"], key=int)
+    tps = " and ".join(
+        f"{m['ranks'][n]['tokens_per_s_median']:,.0f}{' tokens/s' * (i == 0)} on {n} rank{'s' * (n != '1')}"
+        for i, n in enumerate(ranks)
+    )
+    speed = ", ".join(f"{m['ranks'][n]['speedup']:.2f}× on {n}" for n in ranks[1:])
+    wall = " and ".join(f"{m['ranks'][n]['wall_s_median']:.1f} s on {n}" for n in ranks)
+    dims = sorted(m["allreduce"], key=int)
+    ar = " / ".join(f"{m['allreduce'][d]['median_ms']:.1f}" for d in dims)
+    load = cfg.get("load_average")
+    load_s = f"; load average {load[0]:.1f} after the run" if load else ""
+    return (
+        f"A random Llama (vocabulary {cfg['vocab']}, width {cfg['hidden']}), {cfg['docs']} random-word documents, "
+        f"sketch_dim {cfg['sketch_dim']}, one thread per rank: the sketch phase ran at {tps} ({speed}; "
+        f"medians of {cfg['reps']}); the files of every rank count are the same bytes: "
+        f"{'yes' if m['same_bytes'] else 'no'}. End to end the command took {wall} (start-up included). "
+        f"The all-reduce of the state took {ar} ms at sketch_dim {' / '.join(f'{int(d):,}' for d in dims)}"
+        f"{load_s}; `{path}`."
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
@@ -168,7 +194,11 @@ def main() -> None:
     ap.add_argument("--dims", type=int, nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scaling.json"))
+    ap.add_argument("--table", default=None, metavar="JSON", help="print the docs sentence of this record")
     args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     t0 = time.perf_counter()
     metrics: dict[str, object] = {"ranks": {}, "allreduce": {}}
     with tempfile.TemporaryDirectory() as tmp:
