@@ -51,16 +51,17 @@ class Result:
 class Experiment:
     """One registry line: the ``reproduce`` name, the folder (package under
     ``updatescope.experiments``) and a one-line summary.  ``config``: the folder's ``Config``
-    class (a frozen dataclass with ``defaults(quick, seed)``), found there when not given."""
+    class (a frozen dataclass with ``defaults(quick, seed)``), found there when not given
+    (a name: that class of the folder's package, for a folder with two entries)."""
 
     name: str
     module: str
     summary: str
-    config: type | None = None
+    config: type | str | None = None
 
     def __post_init__(self) -> None:
-        if self.config is None:
-            object.__setattr__(self, "config", self.package().Config)
+        if self.config is None or isinstance(self.config, str):
+            object.__setattr__(self, "config", getattr(self.package(), self.config or "Config"))
 
     def package(self) -> Any:
         return importlib.import_module(f"updatescope.experiments.{self.module}")
@@ -94,6 +95,12 @@ REGISTRY: dict[str, Experiment] = {
             "interference",
             "interference",
             "train on A then B on the synthetic lab: which predictor tracks forgetting; plans vs random orders",
+        ),
+        Experiment(
+            "interference-smollm2",
+            "interference",
+            "train on A then B with LoRA on SmolLM2 (domains, same-input mappings): predictors vs forgetting; plans",
+            config="InterferenceLMConfig",
         ),
         Experiment("smiles", "smiles", "SMILES domains: alignment vs perplexity reduction (paper A)"),
         Experiment(
