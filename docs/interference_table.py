@@ -25,6 +25,8 @@ import _blocks  # noqa: E402
 
 DOC = HERE / "guide-plan.md"
 PREREG = HERE.parent / "src" / "updatescope" / "experiments" / "interference" / "PREREGISTRATION.md"
+#: where the amendments of the pre-registration begin (a lab record hashes the text above)
+AMENDMENTS = b"\n## Amendment 1"
 #: the record's conclusion when the proxy is supported (analysis.SUPPORTED)
 SUPPORTED = "A_F predicts forgetting beyond the family label and random"
 
@@ -112,7 +114,6 @@ def setup_lines(rec: dict) -> list[str]:
     fams = ", ".join(
         " / ".join(f"`{t}`" for t, f in m["tasks"].items() if f == fam) for fam in dict.fromkeys(m["tasks"].values())
     )
-    sha = hashlib.sha256(PREREG.read_bytes()).hexdigest()
     lines = [
         f"- Record {_source(rec)}: {len(m['tasks'])} tasks in {len(c['families'])} families ({fams}); the two "
         "tasks of a family share their inputs and differ in their outputs. "
@@ -131,14 +132,29 @@ def setup_lines(rec: dict) -> list[str]:
         f"{_f(noise['mean_forgetting_other_family'])} for the others; spread over pairs (sd) "
         f"{_f(noise['sd_forgetting_over_pairs'], '{:.3f}')}, median evaluation-noise half-width (95% bootstrap over "
         f"eval examples) {_f(noise['median_eval_ci_half_width'], '{:.3f}')}.",
-        "- Pre-registration: the record's sha256 "
-        + (
-            "matches the committed `PREREGISTRATION.md`."
-            if c.get("preregistration_sha256") == sha
-            else "does not match the committed `PREREGISTRATION.md`: it was analysed under an earlier text."
-        ),
+        prereg_line(rec),
     ]
     return lines
+
+
+def prereg_line(rec: dict) -> str:
+    """Whether the record was analysed under the committed pre-registration: its whole text,
+    or (for a lab record) its text above the amendments, which add only the SmolLM2 arm."""
+    text = PREREG.read_bytes()
+    whole = hashlib.sha256(text).hexdigest()
+    lab = hashlib.sha256(text.split(AMENDMENTS, 1)[0]).hexdigest()
+    got = rec["config"].get("preregistration_sha256")
+    if got == whole:
+        return "- Pre-registration: the record's sha256 matches the committed `PREREGISTRATION.md`."
+    if got == lab:
+        return (
+            "- Pre-registration: the record's sha256 matches the committed `PREREGISTRATION.md` above its "
+            "amendments (they add the SmolLM2 arm only)."
+        )
+    return (
+        "- Pre-registration: the record's sha256 does not match the committed `PREREGISTRATION.md`: it was "
+        "analysed under an earlier text."
+    )
 
 
 def pairs_table(rec: dict) -> list[str]:

@@ -464,3 +464,27 @@ def transfer_from_config(
         targets=list(lc.targets),
         **kw,
     )
+
+
+def merged_tail_state(model: nn.Module, tail: nn.Module, n_last: int) -> dict[str, Tensor]:
+    """The state dict of ``model``'s last ``n_last`` blocks with the LoRA deltas of ``tail``
+    (:func:`finetune_lora`) added to their weights (keys relative to those blocks).  Load it
+    with :func:`load_tail_state` to continue from the merged model."""
+    layers = _decoder(model).layers[_split_layer(model, n_last) :]
+    state = {k: v.detach().clone() for k, v in layers.state_dict().items()}
+    n = 0
+    for name, mod in tail.model.layers.named_modules():
+        if hasattr(mod, "get_delta_weight") and hasattr(mod, "base_layer"):
+            key = f"{name}.weight"
+            with torch.no_grad():
+                state[key] += mod.get_delta_weight("default").to(state[key].dtype)
+            n += 1
+    if n == 0:
+        raise RuntimeError("merge: the tail holds no LoRA module")
+    return state
+
+
+def load_tail_state(model: nn.Module, state: Mapping[str, Tensor], n_last: int) -> None:
+    """Load ``state`` (:func:`merged_tail_state`, or the blocks' own state) into ``model``'s
+    last ``n_last`` blocks, in place."""
+    _decoder(model).layers[_split_layer(model, n_last) :].load_state_dict(state)

@@ -9,7 +9,8 @@ between sittings and a run of several hours finished on other machines:
 
 each a gzip-compressed JSON object {"format", "key", "key_parts", "source", "seed",
 "train_after" (train loss after fine-tuning), "seconds" (fine-tuning + evaluation time when
-it was computed), "eval": {target: [summed next-token CE of each eval sequence]}}.  The
+it was computed), "eval": {target: [summed next-token CE of each eval sequence]}, and, when the
+run has more to keep per result, "extra" (any JSON)}.  The
 transfer and loss tables of every seed, and the per-sequence losses the evaluation bootstrap
 resamples, follow from these files and the base model's losses (recomputed: they need no
 fine-tuning).  A file is written atomically (temporary file, then rename) as soon as its
@@ -115,6 +116,7 @@ class TruthStore:
             "train_after": float(rec["train_after"]),
             "eval": {t: torch.tensor(rec["eval"][t], dtype=torch.float64) for t in targets},
             "seconds": float(rec["seconds"]),
+            "extra": rec.get("extra"),
         }
 
     def save(
@@ -133,6 +135,8 @@ class TruthStore:
             # float64 -> JSON float keeps every bit (repr round-trips)
             "eval": {t: [float(v) for v in torch.as_tensor(res["eval"][t]).tolist()] for t in targets},
         }
+        if res.get("extra") is not None:
+            rec["extra"] = res["extra"]
         path = self.path(source, seed)
         path.parent.mkdir(parents=True, exist_ok=True)
         data = gzip.compress(json.dumps(rec, sort_keys=True).encode(), mtime=0)

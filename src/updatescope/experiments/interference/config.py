@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from updatescope.errors import InputError
-from updatescope.experiments.configs import check_positive, check_seed, check_sketch_dim
+from updatescope.experiments.configs import LoRAConfig, check_names, check_positive, check_seed, check_sketch_dim
+from updatescope.experiments.mapping_tasks import CLASSES as MAPPING_CLASSES
 
 #: the task families of :mod:`.tasks` (kept here so the config validates without torch)
 FAMILY_NAMES = ("copy", "reverse", "sort", "shift", "roll")
@@ -85,6 +86,106 @@ class InterferenceConfig:
             n_sketch=64,
             seeds=2,
             n_sequences=2,
+            n_random_orders=1,
+            n_boot=500,
+            seed=seed,
+            quick=True,
+        )
+
+
+#: the SmolLM2 arm's built-in domains (two families, so the family label can say something)
+LM_DOMAINS = ("code_email", "code_asyncio", "code_xml", "wiki_people", "wiki_life_science", "wiki_space")
+#: input classes of the mapping tasks (``experiments.mapping_tasks.CLASSES``)
+LM_CLASSES = ("python", "licence", "digits")
+
+
+@dataclass(frozen=True)
+class InterferenceLMConfig:
+    """``interference-smollm2``: the pairs and plans of ``interference`` on SmolLM2 with the
+    LoRA recipe of the selection experiments (amendment 1 of PREREGISTRATION.md).
+
+    Tasks: the built-in ``domains`` (next-token loss on ``train_rows`` / ``eval_rows`` rows of
+    ``lora.seq_len`` tokens, sketched on ``sketch_tokens`` tokens of their sketch split) and
+    ``mapping_tasks`` mappings of one coupling-dark family (``"{text}\\n{cue}"`` -> one answer
+    word per input class ``classes``): every mapping task sees the same inputs and answers them
+    differently.  Pairs are ordered within each group (domain then domain, mapping then mapping).
+
+    A stage is one LoRA fine-tuning (``lora``) of the last ``lora.n_last`` blocks, merged into
+    them before the next stage.  A counts as learned when its eval loss after its stage is
+    below its loss at the base by more than ``min_gain`` nats in every seed.  Exact predictors
+    run on the first ``exact_n`` rows of each sketch stream (None: all).  ``truth_store``: a
+    folder where every (seed, pair) result is written as soon as it is measured and read back
+    by a rerun with the same configuration."""
+
+    model: str = "smollm2"
+    domains: tuple[str, ...] = LM_DOMAINS
+    classes: tuple[str, ...] = LM_CLASSES
+    cue: str = "Colour:"
+    words: tuple[str, ...] = ("red", "green", "blue")
+    mapping_tasks: int = 3
+    train_rows: int = 32
+    eval_rows: int = 24
+    sketch_tokens: int = 512
+    class_rows: tuple[int, int, int] = (32, 16, 24)  # examples per class: train, sketch, eval
+    lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=24, batch=8, seq_len=64)
+    min_gain: float = 0.0
+    sketch_dim: int = 1024
+    exact_n: int | None = 128
+    seeds: int = 3
+    n_sequences: int = 2
+    seq_len_tasks: int = 4
+    n_random_orders: int = 2
+    replay_budget: float = 0.25
+    n_boot: int = 2000
+    seed: int = 0
+    quick: bool = False
+    truth_store: str | None = None
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)
+        check_sketch_dim(self.sketch_dim)
+        check_positive(
+            self, "train_rows", "eval_rows", "sketch_tokens", "exact_n", "n_sequences", "n_random_orders", "n_boot"
+        )
+        check_names(self.domains, "domains", 3)
+        check_names(self.classes, "classes", 2)
+        check_names(self.words, "words", 2)
+        unknown = [c for c in self.classes if c not in MAPPING_CLASSES]
+        if unknown:
+            raise InputError(f"unknown input classes {unknown}; available: {', '.join(MAPPING_CLASSES)}")
+        if len(self.classes) % len(self.words):
+            raise InputError(f"{len(self.classes)} classes cannot share {len(self.words)} answer words evenly")
+        if not 0 <= self.mapping_tasks or self.mapping_tasks == 1:
+            raise InputError(f"mapping_tasks must be 0 or at least 2, got {self.mapping_tasks}")
+        if len(self.class_rows) != 3 or min(self.class_rows) < 1:
+            raise InputError(f"class_rows must be 3 positive counts (train, sketch, eval), got {self.class_rows}")
+        if self.min_gain < 0:
+            raise InputError(f"min_gain must be >= 0, got {self.min_gain}")
+        if not 0 <= self.replay_budget < 1:
+            raise InputError(f"replay_budget must lie in [0, 1), got {self.replay_budget}")
+        if not 2 <= self.seq_len_tasks <= len(self.domains):
+            raise InputError(
+                f"seq_len_tasks must lie in 2..{len(self.domains)} (the domains), got {self.seq_len_tasks}"
+            )
+        if self.seeds < 1 or (self.seeds < 3 and not self.quick):
+            raise InputError(f"seeds must be >= 3 for a recorded run (>= 1 with quick), got {self.seeds}")
+
+    @classmethod
+    def defaults(cls, quick: bool, seed: int = 0) -> InterferenceLMConfig:
+        if not quick:
+            return cls(seed=seed)
+        # quick: 4 domains + 1 mapping pair (14 ordered pairs), 1 seed, one sequence: not powered
+        return cls(
+            domains=("code_email", "code_asyncio", "wiki_people", "wiki_life_science"),
+            mapping_tasks=2,
+            train_rows=16,
+            eval_rows=16,
+            sketch_tokens=256,
+            class_rows=(16, 8, 16),
+            lora=LoRAConfig(lr=1e-3, steps=12, batch=8, seq_len=64),
+            exact_n=64,
+            seeds=1,
+            n_sequences=1,
             n_random_orders=1,
             n_boot=500,
             seed=seed,

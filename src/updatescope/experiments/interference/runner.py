@@ -134,13 +134,13 @@ def head_stream(model: TinyTransformer, ft: FamilyTasks, task: str, n: int) -> d
     return {"acts": acts, "labels": seq[:, ft.seq_len + 2 :].reshape(-1)}
 
 
-def exact_inner(w0: torch.Tensor, b0: torch.Tensor, streams: Mapping[str, Mapping[str, torch.Tensor]]) -> dict:
+def exact_inner(w0: torch.Tensor, b0: torch.Tensor | None, streams: Mapping[str, Mapping[str, torch.Tensor]]) -> dict:
     """⟨F_A, F_B⟩ = mean_ij (a_i·a'_j)² (e_i·e'_j)² over all cross pairs (exact), per task pair."""
     names = list(streams)
     ae = {}
     for t in names:
         a = streams[t]["acts"].to(torch.float64)
-        ae[t] = (a, errors_of(w0.double(), b0.double(), a, streams[t]["labels"]))
+        ae[t] = (a, errors_of(w0.double(), None if b0 is None else b0.double(), a, streams[t]["labels"]))
     out: dict[str, dict[str, float]] = {t: {} for t in names}
     for i, t in enumerate(names):
         for s in names[i + 1 :]:
@@ -153,37 +153,63 @@ def exact_inner(w0: torch.Tensor, b0: torch.Tensor, streams: Mapping[str, Mappin
 def predictors_at(model: TinyTransformer, ft: FamilyTasks, cfg: InterferenceConfig, seed: int) -> tuple[dict, Any]:
     """Every predictor for every task pair at the model's current parameters.
     -> ({predictor: {A: {B: value}}}, the InterferenceTable of the sketches)."""
-    names = list(ft.tasks)
-    streams = {t: head_stream(model, ft, t, cfg.n_sketch) for t in names}
+    streams = {t: head_stream(model, ft, t, cfg.n_sketch) for t in ft.tasks}
     w0, b0 = model.head.weight.detach().float(), model.head.bias.detach().float()
     fp = hashlib.sha256(flat_params(model).numpy().tobytes()).hexdigest()[:16]
+    return predictors_from_streams(w0, b0, streams, TASK_FAMILY, fp=fp, sketch_dim=cfg.sketch_dim, seed=seed)
+
+
+def predictors_from_streams(
+    w0: torch.Tensor,
+    b0: torch.Tensor | None,
+    streams: Mapping[str, Mapping[str, torch.Tensor]],
+    family: Mapping[str, str],
+    *,
+    fp: str,
+    sketch_dim: int,
+    seed: int,
+    exact_n: int | None = None,
+) -> tuple[dict, Any]:
+    """Every predictor for every pair of the head ``streams`` (task -> {"acts" (n, d), "labels"
+    (n,)}) under the head (w0, b0); exact values on the first ``exact_n`` rows (None: all).
+    -> ({predictor: {A: {B: value}}}, the InterferenceTable of the sketches)."""
+    names = list(streams)
     sc = scoring.score_methods(
-        w0, b0, streams, fp=fp, sketch_dim=cfg.sketch_dim, seed=seed, exact_n=None, baseline_n=None, baselines=("cka",)
+        w0,
+        b0,
+        streams,
+        fp=fp,
+        sketch_dim=sketch_dim,
+        seed=seed,
+        exact_n=exact_n,
+        baseline_n=exact_n,
+        baselines=("cka",),
     )
     if sc["cannot_run"]:
         raise RuntimeError(f"interference: predictors could not run: {sc['cannot_run']}")
     raw = sc["scores"]
     sigs = [
-        sketch_stream(w0, b0, streams[t]["acts"], streams[t]["labels"], sketch_dim=cfg.sketch_dim, seed=seed, fp=fp)
+        sketch_stream(w0, b0, streams[t]["acts"], streams[t]["labels"], sketch_dim=sketch_dim, seed=seed, fp=fp)
         for t in names
     ]
     table = interference_table(sigs, names)
     inner = table.values["inner"]
     preds = {k: raw[k] for k in ("fisher", "exact_fisher", "error", "exact_error", "activation", "exact_activation")}
     preds["inner"] = {a: {b: float(inner[i, j]) for j, b in enumerate(names) if j != i} for i, a in enumerate(names)}
-    preds["exact_inner"] = exact_inner(w0, b0, streams)
+    cut = {t: {k: v[:exact_n] for k, v in s.items()} for t, s in streams.items()} if exact_n else streams
+    preds["exact_inner"] = exact_inner(w0, b0, cut)
     preds["grad_conflict"] = {a: {b: -v for b, v in row.items()} for a, row in raw["grad_cos"].items()}
     preds["cka"] = raw["cka"]
-    preds["family"] = {a: {b: float(TASK_FAMILY[a] == TASK_FAMILY[b]) for b in names if b != a} for a in names}
+    preds["family"] = {a: {b: float(family[a] == family[b]) for b in names if b != a} for a in names}
     preds["random"] = raw["random"]
     return preds, table
 
 
-def draw_sequences(cfg: InterferenceConfig, names: Sequence[str]) -> list[list[str]]:
+def draw_sequences(cfg: Any, names: Sequence[str], family: Mapping[str, str] = TASK_FAMILY) -> list[list[str]]:
     """``n_sequences`` distinct task sets (sorted lists) drawn with a fixed seed among those of
     ``seq_len_tasks`` tasks holding at least one same-family pair."""
     eligible = [
-        list(c) for c in itertools.combinations(names, cfg.seq_len_tasks) if len({TASK_FAMILY[t] for t in c}) < len(c)
+        list(c) for c in itertools.combinations(names, cfg.seq_len_tasks) if len({family[t] for t in c}) < len(c)
     ]
     rng = np.random.default_rng(cfg.seed + 4242)
     pick = rng.choice(len(eligible), size=min(cfg.n_sequences, len(eligible)), replace=False)
@@ -194,7 +220,7 @@ def _losses(model: TinyTransformer, ft: FamilyTasks, n: int) -> dict[str, np.nda
     return {t: ft.example_losses(model, t, n).numpy() for t in ft.tasks}
 
 
-def _plan_arms(seq: list[str], damage: np.ndarray, cfg: InterferenceConfig, rng: np.random.Generator) -> dict[str, Any]:
+def _plan_arms(seq: list[str], damage: np.ndarray, cfg: Any, rng: np.random.Generator) -> dict[str, Any]:
     """The arms of one sequence: orders (task names) and per-stage replay shares."""
     best, _ = search_order(damage)
     worst, _ = search_order(damage, worst=True)
@@ -276,17 +302,28 @@ def _pair_table(per_seed: list[dict], state: str, pred: str, keys: list[str]) ->
     return out
 
 
-def analyse(cfg: InterferenceConfig, per_seed: list[dict], names: list[str]) -> dict[str, Any]:
-    """The record's metrics from the per-seed measurements (see PREREGISTRATION.md)."""
-    learned = {a: [s["own_loss"][a] <= cfg.learned_ratio * s["base_loss"][a] for s in per_seed] for a in names}
-    keys = [analysis.pair_key(a, b) for a in names for b in names if a != b]
+def analyse(
+    cfg: Any,
+    per_seed: list[dict],
+    names: list[str],
+    family: Mapping[str, str] = TASK_FAMILY,
+    keys: list[str] | None = None,
+) -> dict[str, Any]:
+    """The record's metrics from the per-seed measurements (see PREREGISTRATION.md).
+    ``keys``: the ordered pairs measured (default: every pair of ``names``).  A is learned by
+    the lab's ratio rule, or, for a config with ``min_gain``, when its loss fell by more."""
+    if hasattr(cfg, "min_gain"):
+        learned = {a: [s["own_loss"][a] < s["base_loss"][a] - cfg.min_gain for s in per_seed] for a in names}
+    else:
+        learned = {a: [s["own_loss"][a] <= cfg.learned_ratio * s["base_loss"][a] for s in per_seed] for a in names}
+    keys = keys if keys is not None else [analysis.pair_key(a, b) for a in names for b in names if a != b]
     scored = [k for k in keys if all(learned[analysis.split_key(k)[0]])]
     pairs = {}
     for i, k in enumerate(keys):
         f = analysis.eval_bootstrap(np.stack([s["forget"][k] for s in per_seed]), n_boot=cfg.n_boot, seed=cfg.seed + i)
         g = analysis.eval_bootstrap(np.stack([s["gain"][k] for s in per_seed]), n_boot=cfg.n_boot, seed=cfg.seed + i)
         a, b = analysis.split_key(k)
-        pairs[k] = {"same_family": TASK_FAMILY[a] == TASK_FAMILY[b], "scored": k in scored, "forgetting": f, "gain": g}
+        pairs[k] = {"same_family": family[a] == family[b], "scored": k in scored, "forgetting": f, "gain": g}
     truth = {k: pairs[k]["forgetting"]["mean"] for k in scored}
     n_a = len({analysis.split_key(k)[0] for k in scored})
     states: dict[str, Any] = {}
@@ -321,7 +358,7 @@ def analyse(cfg: InterferenceConfig, per_seed: list[dict], names: list[str]) -> 
     other = [truth[k] for k in scored if not pairs[k]["same_family"]]
     return {
         "regime": {
-            "learned_ratio": cfg.learned_ratio,
+            **({"min_gain": cfg.min_gain} if hasattr(cfg, "min_gain") else {"learned_ratio": cfg.learned_ratio}),
             "base_loss": {a: [s["base_loss"][a] for s in per_seed] for a in names},
             "own_loss": {a: [s["own_loss"][a] for s in per_seed] for a in names},
             "learned": learned,
@@ -342,7 +379,7 @@ def analyse(cfg: InterferenceConfig, per_seed: list[dict], names: list[str]) -> 
     }
 
 
-def analyse_plans(cfg: InterferenceConfig, per_seed: list[dict]) -> dict[str, Any]:
+def analyse_plans(cfg: Any, per_seed: list[dict]) -> dict[str, Any]:
     """Final mean loss per arm and run (sequence/seed), the three paired comparisons on runs
     and, secondary, clustered by sequence."""
     outcomes: dict[str, dict[str, float]] = {arm: {} for arm in ARMS}
