@@ -5,6 +5,7 @@ allocator state a user's process starts from), at (576, 49,152) and (4096, 128,2
 m = 4096, for the default maps and the fold maps.
 
     python benchmarks/alloc_faults.py [--threads 2 --n 1024 --reps 5]
+    python benchmarks/alloc_faults.py --table benchmarks/results/alloc_faults.json
 
 Whether freed temporaries go back to the kernel depends on the C allocator's state, so the
 "off" figures vary from run to run; the faults per token say which state a run was in.
@@ -53,6 +54,30 @@ def child(d: int, k: int, maps: str, on: bool, n: int, reps: int) -> dict:
     }
 
 
+def table(path: str) -> str:
+    """The README table of the record (every figure read from it)."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    lines = [
+        "| (d, K), maps | workspace: µs / token (faults / token) | fresh allocations | fresh / workspace |",
+        "|---|---|---|---|",
+    ]
+    for r in rec["rows"]:
+        lines.append(
+            f"| ({r['act_dim']}, {r['out_dim']:,}), {r['maps']} | {r['workspace_us_per_token']:.0f} "
+            f"({r['workspace_faults_per_token']:.2f}) | {r['fresh_us_per_token']:.0f} "
+            f"({r['fresh_faults_per_token']:.1f}) "
+            f"| {r['fresh_over_workspace']:.2f}× |"
+        )
+    cfg, env = rec["config"], rec["env"]
+    lines += [
+        "",
+        f"- `{path}`: {cfg['n']:,} tokens, medians of {cfg['reps']} calls in each of {cfg['rounds']} "
+        f"alternated process pairs, {cfg['threads']} threads, load average {rec['loadavg_before'][0]:.1f} before; "
+        f"commit {str(env.get('git_commit'))[:7]}.",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=1024)
@@ -61,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(HERE / "results" / "alloc_faults.json"))
     p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    p.add_argument("--table", default=None, metavar="JSON", help="print the README table of this record")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
     torch.set_num_threads(args.threads)
     if args.child:
         d, k, maps, on = args.child

@@ -5,6 +5,7 @@ inputs exist, minus before).
 
     python benchmarks/speed_vs_memory_floor.py [--threads 1] [--n 64 --reps 5] [--error-maps auto,fold]
                                                [--cache cold|warm]
+    python benchmarks/speed_vs_memory_floor.py --table A.json[+B.json...]
 
 Every error map named in ``--error-maps`` is timed at every out_dim, interleaved with the
 read in the same loop (``auto`` is the default basis, the block SRHT beyond m; ``spread`` a
@@ -106,6 +107,48 @@ def linear_fit(ks: list[int], ts: list[float]) -> dict:
     return {"intercept_us": t0, "slope_ns_per_entry": 1e3 * b, "r2": 1 - ss_res / ss_tot if ss_tot else 1.0}
 
 
+#: target 3: update() at K = 2^17 at most this many times one cold read of the errors;
+#: target 4: the memory update() adds at most this (plus O(batch x K), which the inputs are)
+READ_TARGET, MEMORY_TARGET_MB = 3.0, 64.0
+
+
+def table(paths: list[str]) -> str:
+    """Targets 3 and 4 from the records, one row per record and error map; met is computed."""
+    lines = [
+        "| record | rows n | error map | update at K = 2^17, µs/sample (× the read) | fit t0 + b·K (R²) "
+        "| the read's b | ≤ 3× the read |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        rec = json.loads(Path(path).read_text(encoding="utf-8"))
+        n, fits = rec["config"]["n"], rec["fits"]
+        kmax = max(r["out_dim"] for r in rec["rows"])
+        for r in (r for r in rec["rows"] if r["out_dim"] == kmax):
+            f = fits[r["error_map_requested"]]
+            name = r["error_map"] + (" (auto)" if r["error_map_requested"] == "auto" else "")
+            lines.append(
+                f"| `{Path(path).name}` | {n} | {name} | {r['update_us_per_sample']:.1f} ({r['update_over_read']:.1f}×)"
+                f" | {f['intercept_us']:.1f} µs + {f['slope_ns_per_entry']:.3f} ns·K ({f['r2']:.3f})"
+                f" | {fits['read']['slope_ns_per_entry']:.3f} ns"
+                f" | {'yes' if r['update_over_read'] <= READ_TARGET else 'no'} |"
+            )
+    lines.append("")
+    for path in paths:
+        rec = json.loads(Path(path).read_text(encoding="utf-8"))
+        env, mem = rec["env"], rec["memory"]
+        mem_s = ", ".join(
+            f"+{m['added_peak_MB']:.0f} MB at ({m['act_dim']}, {m['out_dim']:,}), n = {m['n']}" for m in mem
+        )
+        mem_met = "met" if all(m["added_peak_MB"] <= MEMORY_TARGET_MB for m in mem) else "not met"
+        lines.append(
+            f"- `{Path(path).name}`: memory added by `update()` {mem_s} (≤ {MEMORY_TARGET_MB:g} MB: {mem_met}); "
+            f"{rec['config']['threads']} thread(s), {rec['config']['reps']} repetitions, "
+            f"errors {rec['config']['cache']}, "
+            f"load average {rec['loadavg_before'][0]:.1f} before; commit {str(env.get('git_commit'))[:7]}."
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=64)
@@ -123,7 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", default=str(HERE / "results" / "speed_vs_memory_floor.json"))
     p.add_argument("--child", nargs=4, type=int, help=argparse.SUPPRESS)
+    p.add_argument("--table", default=None, metavar="JSON[+JSON]", help="print the README table of these records")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(args.table.split("+")))
+        return 0
     torch.set_num_threads(args.threads)
     if args.child:
         memory_child(*args.child)
