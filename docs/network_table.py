@@ -322,10 +322,121 @@ def validation_verdicts(rec: dict) -> list[str]:
     return rows
 
 
+SKETCHES = ("head", "lora_layers", "lora_layers_bd", "last_blocks_head")
+
+
+def _excludes0(ci: list | None) -> bool:
+    return bool(ci) and (ci[0] > 0 or ci[1] < 0)
+
+
+def selection_reading(rec: dict) -> list[str]:
+    """The reading of a network-selection record: each sentence's claim decided by the rule
+    stated in it, every figure read from the record."""
+    m = rec["metrics"]
+    paired, summ = m["paired"], m["summary"]
+    n_t = m["methods"]["head"]["n_targets"]
+    tokens = rec["config"].get("sketch_tokens_used")
+    lines = [
+        f"Reading the record ({m['n_domains']} domains, {n_t} targets, {tokens} tokens per domain; "
+        f"{rec['seconds']:.0f} s wall):",
+        "",
+    ]
+    # 1. against the head: a difference is resolved when its paired Spearman CI excludes 0
+    vs = [k for k in SKETCHES[1:] if f"{k} - head" in paired]
+    resolved = [k for k in vs if _excludes0(paired[f"{k} - head"]["spearman"]["ci"])]
+    scores = m["scores"]
+    picks = {k: {t: max(row, key=row.get) for t, row in scores[k].items()} for k in SKETCHES if k in scores}
+    targets = sorted(picks["head"])
+    differ = sum(len({picks[k][t] for k in picks}) > 1 for t in targets)
+    top1_same = all(
+        paired[f"{k} - head"]["top1"]["mean"] == 0 and paired[f"{k} - head"]["top1"]["ci"] == [0.0, 0.0] for k in vs
+    )
+    head1 = (
+        "**No resolvable difference** against the head sketch"
+        if not resolved
+        else "**Resolved against the head sketch:** " + ", ".join(LABELS[k] for k in resolved)
+    )
+    picks_s = (
+        f"The {len(picks)} sketches pick the same best source for every target."
+        if not differ
+        else f"The {len(picks)} sketches' best sources differ for {differ} of {len(targets)} targets"
+        + (
+            ", yet each finds the truly best source on the same targets as the head "
+            "(paired top-1 difference 0, CI [0, 0])."
+            if top1_same
+            else "."
+        )
+    )
+    lines.append(
+        f"- {head1} (rule: the paired 95% CI of the Spearman difference excludes 0; "
+        f"{len(vs) - len(resolved)} of {len(vs)} contain it). {picks_s}"
+    )
+    # 2. the ceiling and the trivial label
+    ceil = m["truth_noise"]["ceiling"]["spearman"]
+    best = max((k for k in SKETCHES if k in summ), key=lambda k: summ[k]["spearman"])
+    below = summ[best]["spearman"] < ceil["ci"][0]
+    fam = paired.get("head - family", {}).get("top1", {})
+    fam_s = (
+        f"the same-family label's top-1 beats the head's ({fam['mean']:+.2f} [{fam['ci'][0]:+.2f}, "
+        f"{fam['ci'][1]:+.2f}], a CI excluding 0)"
+        if fam and _excludes0(fam["ci"]) and fam["mean"] < 0
+        else "the same-family label's top-1 is not resolved from the head's"
+    )
+    half = sorted(
+        (paired[f"{k} - head"]["spearman"]["ci"][1] - paired[f"{k} - head"]["spearman"]["ci"][0]) / 2 for k in vs
+    )
+    lines.append(
+        f"- **{'Every sketch is below the noise ceiling' if below else 'The best sketch reaches the noise ceiling'}** "
+        f"(best mean Spearman "
+        f"{summ[best]['spearman']:.3f}, {LABELS[best]}, against {ceil['mean']:.3f} [{ceil['ci'][0]:.2f}, "
+        f"{ceil['ci'][1]:.2f}]; rule: below its CI's lower end), and {fam_s}. With {n_t} targets the paired CIs "
+        f"of the Spearman differences are ±{half[len(half) // 2]:.2f} wide (median half-width): this record "
+        "cannot separate methods closer than that."
+    )
+    # 3. full against block-diagonal alignment within the LoRA-layer sketch
+    fb = paired.get("lora_layers - lora_layers_bd", {}).get("spearman")
+    if fb:
+        om = [x for pr in m["profiles"] for x in (pr["offdiag_share_source"], pr["offdiag_share_target"])]
+        if _excludes0(fb["ci"]):
+            word = "A_BD ranks better than A_F" if fb["mean"] < 0 else "A_F ranks better than A_BD"
+        else:
+            word = "A_F and A_BD are not resolved"
+        lines.append(
+            f"- **A_F vs A_BD.** Within the LoRA-layer sketch, {word} (A_F − A_BD Spearman {fb['mean']:+.3f} "
+            f"[{fb['ci'][0]:+.3f}, {fb['ci'][1]:+.3f}]; rule: CI excludes 0). The off-diagonal terms are a share ω "
+            f"of {min(om):.2f}–{max(om):.2f} of each Fisher in the {len(m['profiles'])} profiled pairs"
+            + ("; here they add noise rather than signal for ranking." if word.startswith("A_BD") else ".")
+        )
+    # 4. profile cosines
+    dg = m["diagnostics"]
+    pmin = min(v["profile_cosine_min"] for v in dg.values())
+    lines.append(
+        f"- **Profiles.** The profile cosine π is at least {pmin:.2f} for every pair and sketch "
+        + (
+            "(rule: ≥ 0.9 is near 1): the domains put their gradient energy into the same layers, so π cannot "
+            "explain which sources transfer."
+            if pmin >= 0.9
+            else "(rule: ≥ 0.9 would be near 1): the domains spread their gradient energy differently over the layers."
+        )
+    )
+    ratios = m["cost"]["ratio_to_head"]
+    lines.append(
+        "- **Cost.** On the same tokens the layer sketches cost "
+        + ", ".join(f"{r:.1f}× ({LABELS[k]})" for k, r in ratios.items())
+        + " the head sketch (one backward through the last blocks plus the layers' projections, against a "
+        "forward-only capture)."
+    )
+    return lines
+
+
 BENCH = HERE.parent / "benchmarks" / "results"
 KINDS = {"selection": selection_table, "profiles": profile_table, "cost": cost_table}
 #: kinds rendered from the whole record (config, seconds, env), not its metrics alone
-RECORD_KINDS = {"validation": validation_tables, "validation-verdicts": validation_verdicts}
+RECORD_KINDS = {
+    "validation": validation_tables,
+    "validation-verdicts": validation_verdicts,
+    "reading": selection_reading,
+}
 #: kinds rendered from a benchmark record (benchmarks/results/NAME.json), whole
 BENCH_KINDS = {"layercost": layer_cost_table}
 

@@ -54,3 +54,32 @@ def test_validation_verdicts_follow_the_record():
     assert "fails on some pairs" in rows2[6]
     # the setting line names the record's own size and commit
     assert f"{rec['config']['n_seq']} sequences per task" in mod.validation_tables(rec)[-1]
+
+
+def test_reading_sentences_follow_their_rules():
+    """Each claim of the generated reading flips when the numbers its rule reads are changed."""
+    mod = _script()
+    rec = json.loads((ROOT / "docs" / "results" / "network_selection_quick.json").read_text())
+    text = "\n".join(mod.selection_reading(rec))
+    assert "**No resolvable difference** against the head sketch" in text
+    assert "A_BD ranks better than A_F" in text
+    assert "**Every sketch is below the noise ceiling**" in text
+
+    r2 = copy.deepcopy(rec)
+    m = r2["metrics"]
+    m["paired"]["lora_layers - head"]["spearman"]["ci"] = [0.02, 0.3]
+    m["paired"]["lora_layers - lora_layers_bd"]["spearman"]["ci"] = [-0.05, 0.02]
+    m["truth_noise"]["ceiling"]["spearman"]["ci"] = [0.2, 0.9]
+    m["paired"]["head - family"]["top1"]["ci"] = [-0.3, 0.1]
+    for d in m["diagnostics"].values():
+        d["profile_cosine_min"] = 0.5
+    flipped = "\n".join(mod.selection_reading(r2))
+    assert "**Resolved against the head sketch:** LoRA-targeted layers, A_F" in flipped
+    assert "A_F and A_BD are not resolved" in flipped
+    assert "**The best sketch reaches the noise ceiling**" in flipped
+    assert "top-1 is not resolved from the head's" in flipped
+    assert "spread their gradient energy differently" in flipped
+    # identical argmax sources for every target and sketch: the picks sentence changes too
+    for k in ("lora_layers", "lora_layers_bd", "last_blocks_head"):
+        m["scores"][k] = copy.deepcopy(m["scores"]["head"])
+    assert "pick the same best source for every target" in "\n".join(mod.selection_reading(r2))
