@@ -1389,6 +1389,10 @@ RECORD_KINDS = {
 
 import coupling_table  # noqa: E402  (docs/coupling_table.py: the coupling-dark blocks)
 
+import verbalizer_table  # noqa: E402  (docs/verbalizer_table.py: the verbalizer readings)
+
+RECORD_KINDS["verbactivations"] = verbalizer_table.activation_lines
+RECORD_KINDS["verbtruth"] = verbalizer_table.truth_lines
 RECORD_KINDS["couplingsetup"] = coupling_table.setup_lines
 KINDS["couplingmethods"] = coupling_table.methods_table
 KINDS["couplingverdicts"] = coupling_table.verdicts_table
