@@ -5,8 +5,11 @@
     python docs/interference_table.py --check   # exit 1 if a block differs from its record
 
 Kinds (:func:`render`): ``interferencewarning`` (whether the planner's proxy is validated,
-chosen by the record's pre-registered conclusion), ``interferencesetup``, ``interferencepairs``
-(predictor vs measured forgetting), ``interferenceverdicts`` and ``interferenceplans``.  Every
+chosen by the record's pre-registered conclusion; ``LAB+SMOLLM2`` adds what the SmolLM2 record
+showed), ``interferencesetup``, ``interferencepairs`` (predictor vs measured forgetting),
+``interferenceverdicts`` and ``interferenceplans`` (for either record), and for the SmolLM2
+record (``reproduce interference-smollm2``) ``interferencelmsetup`` and ``interferencelmcost``
+(the full run's command and its estimated time, from the quick record's measured cost).  Every
 word that states a result is chosen by a rule over the recorded numbers
 (tests/test_interference_docs.py flips each).
 """
@@ -57,6 +60,10 @@ def _f(x: Any, fmt: str = "{:+.3f}") -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
 
 
+def _n(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
 def _ci(ci: list[float] | None) -> str:
     return "n/a" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
@@ -74,9 +81,24 @@ def _source(rec: dict) -> str:
     )
 
 
-def warning_lines(rec: dict) -> list[str]:
+def lm_clause(lm: dict | None) -> str:
+    """What the SmolLM2 record (``reproduce interference-smollm2``) adds to the warning."""
+    if lm is None:
+        return "nothing has been measured on a real language model"
+    m = lm["metrics"]
+    if not m["powered"]:
+        return (
+            "on SmolLM2 with LoRA only the quick run exists (not powered, its words carry no weight; "
+            f"its pre-registered conclusion reads: {m['conclusion']})"
+        )
+    if m["conclusion"] == SUPPORTED:
+        return "on SmolLM2 with LoRA the pre-registered tests show A_F beating the family label and random"
+    return "on SmolLM2 with LoRA the pre-registered tests did not show A_F beating both the family label and random"
+
+
+def warning_lines(rec: dict, lm: dict | None = None) -> list[str]:
     """The planner's warning: kept ("unvalidated proxy") unless the pre-registered conclusion
-    of a powered record supports A_F."""
+    of a powered record supports A_F; ``lm``, the SmolLM2 record, says what a real LM showed."""
     m = rec["metrics"]
     supported = m["conclusion"] == SUPPORTED and m["powered"]
     if supported:
@@ -86,7 +108,12 @@ def warning_lines(rec: dict) -> list[str]:
             f"    On the synthetic lab (`reproduce interference`), A_F at the start of B's training ranks "
             f"measured forgetting with Spearman {_f(start['spearman'])} over {start['n']} ordered pairs and beats "
             "the family label and random under the pre-registered, Holm-corrected tests (below). That is a small "
-            "transformer trained from scratch: on a real language model the proxy is still unvalidated.",
+            f"transformer trained from scratch; {lm_clause(lm)}"
+            + (
+                "."
+                if lm is not None and lm["metrics"]["powered"] and lm["metrics"]["conclusion"] == SUPPORTED
+                else ": on a real language model the proxy is still unvalidated."
+            ),
         ]
     why = (
         "the pre-registered test did not show A_F beating both the family label and random"
@@ -103,8 +130,8 @@ def warning_lines(rec: dict) -> list[str]:
         '!!! warning "The plans rest on an unvalidated proxy"',
         "    Every number `plan` prints is a *prediction* from the head-gradient Fisher geometry. "
         f"On the synthetic lab (`reproduce interference`, below) {why}: no predictor is shown to beat the "
-        "family label or random at predicting measured forgetting, and nothing has been measured on a real "
-        "language model. Treat a plan as a hypothesis to test on your own runs, not as a result.",
+        f"family label or random at predicting measured forgetting, and {lm_clause(lm)}. Treat a plan as a "
+        "hypothesis to test on your own runs, not as a result.",
     ]
 
 
@@ -213,8 +240,9 @@ def verdicts_lines(rec: dict) -> list[str]:
 def plans_lines(rec: dict) -> list[str]:
     p = rec["metrics"]["plans"]
     lines = [
-        f"{len(rec['metrics']['sequences'])} sequences of {rec['config']['seq_len_tasks']} tasks × "
-        f"{rec['config']['seeds']} seeds = {p['runs']} runs; in {p['runs_without_predicted_damage']} of them no "
+        f"{_n(len(rec['metrics']['sequences']), 'sequence')} of {rec['config']['seq_len_tasks']} tasks × "
+        f"{_n(rec['config']['seeds'], 'seed')} = {_n(p['runs'], 'run')}; in {p['runs_without_predicted_damage']} of "
+        "them no "
         "pair of the sequence had a significant predicted interference at the base (every order costs 0 there).",
         "",
         "| arm | mean final loss over the sequence's tasks (nats) |",
@@ -242,22 +270,126 @@ def plans_lines(rec: dict) -> list[str]:
         lines.append(
             f"| {v['comparison']} | {_f(v['mean'])} | {_p(v['p'])} | {_p(v['p_holm'])} | {v['word']} | {sec} |"
         )
-    lines += ["", replay_advice(p)]
+    where = "On SmolLM2" if rec["name"] == LM_NAME else "On this lab"
+    lines += ["", replay_advice(p, where)]
     return lines
 
 
-def replay_advice(p: dict) -> str:
+def replay_advice(p: dict, where: str = "On this lab") -> str:
     """What the replay comparison (over runs) allows a user to do, by its word."""
     word = {v["comparison"]: v["word"] for v in p["verdicts"]}.get("planner replay vs uniform replay")
     if word == "worse":
         return (
-            "On this lab, uniform replay at the same budget left a lower final loss than the planner's replay: "
+            f"{where}, uniform replay at the same budget left a lower final loss than the planner's replay: "
             "until a predictor is validated, spread `--replay-budget` evenly over the earlier tasks rather than "
             "following the printed shares."
         )
     if word == "better":
-        return "On this lab, the planner's replay left a lower final loss than uniform replay at the same budget."
-    return "On this lab, no difference between the planner's replay and uniform replay is resolved."
+        return f"{where}, the planner's replay left a lower final loss than uniform replay at the same budget."
+    return f"{where}, no difference between the planner's replay and uniform replay is resolved."
+
+
+def lm_setup_lines(rec: dict) -> list[str]:
+    """The SmolLM2 record's design, regime and measured forgetting."""
+    c, m = rec["config"], rec["metrics"]
+    reg, noise, lc = m["regime"], m["noise"], c["lora"]
+    domains = [t for t, g in m["groups"].items() if g == "domains"]
+    maps = [t for t, g in m["groups"].items() if g == "mappings"]
+    fams = ", ".join(
+        f"{f}: " + " / ".join(f"`{t}`" for t in domains if m["tasks"][t] == f)
+        for f in dict.fromkeys(m["tasks"][t] for t in domains)
+    )
+    map_pairs = [p for k, p in m["pairs"].items() if p["scored"] and k.split(">")[0] in maps]
+    map_forget = sum(p["forgetting"]["mean"] for p in map_pairs) / len(map_pairs) if map_pairs else None
+    return [
+        f"- Record {_source(rec)}: SmolLM2 with LoRA (rank {lc['r']}, the last {lc['n_last']} blocks, "
+        f"{lc['steps']} Adam steps at lr {lc['lr']} on {lc['batch']} rows of {lc['seq_len']} tokens per stage, "
+        f"merged before the next stage), {c['seeds']} seed{'s' if c['seeds'] != 1 else ''}; "
+        f"{len(domains)} built-in domains ({fams}; {c['train_rows']} train and {c['eval_rows']} eval rows each) "
+        f"and {len(maps)} mappings of the coupling-dark family `{c['cue']}` "
+        f"({' / '.join(f'`{t}`' for t in maps)}: the same inputs, different answer words); ordered pairs "
+        "within each group; "
+        + (
+            "powered as pre-registered."
+            if m["powered"]
+            else "the quick variant: not powered, its words carry no weight."
+        ),
+        f"- Regime: A counts as learned when its eval loss after its stage is below its loss at the base by more "
+        f"than {reg['min_gain']} nats in every seed; {reg['n_scored']} of {reg['n_pairs']} ordered pairs scored"
+        + (f", refused: {', '.join(f'`{k}`' for k in reg['refused'])}." if reg["refused"] else "."),
+        f"- Measured forgetting (seed mean): {_f(noise['mean_forgetting_same_family'])} nats for same-family pairs, "
+        f"{_f(noise['mean_forgetting_other_family'])} for the others, {_f(map_forget)} for the same-input mapping "
+        f"pairs; spread over pairs (sd) {_f(noise['sd_forgetting_over_pairs'], '{:.3f}')}, median "
+        f"evaluation-noise half-width (95% bootstrap over eval rows) "
+        f"{_f(noise['median_eval_ci_half_width'], '{:.3f}')}.",
+        learning_line(m, domains, maps),
+        prereg_line(rec),
+    ]
+
+
+def learning_line(m: dict, domains: list[str], maps: list[str]) -> str:
+    """How much a stage taught its own task, against the evaluation noise (by rule)."""
+    reg, noise = m["regime"], m["noise"]
+
+    def drop(tasks: list[str]) -> float | None:
+        d = sorted(b - o for t in tasks for b, o in zip(reg["base_loss"][t], reg["own_loss"][t]))
+        return d[len(d) // 2] if d else None
+
+    dom, half = drop(domains), noise["median_eval_ci_half_width"]
+    if dom is None:
+        return "- Learning per stage: no domain task."
+    size = (
+        "within the median evaluation-noise half-width: at this budget a domain stage barely moves its own loss, "
+        "so forgetting between domains is measured at the noise level"
+        if dom <= half
+        else "above the median evaluation-noise half-width"
+    )
+    return (
+        f"- Learning per stage: a domain stage lowered its own eval loss by {_f(dom)} nats (median over domains "
+        f"and seeds), {size}; a mapping stage by {_f(drop(maps))}."
+    )
+
+
+def full_stage_bound(cfg: Any) -> int:
+    """Stages a full run trains at most: every A, every pair within a group, and per sequence
+    the plan arms' stages not shared with those (orders without replay share their first two
+    stages with the pairs, replay arms their first)."""
+    n_maps = cfg.mapping_tasks
+    n_dom = len(cfg.domains)
+    pairs = n_dom * (n_dom - 1) + n_maps * (n_maps - 1)
+    per_seq = (2 + cfg.n_random_orders) * (cfg.seq_len_tasks - 2) + 2 * (cfg.seq_len_tasks - 1)
+    return cfg.seeds * (n_dom + n_maps + pairs + cfg.n_sequences * per_seq)
+
+
+def lm_cost_lines(rec: dict) -> list[str]:
+    """The full run's command and its time, estimated from the quick record's measured cost."""
+    from updatescope.experiments.interference.config import InterferenceLMConfig
+
+    m, c = rec["metrics"], rec["config"]
+    full = InterferenceLMConfig.defaults(False)
+    per_stage = m["stage_seconds"] / m["stages_trained"]
+    states = c["seeds"] * (len(set(m["groups"].values())) + len(m["tasks"]))
+    per_state = (rec["seconds"] - m["stage_seconds"]) / states
+    full_states = full.seeds * (2 + len(full.domains) + full.mapping_tasks)
+    work = (full.lora.steps * full.lora.batch) / (c["lora"]["steps"] * c["lora"]["batch"])
+    stages = full_stage_bound(full)
+    hours = (stages * per_stage * work + full_states * per_state) / 3600
+    return [
+        "```bash",
+        "updatescope reproduce interference-smollm2 --set truth_store=docs/results/truth/interference_smollm2_full \\",
+        "    --out docs/results/interference_smollm2_full.json",
+        "```",
+        "",
+        f"Cost, measured by the quick record: {per_stage:.0f} s per LoRA stage ({c['lora']['steps']} steps of "
+        f"{c['lora']['batch']} rows) and {per_state:.0f} s per model state for its evaluations and predictors. The "
+        f"full configuration trains at most {stages} stages ({full.lora.steps} steps of {full.lora.batch} rows, "
+        f"{work:.0f}× the quick stage's rows) and computes {full_states} states: roughly {hours:.0f} h on the "
+        "machine that ran the quick record (an estimate: the stage count is an upper bound, the per-state time "
+        "was measured on the quick run's smaller eval and sketch sets). "
+        "Every (seed, A) and (seed, pair) result is written to the truth "
+        "store as soon as it is measured, so the run can be finished in several sittings (commit the folder "
+        "between them); sequences are retrained in each sitting.",
+    ]
 
 
 KINDS = {
@@ -266,13 +398,18 @@ KINDS = {
     "interferencepairs": pairs_table,
     "interferenceverdicts": verdicts_lines,
     "interferenceplans": plans_lines,
+    "interferencelmsetup": lm_setup_lines,
+    "interferencelmcost": lm_cost_lines,
 }
+#: the SmolLM2 records' name (``reproduce interference-smollm2``)
+LM_NAME = "interference_smollm2"
 
 
 def render_block(kind: str, record: str) -> list[str]:
     if kind not in KINDS:
         raise SystemExit(f"unknown block kind {kind!r}; known: {', '.join(KINDS)}")
-    return KINDS[kind](_blocks.load(record))
+    recs = [_blocks.load(r) for r in record.split("+")]
+    return KINDS[kind](*recs)
 
 
 def render(text: str) -> str:
