@@ -136,3 +136,50 @@ def test_tiny_run_measures_pairs_plans_and_resumes_from_the_truth_store(tiny, tm
     path.write_bytes(gzip.compress(json.dumps(rec_file).encode()))
     with pytest.raises(InputError, match="code_a.json.gz"):
         reproduce("interference-smollm2", tmp_path / "c", {**SETTINGS, "truth_store": str(store)})
+
+
+def _per_seed(signal: float, own_drop: float, seed: int = 0):
+    """One seed of 8 domain tasks (the fewest for which an exact sign-flip over tasks A can
+    pass Holm over four comparisons): forgetting per pair (8 eval rows) = signal * A_F + noise."""
+    import numpy as np
+
+    from updatescope.experiments.interference.runner import PREDICTORS
+
+    rng = np.random.default_rng(seed)
+    names = [f"d{i}" for i in range(8)]
+    preds = {p: {a: {b: float(rng.normal()) for b in names if b != a} for a in names} for p in PREDICTORS}
+    forget = {
+        f"{a}>{b}": signal * preds["fisher"][a][b] + 0.01 * rng.normal(size=8) for a in names for b in names if a != b
+    }
+    return names, {
+        "seed": seed,
+        "base_loss": {t: 3.0 for t in names},
+        "own_loss": {t: 3.0 - own_drop for t in names},
+        "forget": forget,
+        "gain": {k: np.zeros(8) for k in forget},
+        "predictors": {"start": preds, "base": preds},
+    }
+
+
+def test_lm_regime_rule_and_verdict_words_follow_the_numbers():
+    from updatescope.experiments.interference import runner
+
+    cfg = configure("interference-smollm2", quick=True, settings={"n_boot": 50})
+    names, seed = _per_seed(signal=1.0, own_drop=0.1)
+    fam = {t: "code" if t in ("d0", "d1") else "wiki" for t in names}
+    m = runner.analyse(cfg, [seed], names, fam)
+    assert m["regime"]["n_scored"] == 56 and m["regime"]["min_gain"] == 0.0
+    words = {v["comparison"]: v["word"] for v in m["verdicts"]}
+    assert words["A_F - random"] == "better" and words["A_F - family label"] == "better"
+    assert m["conclusion"] == "A_F predicts forgetting beyond the family label and random"
+    # the same numbers with the sign of forgetting flipped: A_F now ranks it backwards
+    for k in seed["forget"]:
+        seed["forget"][k] = -seed["forget"][k]
+    flipped = runner.analyse(cfg, [seed], names, fam)
+    assert flipped["states"]["start"]["correlation"]["fisher"]["spearman"] < -0.9
+    assert flipped["conclusion"] == "no predictor is shown to beat the family label or random"
+    assert {v["comparison"]: v["word"] for v in flipped["verdicts"]}["A_F - random"] == "worse"
+    # stages that did not lower their own loss by more than min_gain: every pair refused, nothing scored
+    strict = configure("interference-smollm2", quick=True, settings={"n_boot": 50, "min_gain": 0.2})
+    none = runner.analyse(strict, [seed], names, fam)
+    assert none["regime"]["n_scored"] == 0 and none["verdicts"] == []
