@@ -1388,7 +1388,7 @@ RECORD_KINDS = {
 
 
 import coupling_table  # noqa: E402  (docs/coupling_table.py: the coupling-dark blocks)
-
+import selection_reading  # noqa: E402  (docs/selection_reading.py: the source-selection readings)
 import verbalizer_table  # noqa: E402  (docs/verbalizer_table.py: the verbalizer readings)
 
 RECORD_KINDS["verbactivations"] = verbalizer_table.activation_lines
@@ -1397,6 +1397,12 @@ RECORD_KINDS["couplingsetup"] = coupling_table.setup_lines
 KINDS["couplingmethods"] = coupling_table.methods_table
 KINDS["couplingverdicts"] = coupling_table.verdicts_table
 MULTI_KINDS["trustcoupling"] = coupling_table.trust_lines
+RECORD_KINDS["selwall"] = selection_reading.wall_line
+RECORD_KINDS["seltruth"] = selection_reading.truth_lines
+RECORD_KINDS["selsingle"] = selection_reading.single_lines
+RECORD_KINDS["selreading"] = selection_reading.reading_lines
+MULTI_KINDS["selseeds"] = selection_reading.seeds_lines
+MULTI_KINDS["selbudget"] = selection_reading.budget_lines
 
 import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)
 import routing_table  # noqa: E402  (docs/routing_table.py: the routing evidence)

@@ -1,0 +1,467 @@
+"""The reading of the source-selection records for docs/results.md: what the ground truth
+looks like, what the methods do and what the verdicts say, every figure read from the
+record and every claim decided by the rule written next to it.  Registered in
+docs/results_table.py as the record kinds ``selwall``, ``seltruth``, ``selsingle`` and
+``selreading`` and the multi-record kinds ``selseeds`` and ``selbudget``."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+from types import ModuleType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+#: the metrics a reading compares, with their names in a sentence
+METRICS = {"spearman": "per-target Spearman", "top1": "top-1", "oracle_normalised_transfer": "oracle-normalised"}
+#: FisherSketch is read against these, in this order (the record's family of comparisons)
+BASELINES = ("family", "cka", "activation", "easiness", "exact_fisher")
+
+
+def _rt() -> ModuleType:
+    import results_table
+
+    return results_table
+
+
+#: ``method_seconds`` keys that are not method names
+TIMED = {"sketch": "the sketches", "exact": "the exact Gram references"}
+
+
+def _label(key: str) -> str:
+    rt = _rt()
+    return TIMED.get(key) or rt._plain(rt.LABEL.get(key, key))
+
+
+def _side(ci: list | None) -> str:
+    """Where a 95% CI lies against 0."""
+    if not ci:
+        return "undefined"
+    return "above 0" if ci[0] > 0 else "below 0" if ci[1] < 0 else "includes 0"
+
+
+def _ci(ci: list, fmt: str = "{:.2f}") -> str:
+    return f"[{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# ----------------------------------------------------------------------------- run time
+def wall_line(rec: dict) -> list[str]:
+    """The record's wall time and the three slowest scoring methods (``method_seconds``)."""
+    env, m = rec.get("env", {}), rec["metrics"]
+    ms = m.get("method_seconds", {})
+    top = sorted(ms, key=ms.get, reverse=True)[:3]
+    slow = (
+        ""
+        if not top
+        else "; the slowest scorings: " + ", ".join(f"{_label(k)} {ms[k]:.0f} s" for k in top) + " (`method_seconds`)"
+    )
+    return [
+        f"The record's wall time: {rec['seconds']:.0f} s on {env.get('cpu_count', '?')} CPU cores, git "
+        f"{env.get('git_commit', '?')[:10]}{' (dirty tree)' if env.get('git_dirty') else ''}{slow}."
+    ]
+
+
+# ----------------------------------------------------------------------- the ground truth
+def truth_lines(rec: dict) -> list[str]:
+    """The shape of the ground truth: own-domain transfers by family, the sign of the cross
+    transfers, the family blocks, how often the best source shares the target's family and
+    how close the same-family sources lie against the gap between families."""
+    m = rec["metrics"]
+    tr, fam = m["ground_truth"]["transfer"], rec["config"]["families"]
+    targets = list(tr)
+    own = {t: tr[t][t] for t in targets if t in tr[t]}
+    out = []
+    if own:
+        gain = sum(v > 0 for v in own.values())
+        by_fam = {f: statistics.mean(own[t] for t in own if fam[t] == f) for f in dict.fromkeys(fam[t] for t in own)}
+        hi, lo = max(by_fam, key=by_fam.get), min(by_fam, key=by_fam.get)
+        head = (
+            "Every source improves its own domain"
+            if gain == len(own)
+            else f"{gain} of {len(own)} sources improve their own domain"
+        )
+        out.append(
+            f"{head} (own-domain transfer {min(own.values()):+.4f} to {max(own.values()):+.4f} nats; family means "
+            + ", ".join(f"{f} {v:+.4f}" for f, v in sorted(by_fam.items(), key=lambda kv: -kv[1]))
+            + f": {hi} the most, {lo} the least)."
+        )
+    cross = [(t, s, v) for t in targets for s, v in tr[t].items() if s != t]
+    pos = sum(v > 0 for _, _, v in cross)
+    same = [v for t, s, v in cross if fam[s] == fam[t]]
+    other = [v for t, s, v in cross if fam[s] != fam[t]]
+    block = (
+        f"mean same-family cross transfer {statistics.mean(same):+.4f} against {statistics.mean(other):+.4f} "
+        f"between families: "
+        + (
+            "family blocks (rule: the same-family mean is the larger)"
+            if statistics.mean(same) > statistics.mean(other)
+            else "no family blocks (rule: the same-family mean is not the larger)"
+        )
+        if same and other
+        else "no same-family pairs"
+    )
+    out.append(
+        f"{pos} of {len(cross)} cross-domain transfers are positive ({min(v for *_, v in cross):+.4f} to "
+        f"{max(v for *_, v in cross):+.4f} nats); {block}."
+    )
+    bsf = m.get("best_source_same_family", {})
+    has = [t for t in targets if any(fam[s] == fam[t] for s in tr[t] if s != t)]
+    ratios = []
+    for t in has:
+        sv = [v for s, v in tr[t].items() if s != t and fam[s] == fam[t]]
+        ov = [v for s, v in tr[t].items() if fam[s] != fam[t]]
+        gap = statistics.mean(sv) - statistics.mean(ov) if ov else 0.0
+        if len(sv) >= 2 and gap > 0:
+            ratios.append((max(sv) - min(sv)) / gap)
+    close = ""
+    if ratios:
+        r = statistics.median(ratios)
+        close = (
+            f" Within a family the sources lie {'closer together than' if r < 1 else 'at least as far apart as'} the "
+            f"gap between families (rule: median over the {len(ratios)} targets with ≥ 2 same-family sources of "
+            f"their range / (same-family mean − other mean) {'<' if r < 1 else '≥'} 1; it is {r:.2f})"
+            + (", which is what makes top-1 hard." if r < 1 else ".")
+        )
+    out.append(
+        f"The best source shares the target's family for {sum(bool(bsf.get(t)) for t in has)} of the {len(has)} "
+        f"targets that have a same-family candidate ({len(targets)} targets in all).{close}"
+    )
+    on = {k: v["oracle_normalised_transfer"] for k, v in m["methods"].items() if "oracle_normalised_transfer" in v}
+    n_on = {v.get("n") for v in on.values()}
+    if n_on and max(n_on) < len(targets):
+        cis = [v["ci"] for v in on.values() if v.get("ci")]
+        sep = any(a[1] < b[0] for a in cis for b in cis)
+        out.append(
+            f"Oracle-normalised transfer is defined for {max(n_on)} of {len(targets)} targets (the rest have no "
+            f"positive transfer to normalise by); its CIs over the methods span [{min(c[0] for c in cis):.2f}, "
+            f"{max(c[1] for c in cis):.2f}], and {'some are' if sep else 'none is'} separated from another's "
+            f"(rule: one CI's upper end below another's lower end)."
+        )
+    return [" ".join(out)]
+
+
+# ------------------------------------------------------------- one-seed records: methods
+def single_lines(rec: dict) -> list[str]:
+    """What a one-seed record says about the methods: FisherSketch's ranking, the sketch
+    against exact A_F, the paper's values against our CIs, the best method per metric, which
+    methods rank above chance and what random reaches."""
+    rt = _rt()
+    m = rec["metrics"]
+    meths = {k: v for k, v in m["methods"].items() if "spearman" in v}
+    f = meths["fisher"]
+    sp = f["spearman"]
+    out = [
+        f"- **FisherSketch's per-target Spearman with the truth: {sp['mean']:.2f} {_ci(sp['ci'])}, "
+        f"{_side(sp['ci'])}**; "
+        f"oracle-normalised transfer {f['oracle_normalised_transfer']['mean']:.2f}, mean regret "
+        f"{f['regret']['mean']:.4f} nats, top-1 {f['top1']['mean']:.2f} = {f['top1_over_chance']:.1f}× chance "
+        f"({f['chance_top1']:.3f})."
+    ]
+    ex = meths.get("exact_fisher")
+    if ex:
+        inside = []
+        for k in ("spearman", "oracle_normalised_transfer"):
+            a, b = f[k], ex[k]
+            inside.append(b["ci"][0] <= a["mean"] <= b["ci"][1] and a["ci"][0] <= b["mean"] <= a["ci"][1])
+        out.append(
+            "- The sketch "
+            + ("matches" if all(inside) else "does not match")
+            + " the exact A_F it estimates (rule: on per-target Spearman and oracle-normalised transfer each mean "
+            f"lies inside the other's CI; exact A_F {ex['spearman']['mean']:.2f} {_ci(ex['spearman']['ci'])} and "
+            f"{ex['oracle_normalised_transfer']['mean']:.2f} {_ci(ex['oracle_normalised_transfer']['ci'])})."
+        )
+    paper = rt.PAPER_CLAIMS["selection"][1]
+    cells = []
+    for k, v in paper.items():
+        where = rt._against(f[k], v)
+        word = "reproduced" if where == "inside our CI" else "not reproduced"
+        cells.append(f"{METRICS[k]} {v:.3f} ({where}): **{word}**")
+    out.append(
+        "- Paper A's FisherSketch values against our CIs (rule: reproduced where the paper's value lies inside "
+        "our 95% CI): " + "; ".join(cells) + "."
+    )
+    best = {
+        k: max(meths, key=lambda n: meths[n][k]["mean"] if meths[n][k].get("mean") is not None else -9) for k in METRICS
+    }
+    pooled = max(meths, key=lambda n: meths[n]["pooled_spearman"].get("rho") or -9)
+    act = [k for k in rt.ACTIVATION_ONLY if k in meths]
+    above = [k for k in meths if _side(meths[k]["spearman"].get("ci")) == "above 0"]
+    below = [k for k in meths if _side(meths[k]["spearman"].get("ci")) == "below 0"]
+    act_above = [k for k in act if k in above]
+    out.append(
+        "- Highest mean: "
+        + "; ".join(f"{METRICS[k]} {_label(best[k])} ({meths[best[k]][k]['mean']:.2f})" for k in METRICS)
+        + f"; pooled Spearman {_label(pooled)} ({meths[pooled]['pooled_spearman']['rho']:.2f}). "
+        + (
+            f"{len(act_above)} of {len(act)} activation-only methods rank sources above chance (per-target "
+            "Spearman CI above 0)."
+        )
+    )
+    out.append(
+        "- Per-target Spearman CI above 0: "
+        + (_join([_label(k) for k in above]) if above else "none")
+        + "; below 0: "
+        + (_join([_label(k) for k in below]) if below else "none")
+        + "; the others include 0."
+    )
+    sve = m.get("sketch_vs_exact", {})
+    if "coupling" in sve and "fisher" in sve:
+        c, fi = sve["coupling"], sve["fisher"]
+        out.append(
+            f"- Sketch against exact on the {c['pairs']} pairs: the coupling estimate's Spearman {c['spearman']:.2f} "
+            f"(mean |err| {c['mean_abs_err']:.3f}) against A_F's {fi['spearman']:.2f} ({fi['mean_abs_err']:.3f}); "
+            + (
+                "the coupling agrees less."
+                if c["spearman"] < fi["spearman"]
+                else "the coupling agrees at least as well."
+            )
+        )
+    r = meths.get("random")
+    if r:
+        others = [k for k in meths if k != "random"]
+        overlap = all(
+            meths[a]["top1"]["ci"][0] <= meths[b]["top1"]["mean"] <= meths[a]["top1"]["ci"][1]
+            for a in others
+            for b in others
+        )
+        same = "the same top-1 as" if r["top1"]["mean"] == f["top1"]["mean"] else "a different top-1 from"
+        low = sorted((k for k in others), key=lambda k: meths[k]["spearman"]["mean"])[:2]
+        out.append(
+            f"- Random: per-target Spearman {r['spearman']['mean']:.2f} {_ci(r['spearman']['ci'])} "
+            f"({_side(r['spearman']['ci'])}), top-1 {r['top1']['mean']:.2f}, {same} FisherSketch's "
+            f"{f['top1']['mean']:.2f}. Lowest per-target Spearman apart from random: "
+            f"{_join([_label(k) for k in low])}. "
+            + (
+                "Every method's top-1 lies inside every other's CI (random aside)."
+                if overlap
+                else "Some methods' top-1 lies outside another's CI (random aside)."
+            )
+        )
+    return out
+
+
+def seeds_lines(recs: list[dict]) -> list[str]:
+    """The methods' order by per-target Spearman in two seeds' records: the same or not."""
+    rt = _rt()
+    a, b = (r["metrics"]["methods"] for r in recs[:2])
+    names = [k for k in a if k in b and a[k].get("spearman", {}).get("mean") is not None]
+    va = {k: a[k]["spearman"]["mean"] for k in names}
+    vb = {k: b[k]["spearman"]["mean"] for k in names}
+    pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1 :]]
+    swapped = sum((va[x] - va[y]) * (vb[x] - vb[y]) < 0 for x, y in pairs)
+    mean = {k: (va[k] + vb[k]) / 2 for k in names}
+    order = sorted(names, key=lambda k: -mean[k])
+    same = (
+        "is the same in both seeds"
+        if not swapped
+        else f"differs between the seeds for {swapped} of the {len(pairs)} pairs of methods"
+    )
+    return [
+        f"The methods' order by per-target Spearman {same}. By its mean over the two seeds: "
+        + " > ".join(f"{rt._plain(rt.LABEL.get(k, k))} {mean[k]:.2f}" for k in order)
+        + "."
+    ]
+
+
+# ------------------------------------------------------------ multi-seed records: verdicts
+def _leans(metrics: dict, pair: str, key: str) -> str | None:
+    """'leads' / 'trails' where the bootstrap CI of the paired difference excludes 0."""
+    ci = metrics.get("paired", {}).get(pair, {}).get(key, {}).get("ci")
+    side = _side(ci)
+    return "leads" if side == "above 0" else "trails" if side == "below 0" else None
+
+
+def _against_lines(metrics: dict, verdicts: dict, b: str) -> str | None:
+    pair = f"fisher - {b}"
+    vs = {k: verdicts.get(f"{pair}: {k}") for k in METRICS}
+    vs = {k: v for k, v in vs.items() if v is not None}
+    if not vs:
+        return None
+    better = [METRICS[k] for k, v in vs.items() if v.word == "better"]
+    worse = [METRICS[k] for k, v in vs.items() if v.word == "worse"]
+    lean = {k: _leans(metrics, pair, k) for k, v in vs.items() if v.word == "no difference"}
+    leads = [METRICS[k] for k, w in lean.items() if w == "leads"]
+    trails = [METRICS[k] for k, w in lean.items() if w == "trails"]
+    none = [METRICS[k] for k, w in lean.items() if w is None]
+    parts = []
+    if better:
+        parts.append(f"better on {_join(better)}")
+    if worse:
+        parts.append(f"worse on {_join(worse)}")
+    if leads or trails:
+        lt = ([f"leads on {_join(leads)}"] if leads else []) + ([f"trails on {_join(trails)}"] if trails else [])
+        parts.append(" and ".join(lt) + " by a bootstrap CI that excludes 0, not resolved by the sign-flip test")
+    if none:
+        parts.append(f"no difference on {_join(none)}")
+    return f"- Against {_label(b)}: " + "; ".join(parts) + "."
+
+
+def reading_lines(rec: dict) -> list[str]:
+    """The verdicts of a multi-seed record in words, each by the rule of the verdict block
+    (sign-flip test, Holm over the record's comparisons), with where the bootstrap CI alone
+    would lean; the ceiling, the within-family ranking and the claim's word."""
+    rt = _rt()
+    m = rec["metrics"]
+    verdicts = rt.record_verdicts(m)
+    f = m["methods"]["fisher"]
+    lines = [
+        'Reading the verdicts above (rule: "better" / "worse" as in the verdict block; "leads" / '
+        '"trails" where only the bootstrap CI of the paired difference excludes 0):',
+        "",
+    ]
+    for b in BASELINES:
+        s = _against_lines(m, verdicts, b)
+        if s:
+            lines.append(s)
+    ex = m.get("paired", {}).get("fisher - exact_fisher")
+    cfg = rec.get("config", {})
+    n_sk, n_ex = cfg.get("tokens", {}).get("sketch"), cfg.get("exact_n")
+    if ex and n_sk and n_ex and n_sk > n_ex:
+        lines.append(
+            f"- The sketch reads all {n_sk} sketch tokens, the exact Gram identity the first {n_ex} (`exact_n`): "
+            "a difference between them is partly sample size, not estimator quality."
+        )
+    sc = m.get("scores", {})
+    if "fisher" in sc and "exact_fisher" in sc:
+        ts = list(sc["fisher"])
+        same = sum(
+            max(sc["fisher"][t], key=sc["fisher"][t].get) == max(sc["exact_fisher"][t], key=sc["exact_fisher"][t].get)
+            for t in ts
+        )
+        lines.append(f"- FisherSketch and exact A_F pick the same best source for {same} of {len(ts)} targets.")
+    tn = m.get("truth_noise", {})
+    ceil = tn.get("ceiling") or {}
+    if ceil:
+        below = [
+            METRICS[k]
+            for k in METRICS
+            if k in ceil and f[k].get("ci") and ceil[k].get("ci") and f[k]["ci"][1] < ceil[k]["ci"][0]
+        ]
+        inside = [
+            METRICS[k]
+            for k in METRICS
+            if k in ceil and f[k].get("ci") and ceil[k].get("ci") and f[k]["ci"][1] >= ceil[k]["ci"][0]
+        ]
+        s = "- **FisherSketch is below the noise ceiling on " + (_join(below) if below else "no metric") + "**"
+        if inside:
+            s += f"; on {_join(inside)} its CI reaches the ceiling's"
+        s += " (rule: the upper end of its 95% CI under the lower end of the ceiling's)."
+        n_t, same = tn.get("n_targets"), tn.get("best_same_in_every_seed")
+        if n_t is not None and same is not None:
+            s += (
+                f" The best source changes between seeds for {n_t - same} of {n_t} targets, which caps the top-1 "
+                "ceiling."
+            )
+        so = tn.get("ceiling_seeds_only", {}).get("spearman")
+        if so and ceil.get("spearman"):
+            c = ceil["spearman"]
+            s += (
+                f" Counting the evaluation sample too, the Spearman ceiling is {c['mean']:.2f} {_ci(c['ci'])}, against "
+                f"{so['mean']:.2f} {_ci(so['ci'])} from the seeds alone: the eval sample adds "
+                + ("more" if c["ci"][1] < so["ci"][0] else "no resolvable")
+                + " noise (rule: the two CIs do not overlap)."
+            )
+        lines.append(s)
+    wf = f.get("within_family", {})
+    wt, ws, wc = wf.get("top1", {}), wf.get("spearman", {}), wf.get("chance_top1", {})
+    if ws.get("n"):
+        sides = {
+            k: _side(m["methods"][k].get("within_family", {}).get("spearman", {}).get("ci"))
+            for k in ("fisher", "error", "activation")
+            if k in m["methods"]
+        }
+        lines.append(
+            f"- Within the target's family (the only place the family label cannot help): FisherSketch's Spearman "
+            f"{ws['mean']:.2f} {_ci(ws['ci'])} over {ws['n']} targets, CI {sides['fisher']}"
+            + ("" if sides["fisher"] == "above 0" else ": it does not order sources within a family")
+            + "; "
+            + "; ".join(f"{_label(k)} {v}" for k, v in sides.items() if k != "fisher")
+            + "."
+        )
+    elif wt.get("n"):
+        lines.append(
+            f"- Within-family ranking cannot be decided here: {wt['n']} targets have ≥ 2 same-family candidates "
+            f"(FisherSketch's within-family top-1 {wt['mean']:.2f}, chance {wc.get('mean', float('nan')):.2f}) "
+            f"and {ws.get('n', 0)} have ≥ 3 for a within-family Spearman."
+        )
+    fam = [verdicts.get(f"fisher - family: {k}") for k in METRICS]
+    fam = [v for v in fam if v is not None]
+    if fam:
+        better = any(v.word == "better" for v in fam)
+        worse = any(v.word == "worse" for v in fam)
+        word = (
+            "reproduced"
+            if better and not worse
+            else "contradicted"
+            if worse and not better
+            else "mixed"
+            if better
+            else "not reproduced"
+        )
+        lines += [
+            "",
+            f'**Paper A\'s "FisherSketch picks data better than what a user already knows" (the 0/1 family label): '
+            f"{word}** in this record (rule: reproduced if FisherSketch is better than the family label on at least "
+            "one metric and worse on none; not reproduced if better on none).",
+        ]
+    return lines
+
+
+def _worded(metrics: dict, base: str, key: str, v: object) -> str:
+    """ "+0.15 no difference (leads by its bootstrap CI)": the mean, the word and the lean."""
+    lean = _leans(metrics, f"fisher - {base}", key)
+    extra = f" ({lean} by its bootstrap CI)" if lean and v.word == "no difference" else ""
+    return f"{v.mean:+.2f} {v.word}{extra}"
+
+
+def _seed_ceiling(metrics: dict) -> dict:
+    """The noise ceiling from the fine-tuning seeds alone, so that records whose ceiling also
+    counts the evaluation sample compare like with like."""
+    tn = metrics["truth_noise"]
+    return tn.get("ceiling_seeds_only") or tn["ceiling"]
+
+
+def budget_lines(recs: list[dict]) -> list[str]:
+    """The budget probe and what the chosen budget changed: ``probe+chosen+fixed`` (the
+    record holding the probe, the record at the chosen budget, one at a budget fixed
+    beforehand)."""
+    rt = _rt()
+    probe, chosen, fixed = recs
+    b = probe["metrics"]["budget"]
+    snr = [r["median_snr"] for r in b["grid"]]
+    steps = [r["steps"] for r in b["grid"]]
+    rises = all(y > x for x, y in zip(snr, snr[1:]))
+    edge = b["chosen"] == max(steps)
+    out = [
+        f"The probe's median SNR {'rises at every step of' if rises else 'does not rise at every step of'} its grid "
+        f"({', '.join(f'{s} steps {v:.2f}' for s, v in zip(steps, snr))}); it chose {b['chosen']} steps"
+        + (", the grid's largest, so a larger budget may sharpen the truth further." if edge else ", inside its grid.")
+    ]
+    cm, fm = chosen["metrics"], fixed["metrics"]
+    cs = chosen["config"].get("lora_steps_used") or chosen["config"]["lora"]["steps"]
+    fs = fixed["config"]["lora"]["steps"]
+    cc, fc = _seed_ceiling(cm), _seed_ceiling(fm)
+    up = [METRICS[k] for k in METRICS if cc[k]["mean"] > fc[k]["mean"]]
+    out.append(
+        f"At the chosen {cs} steps against the fixed {fs}: the noise ceiling of the fine-tuning seeds alone is "
+        f"higher on {len(up)} of {len(METRICS)} metrics ("
+        + ", ".join(f"{METRICS[k]} {fc[k]['mean']:.2f} → {cc[k]['mean']:.2f}" for k in METRICS)
+        + f"), and the best source is the same in every seed for {fm['truth_noise']['best_same_in_every_seed']} → "
+        f"{cm['truth_noise']['best_same_in_every_seed']} of {cm['truth_noise']['n_targets']} targets."
+    )
+    vc, vf = rt.record_verdicts(cm), rt.record_verdicts(fm)
+    for base in ("family", "cka"):
+        cells = []
+        for k in METRICS:
+            a, c = vf.get(f"fisher - {base}: {k}"), vc.get(f"fisher - {base}: {k}")
+            if a is None or c is None:
+                continue
+            cells.append(f"{METRICS[k]} {_worded(fm, base, k, a)} → {_worded(cm, base, k, c)}")
+        if cells:
+            out.append(f"FisherSketch − {_label(base)}, {fs} → {cs} steps: " + "; ".join(cells) + ".")
+    return [" ".join(out[:2]), "", *out[2:]] if len(out) > 2 else [" ".join(out)]

@@ -1,0 +1,171 @@
+"""The source-selection readings in docs/results.md (docs/selection_reading.py) follow their
+rules: a copy of a real record with the relevant numbers changed flips each claim."""
+
+import copy
+import json
+from pathlib import Path
+
+from _docs_script import docs_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rec(name: str) -> dict:
+    return json.loads((ROOT / "docs" / "results" / f"{name}.json").read_text())
+
+
+def _mod():
+    return docs_script("selection_reading")
+
+
+def test_wall_line_reads_the_time_and_the_slowest_scorings():
+    sr = _mod()
+    rec = _rec("source_selection_quick_head")
+    line = sr.wall_line(rec)[0]
+    assert f"{rec['seconds']:.0f} s on 2 CPU cores" in line
+    assert "the slowest scorings: SVCCA 416 s" in line
+    r2 = copy.deepcopy(rec)
+    r2["seconds"] = 99.0
+    r2["metrics"]["method_seconds"]["rsa"] = 999.0
+    line = sr.wall_line(r2)[0]
+    assert "wall time: 99 s" in line and "the slowest scorings: RSA 999 s, SVCCA 416 s" in line
+
+
+def test_truth_shape_follows_the_transfer_table():
+    sr = _mod()
+    rec = _rec("source_selection_full")
+    text = sr.truth_lines(rec)[0]
+    assert text.startswith("Every source improves its own domain")
+    assert "300 of 380 cross-domain transfers are positive" in text
+    assert "family blocks (rule: the same-family mean is the larger)" in text
+    assert "for 17 of the 19 targets that have a same-family candidate" in text
+    assert "lie closer together than the gap" in text
+    r2 = copy.deepcopy(rec)
+    tr, fam = r2["metrics"]["ground_truth"]["transfer"], r2["config"]["families"]
+    tr["code_email"]["code_email"] = -0.5  # one source no longer improves its own domain
+    for t, row in tr.items():  # between-family transfers now beat same-family ones
+        for s in row:
+            if s != t and fam[s] != fam[t]:
+                row[s] = 1.0
+    r2["metrics"]["best_source_same_family"]["code_xml"] = False
+    text = sr.truth_lines(r2)[0]
+    assert text.startswith("19 of 20 sources improve their own domain")
+    assert "no family blocks" in text
+    assert "for 16 of the 19 targets" in text
+    assert "Within a family" not in text  # no positive gap between families: the spread is not read
+
+
+def test_truth_shape_reads_where_oracle_normalised_transfer_is_defined():
+    sr = _mod()
+    rec = _rec("source_selection_quick_head")
+    text = sr.truth_lines(rec)[0]
+    assert "defined for 8 of 10 targets" in text and "none is separated from another's" in text
+    r2 = copy.deepcopy(rec)
+    ms = r2["metrics"]["methods"]
+    ms["fisher"]["oracle_normalised_transfer"]["ci"] = [5.0, 6.0]
+    assert "some are separated" in sr.truth_lines(r2)[0]
+
+
+def test_one_seed_reading_flips_with_the_record():
+    sr = _mod()
+    rec = _rec("source_selection_full")
+    text = "\n".join(sr.single_lines(rec))
+    assert "0.55 [0.46, 0.64], above 0**" in text
+    assert "The sketch matches the exact A_F" in text
+    assert "top-1 0.457 (above our CI): **not reproduced**" in text
+    assert "top-1 exact Scov(M_a) (0.40)" in text
+    assert "4 of 5 activation-only methods rank sources above chance" in text
+    assert "the same top-1 as FisherSketch's" in text
+    assert "the coupling agrees less" in text
+    r2 = copy.deepcopy(rec)
+    ms = r2["metrics"]["methods"]
+    ms["fisher"]["spearman"]["ci"] = [-0.1, 0.64]
+    ms["exact_fisher"]["spearman"]["mean"] = 0.9
+    ms["exact_fisher"]["spearman"]["ci"] = [0.85, 0.95]
+    ms["fisher"]["top1"]["ci"] = [0.05, 0.5]
+    ms["random"]["top1"]["mean"] = 0.05
+    ms["exact_activation"]["spearman"]["ci"] = [-0.1, 0.5]
+    r2["metrics"]["sketch_vs_exact"]["coupling"]["spearman"] = 0.99
+    text = "\n".join(sr.single_lines(r2))
+    assert "0.55 [-0.10, 0.64], includes 0**" in text
+    assert "does not match" in text
+    assert "top-1 0.457 (inside our CI): **reproduced**" in text
+    assert "Highest mean: per-target Spearman exact A_F (0.90)" in text
+    assert "3 of 5 activation-only methods" in text
+    assert "a different top-1 from FisherSketch's" in text
+    assert "the coupling agrees at least as well" in text
+
+
+def test_seed_order_reading_counts_swapped_methods():
+    sr = _mod()
+    a, b = _rec("source_selection_full"), _rec("source_selection_full_seed1")
+    assert "differs between the seeds for 2 of the 55 pairs" in sr.seeds_lines([a, b])[0]
+    assert "is the same in both seeds" in sr.seeds_lines([a, copy.deepcopy(a)])[0]
+
+
+def test_verdict_reading_follows_the_sign_flip_rule():
+    sr = _mod()
+    rec = _rec("source_selection_full_reanalysis")
+    text = "\n".join(sr.reading_lines(rec))
+    assert "- Against same family / collection: no difference on per-target Spearman, top-1 and oracle" in text
+    assert "leads on top-1 by a bootstrap CI" in text  # against easiness
+    assert "below the noise ceiling on per-target Spearman, top-1 and oracle-normalised**" in text
+    assert "changes between seeds for 5 of 20 targets" in text
+    assert "CI includes 0: it does not order sources within a family" in text
+    assert "(the 0/1 family label): not reproduced**" in text
+    r2 = copy.deepcopy(rec)
+    m = r2["metrics"]
+    fam = m["methods"]["family"]["spearman"]["per_target"]
+    fs = m["methods"]["fisher"]["spearman"]["per_target"]
+    for t in fs:  # FisherSketch now ranks better than the family label on every target
+        if fam.get(t) is not None:
+            fs[t] = fam[t] + 0.3
+    m["truth_noise"]["ceiling"]["spearman"]["ci"] = [0.1, 0.9]
+    m["methods"]["fisher"]["within_family"]["spearman"]["ci"] = [0.1, 0.3]
+    text = "\n".join(sr.reading_lines(r2))
+    assert "- Against same family / collection: better on per-target Spearman" in text
+    assert "its CI reaches the ceiling's" in text
+    assert "CI above 0;" in text
+    assert "(the 0/1 family label): reproduced**" in text
+    for t in fs:  # ... and worse
+        if fam.get(t) is not None:
+            fs[t] = fam[t] - 0.3
+    assert "(the 0/1 family label): contradicted**" in "\n".join(sr.reading_lines(r2))
+
+
+def test_verdict_reading_of_the_quick_record():
+    sr = _mod()
+    rec = _rec("source_selection_quick")
+    text = "\n".join(sr.reading_lines(rec))
+    assert "trails on top-1 and oracle-normalised by a bootstrap CI" in text
+    assert "pick the same best source for 8 of 10 targets" in text
+    assert "the eval sample adds more noise" in text
+    assert "3 targets have ≥ 2 same-family candidates" in text
+    r2 = copy.deepcopy(rec)
+    m = r2["metrics"]
+    m["paired"]["fisher - family"]["top1"]["ci"] = [-0.5, 0.1]
+    m["truth_noise"]["ceiling"]["spearman"]["ci"] = [0.8, 0.9]
+    sc = m["scores"]
+    sc["exact_fisher"] = {t: {s: -v for s, v in row.items()} for t, row in sc["fisher"].items()}
+    text = "\n".join(sr.reading_lines(r2))
+    assert "trails on oracle-normalised by a bootstrap CI" in text
+    assert "pick the same best source for 0 of 10 targets" in text
+    assert "adds no resolvable noise" in text
+
+
+def test_budget_reading_follows_the_probe_and_the_ceilings():
+    sr = _mod()
+    qb, q = _rec("source_selection_quick_budget"), _rec("source_selection_quick")
+    text = "\n".join(sr.budget_lines([qb, qb, q]))
+    assert "rises at every step of its grid" in text and "the grid's largest" in text
+    assert "higher on 3 of 3 metrics" in text and "for 6 → 7 of 10 targets" in text
+    assert "top-1 -0.26 no difference (trails by its bootstrap CI)" in text
+    p2 = copy.deepcopy(qb)
+    b = p2["metrics"]["budget"]
+    b["grid"][1]["median_snr"] = 20.0
+    b["chosen"] = 8
+    c2 = copy.deepcopy(qb)
+    c2["metrics"]["truth_noise"]["ceiling"]["top1"]["mean"] = 0.1
+    text = "\n".join(sr.budget_lines([p2, c2, q]))
+    assert "does not rise at every step" in text and "inside its grid" in text
+    assert "higher on 2 of 3 metrics" in text
