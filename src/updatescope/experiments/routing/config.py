@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import InputError
+from updatescope.experiments.answer_tasks import CLASSES, FAMILIES
 from updatescope.experiments.configs import (
     LoRAConfig,
     check_gt_seeds,
@@ -35,6 +37,48 @@ OUTSIDE = ("code_http", "wiki_space", "python_docs", "num_stocks")
 
 
 @dataclass(frozen=True)
+class CouplingDarkLibrary:
+    """The coupling-dark library (``design="coupling_dark"``): per prompt family (``families``,
+    cues of ``answer_tasks.FAMILIES``), one LoRA adapter per mapping of the input ``classes``
+    to the family's answer words, all trained on the same ``n_fit`` inputs per class; each
+    adapter represented by the signature of its training rows (the answer counted).
+
+    Requests: per mapping, ``queries_per_mapping`` held-out inputs; each posed as a few-shot
+    prompt (``shots`` solved examples per class of the request's mapping, in random order,
+    then the query) and as the input alone (the control).  Ground truth: the loss at the
+    query's answer under every adapter."""
+
+    families: tuple[str, ...] = ("Colour:",)
+    classes: tuple[str, ...] = ("python", "licence", "digits")
+    n_fit: int = 32
+    shots: int = 1
+    shot_pool: int = 16
+    queries_per_mapping: int = 12
+    lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=40, batch=16)
+
+    def __post_init__(self) -> None:
+        check_positive(self, "n_fit", "shots", "shot_pool", "queries_per_mapping")
+        if not self.families or len(set(self.families)) != len(self.families):
+            raise InputError(f"coupling_dark.families must name distinct families, got {list(self.families)}")
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown:
+            raise InputError(f"unknown coupling_dark.families {unknown}; available: {', '.join(FAMILIES)}")
+        bad = [c for c in self.classes if c not in CLASSES]
+        if bad:
+            raise InputError(f"unknown coupling_dark.classes {bad}; available: {', '.join(CLASSES)}")
+        if len(set(self.classes)) != len(self.classes):
+            raise InputError("coupling_dark.classes must be distinct")
+        for f in self.families:
+            if len(self.classes) % len(FAMILIES[f]):
+                raise InputError(
+                    f"coupling_dark: {len(self.classes)} classes cannot share the {len(FAMILIES[f])} answers "
+                    f"of {f!r} evenly"
+                )
+        if self.shots > self.shot_pool:
+            raise InputError(f"coupling_dark.shots ({self.shots}) exceeds coupling_dark.shot_pool ({self.shot_pool})")
+
+
+@dataclass(frozen=True)
 class RoutingConfig:
     """``routing``: a library of LoRA adapters, one per ``library`` domain (trained on its
     ``train`` split), each represented by the signature of its training documents; requests
@@ -55,6 +99,9 @@ class RoutingConfig:
     n_boot: int = 2000
     seed: int = 0
     quick: bool = False
+    #: "domains": the library of domain adapters; "coupling_dark": the coupling-dark library
+    design: Literal["domains", "coupling_dark"] = "domains"
+    coupling_dark: CouplingDarkLibrary = CouplingDarkLibrary()
 
     def __post_init__(self) -> None:
         check_gt_seeds(self.gt_seeds)
@@ -68,6 +115,8 @@ class RoutingConfig:
             raise InputError(f"domains both in and outside the library: {sorted(both)}")
         if not self.arrow_top_k <= len(self.library):
             raise InputError(f"arrow_top_k ({self.arrow_top_k}) exceeds the library ({len(self.library)} adapters)")
+        if self.design not in ("domains", "coupling_dark"):
+            raise InputError(f"design must be 'domains' or 'coupling_dark', got {self.design!r}")
         if self.request_tokens < 8:
             raise InputError(f"request_tokens must be at least 8, got {self.request_tokens}")
 
@@ -86,4 +135,5 @@ class RoutingConfig:
             n_boot=500,
             seed=seed,
             quick=True,
+            coupling_dark=CouplingDarkLibrary(n_fit=16, queries_per_mapping=8),
         )

@@ -387,6 +387,10 @@ def verdicts(cfg, doms, ev) -> dict[str, Any]:
 
 
 def run(cfg: RoutingConfig, out_dir: Path) -> Result:
+    if cfg.design == "coupling_dark":
+        from updatescope.experiments.routing.coupling_library import run as run_coupling_dark
+
+        return run_coupling_dark(cfg, out_dir)
     t0 = time.perf_counter()
     log = functools.partial(print, flush=True)
     prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None

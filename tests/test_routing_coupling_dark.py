@@ -1,0 +1,131 @@
+"""routing's coupling-dark library: an end-to-end tiny run (few-shot and input-only requests,
+every router, the pre-registered and control verdicts), the tie rule, and bad settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from _tiny_lm import loader, reproduce
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    from updatescope.experiments import answer_tasks, heads
+
+    monkeypatch.setattr(heads, "load_model", loader())
+    words = {"python": "def return self", "licence": "licence warranty copy", "digits": "1 2 3 4"}
+
+    def texts(name, n, seed):
+        return [f"{words[name]} {name}{i % 5}" for i in range(n)]
+
+    monkeypatch.setattr(answer_tasks, "class_texts", texts)
+
+
+SETTINGS = {
+    "design": "coupling_dark",
+    "sketch_dim": 64,
+    "n_boot": 50,
+    "coupling_dark": {
+        "n_fit": 4,
+        "shot_pool": 3,
+        "queries_per_mapping": 3,
+        "lora": {"steps": 2, "batch": 4, "n_last": 1},
+    },
+}
+
+
+def test_tiny_run_routes_few_shot_and_input_only_requests(tiny, tmp_path):
+    rec = reproduce("routing", tmp_path, SETTINGS)
+    m = rec["metrics"]
+    assert m["design"] == "coupling_dark" and m["powered"] is False
+    assert len(rec["config"]["preregistration_sha256"]) == 64
+    assert len(m["families"]) == 1 and len(m["families"][0]["names"]) == 6
+    n = 6 * 3
+    assert len(m["requests"]["unit"]) == n and sorted(set(m["requests"]["mapping"])) == list(range(6))
+    # the few-shot prompt carries 3 solved examples before the query: longer than the input alone
+    assert all(f > i for f, i in zip(m["requests"]["tokens"]["few_shot"], m["requests"]["tokens"]["input_only"]))
+    for kind in ("few_shot", "input_only"):
+        s = m["summary"][kind]
+        assert s["n_requests"] == n
+        for r in ("fisher", "fisher_all_tokens", "error", "activation", "embedding", "arrow", "uniform_merge"):
+            assert r in s and r in m["routers_see"]
+        for r in ("fisher", "error", "activation", "embedding", "random", "own"):
+            assert s[r]["oracle_gap"] >= -1e-12  # an adapter choice never beats the oracle
+        assert s["oracle"]["oracle_gap"] == pytest.approx(0.0)
+        # identical training inputs: identical centroids, so the embedding router ties every adapter
+        assert s["embedding"]["routed_loss"] == pytest.approx(s["random"]["routed_loss"])
+        assert s["embedding"]["own_accuracy"] == pytest.approx(1 / 6)
+    assert m["summary"]["input_only"]["fisher_all_tokens"] == m["summary"]["input_only"]["fisher"]
+    v = m["verdicts"]
+    assert [c["comparison"] for c in v["comparisons"]] == [
+        "FisherSketch vs embedding centroid",
+        "FisherSketch vs PEFT Arrow",
+        "FisherSketch vs error-only",
+        "FisherSketch vs activation-only",
+        "FisherSketch vs uniform merge",
+    ]
+    assert all(c["family_size"] == 5 and c["n_requests"] == n for c in v["comparisons"])
+    assert [c["comparison"] for c in v["control"]] == [
+        "FisherSketch vs random, few-shot",
+        "FisherSketch vs random, input-only",
+    ]
+    assert all(c["family_size"] == 2 and c["clustered_bootstrap"]["n_clusters"] == 6 for c in v["control"])
+    assert isinstance(m["regime"]["adapters_learned_their_mapping"], bool)
+
+
+def test_ties_charge_the_mean_of_the_tied_adapters():
+    import numpy as np
+    import torch
+
+    from updatescope.experiments.routing.coupling_library import _pick_sets, evaluate
+
+    sets = _pick_sets(torch.tensor([[1.0, 1.0, 0.0], [0.0, 2.0, 1.0], [float("nan")] * 3]))
+    assert sets == [[0, 1], [1], [0, 1, 2]]
+    loss = np.array([[1.0, 3.0, 5.0], [4.0, 2.0, 0.0], [3.0, 6.0, 9.0]])
+    seed = {"loss": loss, "base": np.zeros(3), "uniform_merge": np.zeros(3), "arrow": np.zeros(3)}
+    ev = evaluate(
+        np.array([0, 1, 2]),
+        [seed],
+        {r: sets for r in ("fisher", "fisher_all_tokens", "error", "activation", "embedding")},
+    )
+    assert ev["routed_loss"]["fisher"] == [2.0, 2.0, 6.0]
+    assert ev["routed_loss"]["oracle"] == [1.0, 0.0, 3.0]
+    assert ev["routed_loss"]["own"] == [1.0, 2.0, 9.0]
+    assert ev["oracle_hit"]["fisher"] == pytest.approx([0.5, 0.0, 1 / 3])
+    assert ev["own_hit"]["fisher"] == pytest.approx([0.5, 1.0, 1 / 3])
+
+
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("design=coupled", "design"),
+        ('coupling_dark.families=["Shape:"]', "unknown coupling_dark.families"),
+        ('coupling_dark.classes=["python","python","digits"]', "distinct"),
+        ('coupling_dark.classes=["python","licence"]', "evenly"),
+        ("coupling_dark.shots=5", "shot_pool"),
+        ("coupling_dark.queries_per_mapping=0", "queries_per_mapping"),
+    ],
+)
+def test_bad_settings_get_one_line_and_exit_2(tmp_path, item, message):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "updatescope",
+            "reproduce",
+            "routing",
+            "--quick",
+            "--set",
+            item,
+            "--out",
+            str(tmp_path / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()
