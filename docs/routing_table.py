@@ -1,7 +1,9 @@
 """Generated blocks of the routing evidence (``updatescope reproduce routing``).
 
 Registered as kinds of ``docs/results_table.py``: ``routingsetup``, ``routingtable`` and
-``routingverdicts`` read one record.  Every word is chosen by a rule over the recorded numbers.
+``routingverdicts`` read one record of the domain library; ``routingcdsetup``,
+``routingcdtable``, ``routingcdverdicts`` and ``routingcdguide`` one of the coupling-dark
+library (``--set design=coupling_dark``).  Every word is chosen by a rule over the recorded numbers.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ def setup_lines(rec: dict) -> list[str]:
     s = m["summary"]
     reg = m["regime"]
     learned = "every adapter" if reg["adapters_learned_their_domain"] else "not every adapter"
-    sha = hashlib.sha256(PREREG.read_bytes()).hexdigest()
     return [
         f"- Design: {len(c['library'])} adapters ({', '.join(c['library'])}), {c['gt_seeds']} training seed(s); "
         f"{s['all']['n_requests']} requests of {c['request_tokens']} tokens, "
@@ -58,13 +59,23 @@ def setup_lines(rec: dict) -> list[str]:
         f"- Regime: {learned} lowered its own domain's request loss below the base model's on every seed; a PEFT "
         f"folder reloaded with `PeftModel.from_pretrained` reproduced its adapter to "
         f"{reg['adapter_folder_max_loss_difference']:.1e} nats.",
-        "- Pre-registration: the record's sha256 "
-        + (
-            "matches the committed `PREREGISTRATION.md`."
-            if c.get("preregistration_sha256") == sha
-            else "does not match the committed `PREREGISTRATION.md`: it was analysed under an earlier text."
-        ),
+        "- Pre-registration: the record's sha256 " + _prereg_words(c.get("preregistration_sha256")),
     ]
+
+
+def _prereg_words(recorded: str | None) -> str:
+    """Whether a record was analysed under the committed text, or under the text before its
+    amendments (which add the coupling-dark library and leave the domain design unchanged)."""
+    text = PREREG.read_bytes()
+    if recorded == hashlib.sha256(text).hexdigest():
+        return "matches the committed `PREREGISTRATION.md`."
+    cut = text.find(b"\n## Amendment 1")
+    if cut >= 0 and recorded == hashlib.sha256(text[:cut]).hexdigest():
+        return (
+            "matches the committed `PREREGISTRATION.md` without its amendments, which came later and add "
+            "the coupling-dark library only."
+        )
+    return "does not match the committed `PREREGISTRATION.md`: it was analysed under an earlier text."
 
 
 def routers_table(m: dict) -> list[str]:
@@ -131,3 +142,107 @@ def guidance(rec: dict) -> list[str]:
     marg = [o for o in ("error-only", "activation-only") if words.get(o) == "better"]
     tail = f"the joint score beats {' and '.join(marg)}" if marg else "the joint score does not beat its marginals"
     return [f"- `{name}`{weight}: " + "; ".join(out) + f"; {tail}."]
+
+
+CD_LABEL = {
+    "fisher": "FisherSketch (joint)",
+    "fisher_all_tokens": "FisherSketch, every token counted",
+    "error": "error-only",
+    "activation": "activation-only",
+    "embedding": "embedding centroid",
+    "arrow": "PEFT Arrow",
+    "uniform_merge": "uniform merge",
+    "base": "base model",
+    "random": "random adapter (expected)",
+    "own": "own mapping's adapter (label)",
+    "oracle": "oracle",
+}
+
+
+def cd_setup_lines(rec: dict) -> list[str]:
+    """The coupling-dark library's design, regime and pre-registration, from its record."""
+    c, m = rec["config"], rec["metrics"]
+    fams = m["families"]
+    n_req = m["summary"]["few_shot"]["n_requests"]
+    learned = m["regime"]["adapters_learned_their_mapping"]
+    cd = c["coupling_dark"]
+    return [
+        f"- Design: {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} "
+        f"({', '.join(f['cue'] + ' ' + '/'.join(f['words']) for f in fams)}), each a library of "
+        f"{len(fams[0]['names'])} adapters, one per mapping of the classes {', '.join(fams[0]['classes'])} to its "
+        f"answer words, all trained on the same {cd['n_fit']} inputs per class; {c['gt_seeds']} training seed(s); "
+        f"{n_req} requests, each posed few-shot ({cd['shots']} solved example(s) per class, then the query) and "
+        "input-only; "
+        + (
+            "powered as pre-registered."
+            if m["powered"]
+            else "the quick variant: not powered, its words carry no weight."
+        ),
+        "- Regime: "
+        + ("every adapter" if learned else "not every adapter")
+        + " gave its own mapping's few-shot requests a lower loss than the other adapters' mean, on every seed.",
+        "- Pre-registration (amendment 1): the record's sha256 " + _prereg_words(c.get("preregistration_sha256")),
+    ]
+
+
+def cd_table(m: dict) -> list[str]:
+    s = m["summary"]
+    fs, io = s["few_shot"], s["input_only"]
+    lines = [
+        "| router | routed loss, few-shot (nats) | − oracle, few-shot | picks the oracle's / own mapping's adapter, "
+        "few-shot | − oracle, input-only | picks its own mapping's, input-only | sees |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r, label in CD_LABEL.items():
+        if r not in fs:
+            continue
+        f, i = fs[r], io[r]
+        picks = "–" if "oracle_accuracy" not in f else f"{_acc(f, 'oracle_accuracy')} / {_acc(f, 'own_accuracy')}"
+        lines.append(
+            f"| {label} | {_pm(f, 'routed_loss')} | {_pm(f, 'oracle_gap')} | {picks} | {_pm(i, 'oracle_gap')} | "
+            f"{_acc(i, 'own_accuracy') if 'own_accuracy' in i else '–'} | {m['routers_see'][r]} |"
+        )
+    return lines
+
+
+def cd_verdicts(m: dict) -> list[str]:
+    v = m["verdicts"]
+    lines = []
+    for key, title in (("comparisons", "few-shot requests"), ("control", "control: FisherSketch against random")):
+        lines += verdicts_table({"verdicts": {"rule": v["rule"], "comparisons": v[key]}})[:-2]
+        lines += ["", f"Holm over the {len(v[key])} comparisons of this family ({title}).", ""]
+    return lines + [f"Rule: {v['rule']}."]
+
+
+def cd_guidance(rec: dict) -> list[str]:
+    """What the coupling-dark verdicts let a user conclude, clause by clause from the words."""
+    m = rec["metrics"]
+    name = rec["_file"].removesuffix(".json")
+    weight = "" if m["powered"] else " (quick variant: not powered, no weight)"
+    if not m["regime"]["adapters_learned_their_mapping"]:
+        return [f"- `{name}`: not every adapter learned its mapping, so nothing is decided here."]
+    ctrl = {row["comparison"]: row["word"] for row in m["verdicts"]["control"]}
+    few = ctrl["FisherSketch vs random, few-shot"]
+    alone = ctrl["FisherSketch vs random, input-only"]
+    out = [
+        {
+            "better": "from few-shot requests FisherSketch routes to lower loss than a random adapter",
+            "worse": "from few-shot requests FisherSketch routes to higher loss than a random adapter",
+        }.get(few, "from few-shot requests FisherSketch does no better than a random adapter"),
+        {
+            "better": "from the input alone it also beats a random adapter, so it picks adapters that are better "
+            "whatever the mapping",
+            "worse": "from the input alone it does worse than a random adapter",
+        }.get(alone, "from the input alone it does not (nothing in the input reveals the mapping)"),
+    ]
+    words = {row["comparison"].removeprefix("FisherSketch vs "): row["word"] for row in m["verdicts"]["comparisons"]}
+    beats = [o for o, w in words.items() if w == "better"]
+    loses = [o for o, w in words.items() if w == "worse"]
+    ties = [o for o, w in words.items() if w not in ("better", "worse")]
+    if beats:
+        out.append(f"on few-shot requests the joint score routes to lower loss than {', '.join(beats)}")
+    if loses:
+        out.append(f"{', '.join(loses)} route{'s' if len(loses) == 1 else ''} to lower loss than the joint score")
+    if ties:
+        out.append(f"it shows no difference from {', '.join(ties)}")
+    return [f"- `{name}`{weight}: " + "; ".join(out) + "."]
