@@ -102,7 +102,7 @@ def test_ties_charge_the_mean_of_the_tied_adapters():
         ('coupling_dark.families=["Shape:"]', "unknown coupling_dark.families"),
         ('coupling_dark.classes=["python","python","digits"]', "distinct"),
         ('coupling_dark.classes=["python","licence"]', "evenly"),
-        ("coupling_dark.shots=5", "shot_pool"),
+        ("coupling_dark.shots=17", "shot_pool"),
         ("coupling_dark.queries_per_mapping=0", "queries_per_mapping"),
     ],
 )
