@@ -308,7 +308,8 @@ def lm_setup_lines(rec: dict) -> list[str]:
         f"{len(domains)} built-in domains ({fams}; {c['train_rows']} train and {c['eval_rows']} eval rows each) "
         f"and {len(maps)} mappings of the coupling-dark family `{c['cue']}` "
         f"({' / '.join(f'`{t}`' for t in maps)}: the same inputs, different answer words); ordered pairs "
-        "within each group; "
+        f"within each group; sketches with m = {c['sketch_dim']}, "
+        + (f"exact predictors and CKA on the first {c['exact_n']} rows of each stream; " if c["exact_n"] else "")
         + (
             "powered as pre-registered."
             if m["powered"]
