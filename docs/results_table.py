@@ -1403,6 +1403,11 @@ RECORD_KINDS["selsingle"] = selection_reading.single_lines
 RECORD_KINDS["selreading"] = selection_reading.reading_lines
 MULTI_KINDS["selseeds"] = selection_reading.seeds_lines
 MULTI_KINDS["selbudget"] = selection_reading.budget_lines
+MULTI_KINDS["smilestruth"] = selection_reading.smiles_truth_lines
+RECORD_KINDS["smilescorr"] = selection_reading.smiles_corr_lines
+RECORD_KINDS["smilespooled"] = selection_reading.smiles_pooled_lines
+MULTI_KINDS["budgetcheck"] = selection_reading.budget_check_lines
+MULTI_KINDS["smileswithinreading"] = selection_reading.within_reading_lines
 
 import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)
 import routing_table  # noqa: E402  (docs/routing_table.py: the routing evidence)

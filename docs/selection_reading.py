@@ -34,6 +34,12 @@ def _label(key: str) -> str:
     return TIMED.get(key) or rt._plain(rt.LABEL.get(key, key))
 
 
+def _mlabel(metrics: dict, key: str) -> str:
+    """The record's own name for a method (e.g. the SMILES records' "same property" label)."""
+    rt = _rt()
+    return rt._plain(rt.labels(metrics).get(key) or rt.LABEL.get(key, key))
+
+
 def _side(ci: list | None) -> str:
     """Where a 95% CI lies against 0."""
     if not ci:
@@ -298,7 +304,7 @@ def _against_lines(metrics: dict, verdicts: dict, b: str) -> str | None:
         parts.append(" and ".join(lt) + " by a bootstrap CI that excludes 0, not resolved by the sign-flip test")
     if none:
         parts.append(f"no difference on {_join(none)}")
-    return f"- Against {_label(b)}: " + "; ".join(parts) + "."
+    return f"- Against {_mlabel(metrics, b)}: " + "; ".join(parts) + "."
 
 
 def reading_lines(rec: dict) -> list[str]:
@@ -405,9 +411,9 @@ def reading_lines(rec: dict) -> list[str]:
         )
         lines += [
             "",
-            f'**Paper A\'s "FisherSketch picks data better than what a user already knows" (the 0/1 family label): '
-            f"{word}** in this record (rule: reproduced if FisherSketch is better than the family label on at least "
-            "one metric and worse on none; not reproduced if better on none).",
+            '**Paper A\'s "FisherSketch picks data better than what a user already knows" (the 0/1 family / '
+            f"collection label): {word}** in this record (rule: reproduced if FisherSketch is better than the "
+            "label on at least one metric and worse on none; not reproduced if better on none).",
         ]
     return lines
 
@@ -463,5 +469,173 @@ def budget_lines(recs: list[dict]) -> list[str]:
                 continue
             cells.append(f"{METRICS[k]} {_worded(fm, base, k, a)} → {_worded(cm, base, k, c)}")
         if cells:
-            out.append(f"FisherSketch − {_label(base)}, {fs} → {cs} steps: " + "; ".join(cells) + ".")
+            out.append(f"- FisherSketch − {_mlabel(fm, base)}, {fs} → {cs} steps: " + "; ".join(cells) + ".")
     return [" ".join(out[:2]), "", *out[2:]] if len(out) > 2 else [" ".join(out)]
+
+
+# ---------------------------------------------------------------------------------- SMILES
+#: methods that are labels or controls, not similarities between the domains
+CONTROLS = ("family", "easiness", "size", "random")
+#: the rule for a significant pooled correlation: the permutation (Mantel) p below this
+ALPHA = 0.05
+
+
+def _pooled(m: dict, name: str) -> dict:
+    return m["correlation"][name]["pooled"]
+
+
+def _sig(po: dict) -> bool:
+    return po.get("rho") is not None and po["rho"] > 0 and po["p_perm"] < ALPHA
+
+
+def smiles_truth_lines(recs: list[dict]) -> list[str]:
+    """Per record: for how many sources their own domain gains most, for how many targets
+    their own domain is the best source, whether every cross-domain reduction is positive and
+    their range."""
+    parts = []
+    for rec in recs:
+        pr = rec["metrics"]["ground_truth"]["ppl_reduction"]
+        targets = list(pr)
+        own_most = sum(all(pr[s][s] >= pr[t][s] for t in targets if s in pr[t]) for s in targets)
+        own_best = sum(all(pr[t][t] >= v for v in pr[t].values()) for t in targets)
+        cross = [v for t in targets for s, v in pr[t].items() if s != t]
+        pos = sum(v > 0 for v in cross)
+        parts.append(
+            f"`{rec['_file']}`: own domain gains most from its source for {own_most} of {len(targets)} sources, "
+            f"own domain is the best source for {own_best} of {len(targets)} targets; {pos} of {len(cross)} "
+            f"cross-domain reductions are positive ({min(cross):.3f} to {max(cross):.3f})"
+        )
+    return [
+        "Perplexity reduction 1 − exp(−ΔL), from each record's `ground_truth.ppl_reduction` (target rows, source "
+        "columns; ties count for the own domain): " + "; ".join(parts) + "."
+    ]
+
+
+def smiles_corr_lines(rec: dict) -> list[str]:
+    """The pooled correlation claim: FisherSketch's pooled ρ_s and permutation p against the
+    paper's, which similarities are significant too, and the collection label against them."""
+    rt = _rt()
+    m = rec["metrics"]
+    po = _pooled(m, "fisher")
+    paper = rt.PAPER_CLAIMS["smiles"][1]["pooled"]
+    sims = [k for k in m["correlation"] if k not in CONTROLS and k != "fisher"]
+    sig = [k for k in sims if _sig(_pooled(m, k))]
+    word = "reproduced" if _sig(po) else "not reproduced"
+    out = [
+        f"- **The paper's correlation claim: {word}** (rule: FisherSketch's pooled ρ_s is positive with a "
+        f"permutation p below {ALPHA}): pooled ρ_s {po['rho']:.2f}, permutation p {po['p_perm']:.3f} over "
+        f"{po['n']} ordered pairs; the paper's ρ_s {paper:.2f} lies "
+        + ("below" if paper < po["rho"] else "above")
+        + " ours.",
+        "- The paper's contrast (activation-only not significant): "
+        + ("**not reproduced**" if "activation" in sig else "**reproduced**")
+        + f" (same rule; activation-only pooled ρ_s {_pooled(m, 'activation')['rho']:.2f}, p "
+        f"{_pooled(m, 'activation')['p_perm']:.3f}). {len(sig)} of the {len(sims)} other similarities are "
+        f"significant by the same rule"
+        + ("" if len(sig) == len(sims) else f" (not: {_join([_label(k) for k in sims if k not in sig])})")
+        + ".",
+    ]
+    fam = m["correlation"].get("family", {}).get("pooled", {})
+    if fam.get("rho") is not None:
+        above = [k for k in ["fisher", *sims] if (_pooled(m, k).get("rho") or -9) > fam["rho"]]
+        out.append(
+            f"- The 0/1 same-collection label's pooled ρ_s is {fam['rho']:.2f}: "
+            + (
+                "at least as high as every similarity's."
+                if not above
+                else f"below {len(above)} of the {len(sims) + 1} similarities' ({_join([_label(k) for k in above])})."
+            )
+        )
+    return out
+
+
+def smiles_pooled_lines(rec: dict) -> list[str]:
+    """Which methods' pooled ρ_s is significant (permutation p below 0.01 and below 0.05)."""
+    m = rec["metrics"]
+    names = [k for k in m["correlation"] if _pooled(m, k).get("rho") is not None]
+    strong = [k for k in names if _pooled(m, k)["rho"] > 0 and _pooled(m, k)["p_perm"] < 0.01]
+    weak = [k for k in names if _sig(_pooled(m, k)) and k not in strong]
+    rest = [k for k in names if k not in strong and k not in weak]
+    return [
+        "Pooled ρ_s with a permutation p below 0.01: "
+        + (_join([f"{_label(k)} {_pooled(m, k)['rho']:.2f}" for k in strong]) if strong else "none")
+        + "; below 0.05 only: "
+        + (_join([_label(k) for k in weak]) if weak else "none")
+        + "; not significant: "
+        + (
+            _join([f"{_label(k)} {_pooled(m, k)['rho']:.2f} (p {_pooled(m, k)['p_perm']:.2f})" for k in rest])
+            if rest
+            else "none"
+        )
+        + "."
+    ]
+
+
+def budget_check_lines(recs: list[dict]) -> list[str]:
+    """``probe+run``: was the run's budget, fixed beforehand, the one the probe chooses?"""
+    probe, run = recs
+    chosen = probe["metrics"]["budget"]["chosen"]
+    steps = run["config"]["lora"]["steps"]
+    return [
+        f"**Was the full run's budget ({steps} LoRA steps, fixed beforehand) the one a validation split chooses? "
+        f"{'Yes' if chosen == steps else 'No'}**: the probe chose {chosen} steps."
+    ]
+
+
+def within_reading_lines(recs: list[dict]) -> list[str]:
+    """``chosen+fixed+quick`` within-collection records: the pooled correlation and the
+    per-target ranking at both budgets, the lead over CKA from the quick record to full size,
+    top-1 against the ceiling, and the verdicts."""
+    rt = _rt()
+    chosen, fixed, quick = recs
+    steps = {id(r): r["config"].get("lora_steps_used") or r["config"]["lora"]["steps"] for r in (chosen, fixed)}
+    out = []
+    sp = {}
+    for r in (fixed, chosen):
+        m = r["metrics"]
+        po, s = _pooled(m, "fisher"), m["methods"]["fisher"]["spearman"]
+        sp[id(r)] = s
+        cen = rt.centred_pooled(m["scores"]["fisher"], m["ground_truth"]["ppl_reduction"])
+        out.append(
+            f"{steps[id(r)]} steps: pooled ρ_s {po['rho']:.2f}, Mantel p {po['p_perm']:.3f} "
+            f"({'significant' if _sig(po) else 'not significant'}); with each target's mean removed {cen:.2f}; "
+            f"per-target Spearman {s['mean']:.2f} {_ci(s['ci'])}"
+        )
+    a, b = sp[id(fixed)], sp[id(chosen)]
+    same = a["ci"][0] <= b["mean"] <= a["ci"][1] and b["ci"][0] <= a["mean"] <= b["ci"][1]
+    lines = [
+        "FisherSketch's pooled correlation and ranking at the two budgets: "
+        + "; ".join(out)
+        + ". The per-target ranking is "
+        + ("about the same at both budgets" if same else "different between the budgets")
+        + " (rule: each mean inside the other's CI); the pooled statistic also compares gains across targets, "
+        "which the centred value leaves out."
+    ]
+    vq, vc = rt.record_verdicts(quick["metrics"]), rt.record_verdicts(chosen["metrics"])
+    q, c = vq.get("fisher - cka: spearman"), vc.get("fisher - cka: spearman")
+    if q and c:
+        lines.append(
+            f"- FisherSketch − CKA on per-target Spearman: {q.mean:+.2f} in the quick record ({q.word}; {q.note()}), "
+            f"{c.mean:+.2f} at full size and the chosen budget ({c.word}; {c.note()})."
+        )
+    cm = chosen["metrics"]
+    t1, ct1 = cm["methods"]["fisher"]["top1"], cm["truth_noise"]["ceiling"]["top1"]
+    lines.append(
+        f"- Top-1 at the chosen budget: FisherSketch {t1['mean']:.2f} against the noise ceiling's {ct1['mean']:.2f} "
+        f"{_ci(ct1['ci'])}; the best source is the same in every seed for "
+        f"{cm['truth_noise']['best_same_in_every_seed']} of {cm['truth_noise']['n_targets']} targets."
+    )
+    labels = [vc.get(f"fisher - {k}: spearman") for k in ("family", "easiness")]
+    beyond = all(v is not None and v.word == "better" for v in labels)
+    cka = c.word == "better" if c else False
+    po_c, po_f = _pooled(cm, "fisher"), _pooled(fixed["metrics"], "fisher")
+    lines.append(
+        f"- **Verdict at full size and the chosen budget: FisherSketch ranks sources "
+        f"{'beyond' if beyond else 'not beyond'} the labels a user has (same property, easiness), "
+        f"{'beyond' if cka else 'not beyond'} CKA; the paper's pooled correlation is "
+        f"{'reproduced' if _sig(po_c) else 'not reproduced'}** "
+        f"({'reproduced' if _sig(po_f) else 'not reproduced'} at the fixed {steps[id(fixed)]} steps). Rules: "
+        '"beyond" where the per-target Spearman difference is "better" by the verdict rule above; '
+        f"reproduced where the pooled ρ_s is positive with a Mantel p below {ALPHA}."
+    )
+    return [" ".join(lines[:1]), "", *lines[1:]]

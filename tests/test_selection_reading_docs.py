@@ -112,7 +112,7 @@ def test_verdict_reading_follows_the_sign_flip_rule():
     assert "below the noise ceiling on per-target Spearman, top-1 and oracle-normalised**" in text
     assert "changes between seeds for 5 of 20 targets" in text
     assert "CI includes 0: it does not order sources within a family" in text
-    assert "(the 0/1 family label): not reproduced**" in text
+    assert "(the 0/1 family / collection label): not reproduced**" in text
     r2 = copy.deepcopy(rec)
     m = r2["metrics"]
     fam = m["methods"]["family"]["spearman"]["per_target"]
@@ -126,11 +126,11 @@ def test_verdict_reading_follows_the_sign_flip_rule():
     assert "- Against same family / collection: better on per-target Spearman" in text
     assert "its CI reaches the ceiling's" in text
     assert "CI above 0;" in text
-    assert "(the 0/1 family label): reproduced**" in text
+    assert "(the 0/1 family / collection label): reproduced**" in text
     for t in fs:  # ... and worse
         if fam.get(t) is not None:
             fs[t] = fam[t] - 0.3
-    assert "(the 0/1 family label): contradicted**" in "\n".join(sr.reading_lines(r2))
+    assert "(the 0/1 family / collection label): contradicted**" in "\n".join(sr.reading_lines(r2))
 
 
 def test_verdict_reading_of_the_quick_record():
@@ -169,3 +169,76 @@ def test_budget_reading_follows_the_probe_and_the_ceilings():
     text = "\n".join(sr.budget_lines([p2, c2, q]))
     assert "does not rise at every step" in text and "inside its grid" in text
     assert "higher on 2 of 3 metrics" in text
+
+
+def test_smiles_truth_counts_follow_the_table():
+    sr = _mod()
+    rec = _rec("smiles_full")
+    rec["_file"] = "smiles_full.json"
+    line = sr.smiles_truth_lines([rec])[0]
+    assert "for 4 of 9 sources, own domain is the best source for 7 of 9 targets; 72 of 72" in line
+    r2 = copy.deepcopy(rec)
+    pr = r2["metrics"]["ground_truth"]["ppl_reduction"]
+    for t in pr:
+        pr[t][t] = 1.0
+    first, second = list(pr)[:2]
+    pr[first][second] = -0.1
+    line = sr.smiles_truth_lines([r2])[0]
+    assert "for 9 of 9 sources, own domain is the best source for 9 of 9 targets; 71 of 72" in line
+
+
+def test_smiles_correlation_claims_flip():
+    sr = _mod()
+    rec = _rec("smiles_full")
+    text = "\n".join(sr.smiles_corr_lines(rec))
+    assert "correlation claim: reproduced**" in text and "lies below ours" in text
+    assert "(activation-only not significant): **not reproduced**" in text
+    assert "9 of the 9 other similarities are significant" in text
+    assert "at least as high as every similarity's" in text
+    r2 = copy.deepcopy(rec)
+    c = r2["metrics"]["correlation"]
+    c["fisher"]["pooled"]["p_perm"] = 0.2
+    c["activation"]["pooled"]["p_perm"] = 0.2
+    c["family"]["pooled"]["rho"] = 0.0
+    text = "\n".join(sr.smiles_corr_lines(r2))
+    assert "correlation claim: not reproduced**" in text
+    assert "(activation-only not significant): **reproduced**" in text
+    assert "8 of the 9 other similarities are significant by the same rule (not: activation-only" in text
+    assert "below 10 of the 10 similarities'" in text
+
+
+def test_smiles_pooled_significance_flips():
+    sr = _mod()
+    rec = _rec("smiles_quick_head")
+    line = sr.smiles_pooled_lines(rec)[0]
+    assert "below 0.05 only: none; not significant: random" in line
+    r2 = copy.deepcopy(rec)
+    c = r2["metrics"]["correlation"]
+    c["random"]["pooled"].update(rho=0.4, p_perm=0.03)
+    c["svcca"]["pooled"]["p_perm"] = 0.5
+    line = sr.smiles_pooled_lines(r2)[0]
+    assert "below 0.05 only: random; not significant: SVCCA" in line
+
+
+def test_budget_check_answers_by_the_probe():
+    sr = _mod()
+    probe, run = _rec("smiles_budget"), _rec("smiles_full")
+    assert "chooses? Yes**" in sr.budget_check_lines([probe, run])[0]
+    probe["metrics"]["budget"]["chosen"] = 40
+    assert "chooses? No**: the probe chose 40 steps" in sr.budget_check_lines([probe, run])[0]
+
+
+def test_within_collection_reading_flips():
+    sr = _mod()
+    recs = [_rec(n) for n in ("smiles_nci_full", "smiles_nci_full_20steps", "smiles_nci_quick")]
+    text = "\n".join(sr.within_reading_lines(recs))
+    assert "40 steps: pooled ρ_s 0.32, Mantel p 0.147 (not significant)" in text
+    assert "about the same at both budgets" in text
+    assert "ranks sources beyond the labels a user has (same property, easiness), not beyond CKA" in text
+    assert "correlation is not reproduced** (reproduced at the fixed 20 steps)" in text
+    chosen, fixed, quick = copy.deepcopy(recs)
+    chosen["metrics"]["correlation"]["fisher"]["pooled"]["p_perm"] = 0.01
+    fixed["metrics"]["methods"]["fisher"]["spearman"].update(mean=0.1, ci=[0.0, 0.2])
+    text = "\n".join(sr.within_reading_lines([chosen, fixed, quick]))
+    assert "different between the budgets" in text
+    assert "correlation is reproduced**" in text
