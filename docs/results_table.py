@@ -723,85 +723,6 @@ def centred_pooled_line(m: dict, label: dict[str, str]) -> list[str]:
 
 
 # ------------------------------------------------------------- select (document selection)
-SELECT_LABEL = {
-    "fisher": "FisherSketch joint score",
-    "activation": "activation-only",
-    "error": "error-only",
-    "mean_gradient": "mean head-gradient cosine",
-    "embedding": "embedding cosine (mean final hidden state)",
-    "per_example_gradient": "per-example LoRA gradient, projected",
-    "random": "random",
-}
-
-
-def select_table(metrics: dict) -> list[str]:
-    """Per selector: target eval loss reduction (mean ± SE over seeds), the paired difference
-    to FisherSketch with its t-based 95% CI, own-domain share, tokens selected and cost."""
-    rows = [
-        "| selector | loss reduction, nats (mean ± SE) | − FisherSketch (paired 95% CI) | own-domain share "
-        "| tokens selected | scoring s | peak MiB | bytes / doc kept |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, m in metrics["methods"].items():
-        lr, c = m["loss_reduction"], m["cost"]
-        d = m.get("minus_fisher")
-        diff = (
-            "—"
-            if not d
-            else (f"{d['mean']:+.4f}" + ("" if not d["ci"] else f" [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]"))
-        )
-        rows.append(
-            f"| {SELECT_LABEL.get(name, name)} | {lr['mean']:+.4f} ± {lr['se']:.4f} | {diff} "
-            f"| {m['own_domain_fraction']:.2f} | {m['selection_tokens']:.0f} | {c['seconds']:.1f} "
-            f"| {c['peak_bytes'] / 2**20:.0f} | {c['bytes_per_doc']:,} |"
-        )
-    return rows
-
-
-def select_lines(rec: dict) -> list[str]:
-    """The run, the noise of the ground truth and the verdicts, from the record."""
-    m, env = rec["metrics"], rec.get("env", {})
-    nz = m["noise"]
-    own = m["pool_origin_counts"].get(rec["config"]["target"], 0)
-    lines = [
-        f"Record `{rec['name']}`: {rec.get('seconds', 0):.0f} s, git {env.get('git_commit', '?')[:10]}"
-        f"{' (dirty tree)' if env.get('git_dirty') else ''}. Pool {m['n_pool']} documents "
-        f"({m['pool_tokens']} tokens; {own} from the target's domain), top {rec['config']['k']}; "
-        f"target eval {m['target_eval_tokens']} tokens, base loss {m['base_loss']:.3f} nats; "
-        f"{nz['n_seeds']} fine-tuning seeds. Fine-tuning noise (sd over seeds of one fixed selection, pooled): "
-        f"{nz['pooled_sd']:.4f} nats; noise floor (95% half-width of an unpaired difference of two "
-        f"means): {nz['floor']:.4f} nats.",
-        "",
-    ]
-    for claim, v in m["verdicts"].items():
-        d = v["difference"]
-        extra = f"; scoring-time ratio {v['cost_ratio']:.2f}" if "cost_ratio" in v else ""
-        lines.append(
-            f"- *{claim}*: **{v['verdict']}** (the record's own rule; paired difference {d['mean']:+.4f} "
-            f"[{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{extra})."
-        )
-    return lines + ["", select_verdict_line(m)]
-
-
-def select_verdict_line(m: dict) -> str:
-    """FisherSketch − every other selector, paired by fine-tuning seed, through
-    :func:`updatescope.select.metrics.paired_verdicts` (Holm over the selectors)."""
-    from updatescope.select.metrics import paired_verdicts
-
-    f = m["methods"]["fisher"]["by_seed"]
-    diffs = {
-        name: [a - b for a, b in zip(f, meth["by_seed"])] for name, meth in m["methods"].items() if name != "fisher"
-    }
-    vs = paired_verdicts(diffs, family=f"FisherSketch − the {len(diffs)} other selectors")
-    n = len(f)
-    return (
-        f"Paired by fine-tuning seed ({n} seeds), FisherSketch − each selector, two-sided sign-flip test "
-        f"(exact; with {n} seeds it cannot go below p = {2 / 2**n:.2f}), Holm over the {len(vs)} selectors: "
-        + "; ".join(f"{SELECT_LABEL.get(v.comparison, v.comparison)} {v.mean:+.4f}, {v.word} ({v.note()})" for v in vs)
-        + "."
-    )
-
-
 KINDS = {
     "evidence": evidence_table,
     "paired": paired_table,
@@ -809,7 +730,6 @@ KINDS = {
     "pairs": pairs_table,
     "sketchexact": sketch_exact_lines,
     "correlation": correlation_table,
-    "select": select_table,
 }
 
 
@@ -1379,7 +1299,6 @@ KINDS["correlation"] = lambda metrics: correlation_table(metrics, labels(metrics
 RECORD_KINDS = {
     "estimatorsetup": estimator_setup,
     "noise": noise_lines,
-    "selectnotes": select_lines,
     "visionnotes": vision_lines,
     "smileswithin": within_lines,
     "example_bank": example_bank,
@@ -1411,6 +1330,7 @@ MULTI_KINDS["smileswithinreading"] = selection_reading.within_reading_lines
 
 import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)
 import routing_table  # noqa: E402  (docs/routing_table.py: the routing evidence)
+import select_table  # noqa: E402  (docs/select_table.py: the document-selection evidence)
 
 RECORD_KINDS["routingsetup"] = routing_table.setup_lines
 KINDS["routingtable"] = routing_table.routers_table
@@ -1424,6 +1344,11 @@ RECORD_KINDS["mixturessetup"] = mixtures_table.setup_lines
 KINDS["mixturestable"] = mixtures_table.arms_table
 KINDS["mixturesverdicts"] = mixtures_table.verdicts_table
 RECORD_KINDS["mixturesguide"] = mixtures_table.guidance
+RECORD_KINDS["selectnotes"] = select_table.setup_lines
+KINDS["select"] = select_table.selectors_table
+KINDS["selectverdicts"] = select_table.verdicts_table
+RECORD_KINDS["selectguide"] = select_table.guidance
+RECORD_KINDS["selectfull"] = select_table.full_run_lines
 
 
 def render(kind: str, record: str, results_dir: Path) -> list[str]:

@@ -1,0 +1,201 @@
+"""Generated blocks of the document-selection evidence (``updatescope reproduce select``).
+
+Registered as kinds of ``docs/results_table.py``: ``selectnotes`` (setup, pre-registration,
+noise), ``select`` (selectors per budget with their costs), ``selectverdicts`` (the
+pre-registered comparisons), ``selectguide`` (what a user may conclude) and ``selectfull``
+(the full run's command and its time, extrapolated from the record).  Every word is chosen
+by a rule over the recorded numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PREREG = ROOT / "src" / "updatescope" / "experiments" / "select_evidence" / "PREREGISTRATION.md"
+
+LABEL = {
+    "fisher": "FisherSketch joint score",
+    "activation": "activation-only",
+    "error": "error-only",
+    "mean_gradient": "mean head-gradient cosine",
+    "embedding": "embedding cosine (mean final hidden state)",
+    "dsir": "DSIR (`data-selection`, hashed n-grams)",
+    "per_example_gradient": "per-example LoRA gradient, projected (LESS-style)",
+    "random": "random",
+    "oracle": "oracle: the target's own unused documents",
+}
+
+
+def _p(p: float) -> str:
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:,.0f}"
+
+
+def setup_lines(rec: dict) -> list[str]:
+    c, m, env = rec["config"], rec["metrics"], rec.get("env", {})
+    sha = hashlib.sha256(PREREG.read_bytes()).hexdigest()
+    targets = m["targets"]
+    ev = [t["eval_tokens"] for t in targets.values()]
+    budgets = ", ".join(f"{float(b):.0%} (k = {k})" for b, k in m["budgets"].items())
+    ft = m["finetuning"]
+    dropped = m["methods"]["dsir"]["cost"].get("documents_below_min_length", {})
+    return [
+        f"- Record `{rec['_file'].removesuffix('.json')}`: {rec.get('seconds', 0):,.0f} s, git "
+        f"{str(env.get('git_commit', '?'))[:10]}{' (dirty tree)' if env.get('git_dirty') else ''}"
+        + (
+            "; the quick variant: not powered, its words carry no weight."
+            if c.get("quick")
+            else "; the full design as pre-registered."
+        ),
+        f"- Pool: {m['n_pool']:,} documents ({m['pool_tokens']:,} tokens) of {c['doc_chars']} characters from "
+        f"{len(c['pool'])} domains, origin hidden; {len(targets)} targets ({', '.join(targets)}), "
+        f"target eval {min(ev):,}–{max(ev):,} tokens each; budgets {budgets}; {len(m['seeds'])} fine-tuning seeds; "
+        f"{ft['count']} fine-tunings ({ft['computed']} computed in this run, "
+        f"{ft['seconds_per_step']:.2f} s per LoRA step of {c['lora']['batch']} documents).",
+        f"- DSIR's minimum length ({c['dsir_min_length']} word(s)) left out "
+        + ", ".join(f"{n} document(s) for {t}" for t, n in dropped.items())
+        + ".",
+        "- Pre-registration: the record's sha256 "
+        + (
+            "matches the committed `PREREGISTRATION.md`."
+            if c.get("preregistration_sha256") == sha
+            else "does not match the committed `PREREGISTRATION.md`: it was analysed under another text."
+        ),
+    ]
+
+
+def selectors_table(m: dict) -> list[str]:
+    """Per selector and budget: mean loss reduction over targets and seeds, the mean paired
+    difference to FisherSketch, own-domain share, tokens selected; cost once per selector."""
+    lines = [
+        "| selector | budget | loss reduction, nats | − FisherSketch | own-domain share | tokens selected "
+        "| scoring s (per target) | peak MiB | bytes / doc kept |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, meth in m["methods"].items():
+        c = meth["cost"]
+        for j, (b, r) in enumerate(meth["by_budget"].items()):
+            cost = (
+                f"{c['seconds']:.1f} ({c['seconds_per_target']:.1f}) | {_mib(c['peak_bytes'])} | {c['bytes_per_doc']:,}"
+                if j == 0
+                else " | | "
+            )
+            if name == "oracle" and j == 0:
+                cost = "– | – | –"
+            lines.append(
+                f"| {LABEL.get(name, name) if j == 0 else ''} | {float(b):.0%} | {r['mean']:+.4f} | "
+                f"{'—' if name == 'fisher' else format(r['minus_fisher'], '+.4f')} | "
+                f"{r['own_domain_fraction']:.2f} | {r['selection_tokens']:,.0f} | {cost} |"
+            )
+    return lines
+
+
+def verdicts_table(m: dict) -> list[str]:
+    v = m["verdicts"]
+    lines = [
+        "| comparison | units (targets) | mean difference, nats | p | Holm p | sign-flip word "
+        "| bootstrap 95% CI, clustered by target | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in v["comparisons"]:
+        cb = row["clustered_bootstrap"]
+        ci = "n/a" if cb["ci95"] is None else f"[{cb['ci95'][0]:+.4f}, {cb['ci95'][1]:+.4f}]"
+        mean = row["mean_loss_reduction_difference"]
+        lines.append(
+            f"| {row['comparison']} | {row['n_units']} ({row['n_targets']}) | "
+            f"{'n/a' if mean is None else format(mean, '+.4f')} | {_p(row['p'])} | {_p(row['p_holm'])} | "
+            f"{row['word']} | {ci} | **{row['verdict']}** |"
+        )
+    return lines + ["", f"Rule: {v['rule']}; unit {v['unit']}; Holm over the {len(v['comparisons'])} comparisons."]
+
+
+def guidance(rec: dict) -> list[str]:
+    """What the verdicts let a user conclude, clause by clause from the words."""
+    m, c = rec["metrics"], rec["config"]
+    name = rec["_file"].removesuffix(".json")
+    words = {row["comparison"].removeprefix("FisherSketch - "): row["verdict"] for row in m["verdicts"]["comparisons"]}
+    weight = " (quick variant: not powered, no weight)" if c.get("quick") else ""
+    said = {
+        "random": "a random subset of the same size",
+        "DSIR": "DSIR's hashed n-gram selection",
+        "embedding": "an embedding-cosine filter",
+        "per-example gradient": "the LESS-style per-example-gradient selection",
+    }
+    out = []
+    for key, other in said.items():
+        w = words.get(key)
+        if w == "better":
+            out.append(f"`select` picks documents that help the target more than {other}")
+        elif w == "worse":
+            out.append(f"{other} picks documents that help the target more than `select`")
+        elif w is not None:
+            out.append(f"`select` and {other} show no difference")
+    line = f"- `{name}`{weight}: " + "; ".join(out) + "."
+    cheap = [k for k in ("DSIR", "embedding") if words.get(k) == "better"]
+    if c.get("quick"):
+        advice = (
+            "This record is not powered, so it decides nothing: start with DSIR or an embedding filter when the "
+            "target is described by its vocabulary (a topic, a language, a code base), use `select` to re-rank the "
+            "shortlist they give when what matters is how the model's predictions on the target should change, and "
+            "check the pick with a short fine-tune."
+        )
+    elif words.get("random") != "better":
+        advice = "`select` did not beat a random subset here: do not rely on it for this kind of pool."
+    elif len(cheap) == 2:
+        advice = "`select` beat both cheap filters here: it is worth its forward pass over the pool."
+    elif cheap:
+        advice = (
+            f"`select` beat random and {' and '.join(cheap)}, not the other cheap filter: "
+            "use the cheap filter it did not beat first."
+        )
+    else:
+        advice = "`select` beat random, but a cheaper filter did as well: use DSIR or an embedding filter first."
+    return [line, "", advice]
+
+
+def full_run_lines(rec: dict) -> list[str]:
+    """The full run's command and its time, extrapolated from this record: fine-tuning from
+    the measured seconds per LoRA step (training, evaluation and the selection's train loss)
+    scaled by the documents per step and their length; the rest of the run (model load,
+    scoring, captures) from the record's wall time minus its fine-tuning, with FisherSketch's
+    and DSIR's per-target scoring scaled by pool characters and targets and everything else
+    by pool characters."""
+    from updatescope.experiments.select_evidence.config import SelectEvidenceConfig
+    from updatescope.experiments.select_evidence.runner import METHODS
+
+    m, c = rec["metrics"], rec["config"]
+    full = SelectEvidenceConfig.defaults(False)
+    ft = m["finetuning"]
+    scale_step = (full.lora.batch / c["lora"]["batch"]) * (full.doc_chars / c["doc_chars"])
+    n_ft = len(full.targets) * len(METHODS) * full.seeds * len(full.budgets)
+    steps = len(full.targets) * len(METHODS) * full.seeds * sum(full.steps(full.k(b)) for b in full.budgets)
+    ft_s = ft["seconds_per_step"] * scale_step * steps
+    pool_scale = (full.n_pool * full.doc_chars) / (m["n_pool"] * c["doc_chars"])
+    target_scale = len(full.targets) / len(m["targets"])
+    per_target = sum(m["methods"][n]["cost"]["seconds"] for n in ("fisher", "dsir"))
+    rest = max(rec.get("seconds", 0.0) - ft["seconds"] - per_target, 0.0)
+    other_s = per_target * pool_scale * target_scale + rest * pool_scale
+    total = ft_s + other_s
+    if not math.isfinite(total) or ft["computed"] == 0:
+        return ["- The record has no computed fine-tuning to time the full run from."]
+    return [
+        "```",
+        "updatescope reproduce select --set truth_store=docs/results/truth/select_full "
+        "--out docs/results/select_full.json",
+        "```",
+        "",
+        f"Time, extrapolated from `{rec['_file']}` on the machine and load that wrote it "
+        f"({rec.get('seconds', 0):,.0f} s, of which {ft['seconds']:,.0f} s fine-tuning): {n_ft} fine-tunings "
+        f"({steps:,} LoRA steps) at {ft['seconds_per_step']:.2f} s per quick step × {scale_step:.1f} "
+        f"(documents per step and their length) ≈ {ft_s / 3600:.1f} h; FisherSketch's and DSIR's scoring "
+        f"({per_target:,.0f} s) × {pool_scale:.0f} for the pool × {target_scale:.0f} for the targets and the "
+        f"rest of the run ({rest:,.0f} s) × {pool_scale:.0f} ≈ {other_s / 3600:.1f} h: about "
+        f"{total / 3600:.0f} h in all. With `truth_store` every fine-tuning is kept as it finishes, so the run "
+        "can stop and resume across sittings (scoring is repeated each sitting).",
+    ]

@@ -1,0 +1,69 @@
+"""The document-selection evidence in the docs is chosen by rules over the record: flipping a
+recorded verdict flips the sentence, and the full run's time follows the measured numbers."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from _docs_script import docs_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rec():
+    rec = json.loads((ROOT / "docs" / "results" / "select_quick.json").read_text())
+    rec["_file"] = "select_quick.json"
+    return docs_script("select_table"), rec
+
+
+def _set(rec, comparison, verdict):
+    for row in rec["metrics"]["verdicts"]["comparisons"]:
+        if row["comparison"] == comparison:
+            row["verdict"] = verdict
+
+
+def _powered(rec):
+    r = copy.deepcopy(rec)
+    r["config"]["quick"] = False
+    return r
+
+
+def test_each_sentence_follows_its_verdict():
+    tool, rec = _rec()
+    r = _powered(rec)
+    for verdict, said in (
+        ("better", "`select` picks documents that help the target more than DSIR's hashed n-gram selection"),
+        ("worse", "DSIR's hashed n-gram selection picks documents that help the target more than `select`"),
+        ("no difference", "`select` and DSIR's hashed n-gram selection show no difference"),
+    ):
+        _set(r, "FisherSketch - DSIR", verdict)
+        assert said in tool.guidance(r)[0]
+
+
+def test_the_advice_follows_the_words_and_the_power():
+    tool, rec = _rec()
+    assert "not powered, so it decides nothing" in tool.guidance(rec)[2]
+    r = _powered(rec)
+    for c in ("random", "DSIR", "embedding", "per-example gradient"):
+        _set(r, f"FisherSketch - {c}", "no difference")
+    assert "did not beat a random subset" in tool.guidance(r)[2]
+    _set(r, "FisherSketch - random", "better")
+    assert "a cheaper filter did as well" in tool.guidance(r)[2]
+    _set(r, "FisherSketch - DSIR", "better")
+    assert "use the cheap filter it did not beat first" in tool.guidance(r)[2]
+    _set(r, "FisherSketch - embedding", "better")
+    assert "worth its forward pass" in tool.guidance(r)[2]
+
+
+def test_setup_states_a_preregistration_mismatch_and_the_full_time_scales_with_the_step_time():
+    tool, rec = _rec()
+    assert "matches the committed" in tool.setup_lines(rec)[-1]
+    r = copy.deepcopy(rec)
+    r["config"]["preregistration_sha256"] = "0" * 64
+    assert "does not match" in tool.setup_lines(r)[-1]
+    before = tool.full_run_lines(rec)
+    r["metrics"]["finetuning"]["seconds_per_step"] *= 2
+    after = tool.full_run_lines(r)
+    assert before != after and before[1].startswith("updatescope reproduce select --set truth_store=")
