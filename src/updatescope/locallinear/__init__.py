@@ -74,6 +74,8 @@ _LAZY = {
     "swapped_params": "updatescope.locallinear.params",
     "top_directions": "updatescope.locallinear.subspaces",
     "top_eigenvalue": "updatescope.locallinear.krylov",
+    "spectral_radius": "updatescope.locallinear.krylov",
+    "PowerIteration": "updatescope.locallinear.krylov",
     "train_phase": "updatescope.locallinear.trajectory",
     "unit_rows": "updatescope.locallinear.protocol",
 }

@@ -15,6 +15,7 @@ stays numerically independent.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -24,7 +25,16 @@ from updatescope.errors import InputError
 from updatescope.locallinear.params import flat_grad, swapped_params
 from updatescope.locallinear.subspaces import _gs_step
 
-__all__ = ["hvp", "make_hvp", "krylov_basis", "krylov_curves", "matched_horizon", "top_eigenvalue"]
+__all__ = [
+    "hvp",
+    "make_hvp",
+    "krylov_basis",
+    "krylov_curves",
+    "matched_horizon",
+    "top_eigenvalue",
+    "PowerIteration",
+    "spectral_radius",
+]
 
 
 def hvp(loss_fn: Callable[[nn.Module], Tensor], model: nn.Module, v: Tensor) -> Tensor:
@@ -94,12 +104,20 @@ def krylov_curves(basis: Tensor, steps: Tensor, tag: str = "") -> dict[str, list
 
 
 def matched_horizon(
-    model: nn.Module, loss_fn: Callable[[nn.Module], Tensor], theta: Tensor, eta: float, k: int, sgd_steps: Tensor
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module], Tensor],
+    theta: Tensor,
+    eta: float,
+    k: int,
+    sgd_steps: Tensor,
+    sgd_start: Tensor | None = None,
 ) -> dict[str, Any]:
     """Krylov at a matched horizon from ``theta``: K_k(H, g_0) of the fixed ``loss_fn`` against
     deterministic full-batch GD on it at step ``eta`` (``gd_`` curves, exact on a quadratic)
     and against ``sgd_steps`` (the first k real updates, ``sgd_`` curves), by
-    :func:`krylov_curves`.  -> {"dim", "gd_loss" (before, after the k GD steps), curves}.
+    :func:`krylov_curves`.  ``sgd_start`` (D,): also K_k(H, sgd_start) against the real steps
+    (``sgd_g0_`` curves, "dim_g0"), e.g. the first real update, so the null contains the initial
+    gradient direction.  -> {"dim", "gd_loss" (before, after the k GD steps), curves}.
     The model's parameters are left as they were."""
     from updatescope.locallinear.trajectory import PhaseConfig, record_phase
 
@@ -108,6 +126,10 @@ def matched_horizon(
         g0 = flat_grad(loss0, model).detach()
         loss0 = float(loss0.detach())
         basis = krylov_basis(make_hvp(loss_fn, model), g0, k)
+        extra: dict[str, Any] = {}
+        if sgd_start is not None:
+            b0 = krylov_basis(make_hvp(loss_fn, model), sgd_start.to(g0.dtype), k)
+            extra = {"dim_g0": int(b0.shape[0]), **krylov_curves(b0, sgd_steps[:k], "sgd_g0_")}
         gd = record_phase(
             model,
             lambda m, i: loss_fn(m),
@@ -123,6 +145,7 @@ def matched_horizon(
         "gd_loss": [loss0, loss_gd],
         **krylov_curves(basis, gd.updates, "gd_"),
         **krylov_curves(basis, sgd_steps[:k], "sgd_"),
+        **extra,
     }
 
 
@@ -160,3 +183,61 @@ def top_eigenvalue(
             break
         lam = new
     return lam, v
+
+
+@dataclass(frozen=True)
+class PowerIteration:
+    """One power iteration for the spectral radius rho(H) = max |lambda_i|, with its checks."""
+
+    radius: float  # |v^T H v| of the last unit iterate v (a lower bound on rho while not converged)
+    rayleigh: float  # v^T H v, signed
+    iters: int  # matvecs used
+    rel_change: float  # |rq_t - rq_{t-1}| / |rq_t| at the last step
+    residual: float  # ||H v - rq v|| / |rq|: 0 for an eigenvector
+    converged: bool  # rel_change <= rtol and residual <= residual_tol
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def spectral_radius(
+    matvec: Callable[[Tensor], Tensor],
+    dim: int,
+    iters: int = 100,
+    seed: int = 0,
+    rtol: float = 1e-3,
+    residual_tol: float = 0.05,
+    dtype: torch.dtype = torch.float32,
+) -> PowerIteration:
+    """Spectral radius of a symmetric operator by power iteration, with a convergence check.
+
+    ``matvec`` maps (D,) -> (D,).  From a Gaussian start (local generator seeded by ``seed``)
+    the unit iterate v_t = H v_{t-1} / ||H v_{t-1}|| tends to an eigenvector of the eigenvalue
+    of largest |lambda| whenever that one is separated from the rest; its Rayleigh quotient
+    rq = v^T H v then tends to +-rho.  The iteration stops once both checks hold: the relative
+    change of rq is at most ``rtol`` and the eigenvector residual ||H v - rq v|| / |rq| is at
+    most ``residual_tol``; after ``iters`` matvecs without both it is returned with
+    ``converged=False``.  A small relative change alone is not enough: when two eigenvalues of
+    opposite sign have nearly the same magnitude, rq moves slowly while v is still a mixture,
+    and |rq| can be far below rho; the residual catches that case.
+    """
+    if iters < 1 or dim < 1:
+        raise InputError(f"need iters >= 1 and dim >= 1, got iters={iters}, dim={dim}")
+    if not (rtol > 0 and residual_tol > 0):
+        raise InputError(f"rtol and residual_tol must be > 0, got {rtol}, {residual_tol}")
+    v = torch.randn(dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    v /= v.norm()
+    rq_prev, rel, res, rq = float("nan"), float("inf"), float("inf"), 0.0
+    for t in range(1, iters + 1):
+        hv = matvec(v.to(dtype)).double()
+        rq = float(v @ hv)
+        norm = float(hv.norm())
+        if norm == 0.0:  # H v = 0: v is an eigenvector of eigenvalue 0 (rho = 0 from this start)
+            return PowerIteration(0.0, 0.0, t, 0.0, 0.0, True)
+        res = float((hv - rq * v).norm()) / abs(rq) if rq != 0.0 else float("inf")
+        rel = abs(rq - rq_prev) / abs(rq) if rq_prev == rq_prev and rq != 0.0 else float("inf")
+        if rel <= rtol and res <= residual_tol:
+            return PowerIteration(abs(rq), rq, t, rel, res, True)
+        rq_prev = rq
+        v = hv / norm
+    return PowerIteration(abs(rq), rq, iters, rel, res, False)

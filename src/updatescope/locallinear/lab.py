@@ -12,14 +12,16 @@ Defaults and why:
   other three tasks falls below half its theta_mt value (checked every 10 steps);
 - recovery: plain SGD (no momentum) on the mix, so Delta_GD is a gradient-descent
   displacement as in the Krylov argument.  The step size is chosen in the stable regime:
-  by default eta = ``eta_lambda`` / lambda_max, with lambda_max the top Hessian eigenvalue
-  of the mix loss at theta_forg (HVP power iteration on ``hessian_n`` sequences per task),
-  so eta * lambda_max = 1 < 2.  (lr 0.1, the earlier default, is ~ 10x past that bound
-  here: the loss first rose and tasks collapsed before recovering.)  A positive
-  ``recover_lr`` fixes eta instead; eta * lambda_max is recorded either way.
+  by default eta = ``eta_lambda`` / rho, with rho the spectral radius of the mix loss's
+  Hessian at theta_forg (HVP power iteration on ``hessian_n`` sequences per task, checked
+  for convergence), so eta * |lambda| <= eta_lambda < 2 for every eigenvalue.  (lr 0.1, the
+  earlier default, is ~ 10x past that bound here: the loss first rose and tasks collapsed
+  before recovering.)  A positive ``recover_lr`` fixes eta instead; eta * rho is recorded
+  either way.
 
-Replicates ("seeds" of the experiments) share theta_mt and draw fresh forgetting and
-recovery batch streams: ``replicate`` r shifts every batch index by r * 10^5.
+Replicates ("seeds" of the experiments) draw fresh forgetting and recovery batch streams:
+``replicate`` r shifts every batch index by r * 10^5; an experiment that also varies theta_mt
+passes a LabConfig with another ``seed``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from torch import Tensor, nn
 
 from updatescope.errors import InputError
 from updatescope.locallinear.config import LabConfig
-from updatescope.locallinear.krylov import make_hvp, top_eigenvalue
+from updatescope.locallinear.krylov import make_hvp, spectral_radius, top_eigenvalue
 from updatescope.locallinear.params import flat_params, set_flat_params, swapped_params
 from updatescope.locallinear.synthetic import TASKS, DigitTasks, TinyTransformer
 from updatescope.locallinear.trajectory import (
@@ -63,6 +65,9 @@ __all__ = [
     "sequential_blocks",
     "forget_and_recover",
     "recovery_stability",
+    "forget_facts",
+    "radius_draw",
+    "refusals",
 ]
 
 STREAM = 100_000  # batch-index shift between replicates
@@ -305,6 +310,60 @@ def synthetic_recovery(
     return model, tasks, run, {**info, **extra}
 
 
+def forget_facts(history: list[dict], base: dict, focus: str, fraction: float, cap: int) -> dict:
+    """Did forgetting reach its criterion?  ``history``: the forgetting phase's log rows (those
+    with "metrics" are the checks); ``base``: the metrics at the start.  The criterion: the mean
+    exact match of the tasks other than ``focus`` falls below ``fraction`` of its start value.
+    -> {"steps", "cap", "start_value", "target", "value" (at the last check), "reached"}."""
+    others = [t for t in TASKS if t != focus]
+    ref = sum(base[t] for t in others) / len(others)
+    checks = [r["metrics"] for r in history if "metrics" in r]
+    last = checks[-1] if checks else base
+    value = sum(last[t] for t in others) / len(others)
+    return {
+        "steps": len(history),
+        "cap": cap,
+        "start_value": ref,
+        "target": fraction * ref,
+        "value": value,
+        "reached": bool(value < fraction * ref),
+    }
+
+
+def radius_draw(
+    model: nn.Module,
+    tasks: DigitTasks,
+    theta: Tensor,
+    n: int,
+    iters: int,
+    seed: int,
+    rtol: float,
+    residual_tol: float,
+) -> dict:
+    """Spectral radius of the mix-loss Hessian (n sequences per task, batch ``900 + seed``) at
+    theta by power iteration with its convergence checks (:func:`krylov.spectral_radius`).
+    -> :meth:`PowerIteration.as_dict` plus "seed"."""
+    with swapped_params(model, theta):
+        hvp = make_hvp(mix_loss_fn(tasks, 900 + seed, n), model)
+        res = spectral_radius(hvp, theta.numel(), iters, seed, rtol=rtol, residual_tol=residual_tol)
+    return {**res.as_dict(), "seed": seed}
+
+
+def refusals(info: dict) -> list[str]:
+    """Why a :func:`forget_and_recover` run must not be reported (empty when it may): forgetting
+    stopped at its cap before the criterion, or the spectral radius that set eta did not converge."""
+    out = []
+    f = info["forget"]
+    if not f["reached"]:
+        out.append(
+            f"forgetting stopped at the cap ({f['steps']} steps) with the other tasks' mean exact match "
+            f"{f['value']:.3f}, not below the target {f['target']:.3f}"
+        )
+    if not info["radius_converged"]:
+        out.append("the power iteration that set eta did not converge")
+    return out
+
+
 @_own_rng
 def forget_and_recover(
     model: TinyTransformer,
@@ -312,7 +371,6 @@ def forget_and_recover(
     cfg: LabConfig,
     replicate: int = 0,
     history: list | None = None,
-    radius: bool = False,
     lam_draws: int = 1,
     lam_iters: int | None = None,
 ) -> tuple[RecoveryRun, dict]:
@@ -320,18 +378,21 @@ def forget_and_recover(
 
     The rules of :func:`synthetic_recovery`: Adam at ``cfg.forget_lr`` on ``cfg.focus``
     until the mean exact match of the other tasks falls below ``cfg.forget_fraction`` of its
-    value at the start (checked every 10 steps, ``cfg.forget_cap`` at most), then SGD on the
-    mix at eta = ``cfg.eta_lambda`` / lambda_max(theta_forg) (or ``cfg.recover_lr``).  The
-    batch streams depend only on ``replicate``, so two starts with the same replicate see the
-    same batches.  The model ends at theta_rec; ``run.theta_mt`` is the start.
-    ``history`` is prepended to the run's log; ``radius`` is passed to :func:`lambda_max`.
-    ``lam_draws``: lambda_max(theta_forg) is the largest of this many estimates on independent
-    Hessian batches (seeds replicate + 1000·j), each with ``lam_iters`` power iterations
-    (default ``cfg.power_iters``): a minibatch Hessian's top eigenvalue varies between
-    batches, and a step set from one low draw can be unstable on the loss it then descends.
+    value at the start (checked every 10 steps, ``cfg.forget_cap`` at most; whether it got
+    there is recorded in info["forget"], :func:`forget_facts`), then SGD on the mix at
+    eta = ``cfg.eta_lambda`` / rho(theta_forg) (or ``cfg.recover_lr``), rho the spectral
+    radius of the mix-loss Hessian.  The batch streams depend only on ``replicate``, so two
+    starts with the same replicate see the same batches.  The model ends at theta_rec;
+    ``run.theta_mt`` is the start.  ``history`` is prepended to the run's log.
+    ``lam_draws``: rho(theta_forg) is the largest of this many power iterations on independent
+    Hessian batches (seeds replicate + 1000·j), each of at most ``lam_iters`` matvecs (default
+    ``cfg.power_iters``) and stopped by the checks of :func:`krylov.spectral_radius`; every
+    draw is recorded with whether it converged, and eta counts as set from a converged radius
+    only when the draw that gives the largest value converged ("radius_converged").
 
-    Returns (run, info) with info = {"lambda_max_forg", "recover_lr", "eta_lambda",
-    "replicate", "metrics_mt" (at the start), "metrics_forg"}.
+    Returns (run, info) with info = {"lambda_max_forg" (rho), "lambda_max_forg_draws",
+    "radius_draws", "radius_converged", "recover_lr", "eta_lambda", "replicate", "forget",
+    "metrics_mt" (at the start), "metrics_forg"}.
     """
     if lam_draws < 1:
         raise InputError(f"lam_draws must be >= 1, got {lam_draws}")
@@ -344,30 +405,38 @@ def forget_and_recover(
     stop = lambda m: sum(m[t] for t in others) / len(others) < cfg.forget_fraction * ref
     torch.manual_seed(cfg.seed + 1 + replicate)
     forget = PhaseConfig(steps=cfg.forget_cap, lr=cfg.forget_lr, eval_every=10)
-    history = list(history or []) + train_phase(
+    # the checks measure exact match only (the mix loss at theta_forg is measured once, after):
+    # at 10-step intervals the evaluation costs more than the training it checks
+    rows = train_phase(
         model,
         lambda m, i: losses[cfg.focus](m, i),
         forget,
         phase="forget",
         index_offset=1_000_000 + replicate * STREAM,
-        metrics=mets,
+        metrics=accuracy_fn(tasks, cfg.eval_n),
         stop=stop,
     )
-    forget_steps = sum(1 for r in history if r["phase"] == "forget")
+    history = list(history or []) + rows
+    facts = forget_facts(rows, base, cfg.focus, cfg.forget_fraction, cfg.forget_cap)
     theta_forg = flat_params(model).float()
+    metrics_forg = mets(model)
     draws = [
-        lambda_max(
+        radius_draw(
             model,
             tasks,
             theta_forg,
             cfg.hessian_n,
             lam_iters or cfg.power_iters,
-            seed=replicate + 1000 * j,
-            radius=radius,
+            replicate + 1000 * j,
+            cfg.power_rtol,
+            cfg.power_residual_tol,
         )
         for j in range(lam_draws)
     ]
-    lam = max(draws)
+    top = max(draws, key=lambda x: x["radius"])
+    lam = top["radius"]
+    if not lam > 0:
+        raise FloatingPointError(f"the Hessian's spectral radius at theta_forg is {lam}; eta cannot be set from it")
     lr = cfg.recover_lr if cfg.recover_lr > 0 else cfg.eta_lambda / lam
     mix = lambda m, i: torch.stack([losses[t](m, i) for t in TASKS]).mean()
     rec = record_phase(
@@ -387,17 +456,19 @@ def forget_and_recover(
         snapshots=rec.snapshots,
         step_norms=rec.step_norms,
         history=history + rec.history,
-        forget_steps=forget_steps,
+        forget_steps=facts["steps"],
     )
-    forg = [r["metrics"] for r in history if r["phase"] == "forget" and "metrics" in r]
     info = {
         "lambda_max_forg": lam,
-        "lambda_max_forg_draws": draws,
+        "lambda_max_forg_draws": [x["radius"] for x in draws],
+        "radius_draws": draws,
+        "radius_converged": bool(top["converged"]),
         "recover_lr": lr,
         "eta_lambda": lr * lam,
         "replicate": replicate,
+        "forget": facts,
         "metrics_mt": base,
-        "metrics_forg": forg[-1] if forg else base,
+        "metrics_forg": metrics_forg,
     }
     return run, info
 
@@ -409,29 +480,34 @@ def recovery_stability(
     run: RecoveryRun,
     info: dict,
     check_iters: int,
-    radius: bool = False,
 ) -> dict:
-    """eta * lambda_max of a :func:`forget_and_recover` run, measured where eta was not set from.
+    """eta * rho of a :func:`forget_and_recover` run, measured where eta was not set from.
 
-    eta * lambda_max_forg is eta_lambda by construction for the estimate eta came from, so it is
-    re-measured on another Hessian batch (seed 500 + replicate, ``check_iters`` iterations,
-    ``radius`` as in :func:`lambda_max`) and the larger value counts; at theta_rec with
-    ``cfg.power_iters`` iterations.  -> {"recover_lr", "lambda_max_forg",
-    "lambda_max_forg_draws", "lambda_max_forg_check", "lambda_max_rec", "eta_lambda_set",
-    "eta_lambda_forg", "eta_lambda_rec"}.
+    eta * rho_forg is eta_lambda by construction for the draw eta came from, so rho is
+    re-measured on another Hessian batch (seed 500 + replicate) and the larger value counts;
+    at theta_rec on batch ``replicate``; both with at most ``check_iters`` matvecs and the
+    checks of :func:`radius_draw` (recorded).  -> {"recover_lr", "lambda_max_forg",
+    "lambda_max_forg_draws", "radius_draws", "radius_converged", "lambda_max_forg_check",
+    "radius_check", "lambda_max_rec", "radius_rec", "eta_lambda_set", "eta_lambda_forg",
+    "eta_lambda_rec"}.
     """
     r, eta = info["replicate"], info["recover_lr"]
-    lam_rec = lambda_max(model, tasks, run.theta_rec, cfg.hessian_n, cfg.power_iters, seed=r)
-    lam_check = lambda_max(model, tasks, run.theta_forg, cfg.hessian_n, check_iters, seed=500 + r, radius=radius)
+    tol = (cfg.power_rtol, cfg.power_residual_tol)
+    rec = radius_draw(model, tasks, run.theta_rec, cfg.hessian_n, check_iters, r, *tol)
+    check = radius_draw(model, tasks, run.theta_forg, cfg.hessian_n, check_iters, 500 + r, *tol)
     return {
         "recover_lr": eta,
         "lambda_max_forg": info["lambda_max_forg"],
         "lambda_max_forg_draws": info["lambda_max_forg_draws"],
-        "lambda_max_forg_check": lam_check,
-        "lambda_max_rec": lam_rec,
+        "radius_draws": info["radius_draws"],
+        "radius_converged": info["radius_converged"],
+        "lambda_max_forg_check": check["radius"],
+        "radius_check": check,
+        "lambda_max_rec": rec["radius"],
+        "radius_rec": rec,
         "eta_lambda_set": info["eta_lambda"],
-        "eta_lambda_forg": eta * max(info["lambda_max_forg"], lam_check),
-        "eta_lambda_rec": eta * lam_rec,
+        "eta_lambda_forg": eta * max(info["lambda_max_forg"], check["radius"]),
+        "eta_lambda_rec": eta * rec["radius"],
     }
 
 
