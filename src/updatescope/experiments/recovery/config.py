@@ -22,17 +22,20 @@ class RecoveryExperimentConfig:
     phases of the protocol for any model; this one the experiment's replicates and analyses."""
 
     lab: Any = field(default_factory=lambda: default_lab(False, 0))
-    seeds: int = 3  # replicates (fresh forgetting/recovery batches); every number is mean +- SE
+    seeds: int = 5  # replicates (fresh forgetting/recovery batches); every number is mean +- SE
+    # replicate r trains its own theta_mt from lab.seed + r (the multitask pre-training seed), so
+    # the replicates' spread covers pre-training too; False shares lab.seed's theta_mt
+    vary_theta_mt: bool = True
     batches_per_task: int = 8  # gradients per task in the static planes (width 4 x this)
     plane_n: int = 256  # sequences per task gradient (planes, drift, resample floor)
     rank_n: int = 100  # per-example gradients per task for the effective rank
     krylov_k: int = 30  # matched horizon: k = 1..krylov_k steps and Krylov dimensions
     drift_steps: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200)
-    # eta = lab.eta_lambda / the largest lambda_max of eta_draws Hessian batches at theta_forg (eta_iters
-    # power iterations each), then re-measured on another batch: one draw with 20 iterations set a step
-    # whose full-lab recovery diverged (loss NaN at step 4)
+    # eta = lab.eta_lambda / the largest spectral radius rho of eta_draws Hessian batches at theta_forg
+    # (power iteration, at most eta_iters matvecs each, stopped by its convergence checks), then
+    # re-measured on another batch; every draw is recorded with whether it converged
     eta_draws: int = 3
-    eta_iters: int = 40
+    eta_iters: int = 150
     seed: int = 0
     quick: bool = False
 

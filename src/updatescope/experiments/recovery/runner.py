@@ -1,11 +1,15 @@
 """``updatescope reproduce recovery`` -- paper B's recovery-after-forgetting analyses on the
 synthetic transformer, in a stable regime, over several replicates.
 
-Per replicate (fresh forgetting/recovery batches from the shared theta_mt, see
-``locallinear.lab``):
-- stability: eta = eta_lambda / lambda_max(theta_forg), lambda_max the largest of ``eta_draws``
-  estimates on independent Hessian batches; lambda_max of the mix loss re-measured at theta_forg
-  on another batch and at theta_rec (HVP power iteration),
+Per replicate (its own theta_mt from lab seed + r unless ``vary_theta_mt`` is off, and fresh
+forgetting/recovery batches, see ``locallinear.lab``):
+- regime: forgetting runs until its criterion (at most ``lab.forget_cap`` steps); the steps and
+  the criterion value reached are recorded, and a replicate that stopped at the cap, or whose
+  step size came from an unconverged power iteration, is refused: recorded with its reasons and
+  its regime facts, left out of every summary;
+- stability: eta = eta_lambda / rho(theta_forg), rho the spectral radius of the mix-loss Hessian,
+  the largest of ``eta_draws`` power iterations on independent Hessian batches (each draw kept
+  with its convergence checks); rho re-measured at theta_forg on another batch and at theta_rec,
   eta * lambda_max, whether the eval mix loss fell at every check, each task's lowest
   accuracy during recovery; every step norm;
 - capture of Delta_GD by the trajectory prefix, and of the displacement *remaining* after
@@ -13,12 +17,14 @@ Per replicate (fresh forgetting/recovery batches from the shared theta_mt, see
   independent recovery from the same theta_forg, and a static plane of the same width;
 - static planes (local at theta_forg, pre-interference at theta_mt) from gradients of
   ``plane_n`` sequences each; the 4-dim task plane's drift, divided by its same-point
-  resample floor;
+  resample floor, measured again at every drift step (drift / sqrt(floor_forg * floor_t));
 - effective rank of ``rank_n`` per-example gradients per task against shuffled labels and
   Gaussian rows of the same shape (and the same row norms);
 - Krylov at a matched horizon: deterministic full-batch GD from theta_forg at the same eta,
   capture of theta_k - theta_0 by K_k(H, g_0) and the overlap of span(u_1..u_k) with K_k,
-  then the same for the real minibatch-SGD steps.
+  then the same for the real minibatch-SGD steps, against K_k(H, g_0) and against K_k(H, u_1)
+  (started from the initial gradient direction, the first real step); the static plane null
+  is also given with u_1 as its first direction.
 Every number is kept per replicate and summarised as mean and standard error.
 Figures: recovery_capture.png, recovery_drift.png, recovery_rank.png, recovery_training.png,
 recovery_krylov.png.
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +53,7 @@ from updatescope.locallinear import (
     gaussian_like,
     gradient_stack,
     matched_horizon,
+    orthonormal_basis,
     prefix_capture_curve,
     random_walk_prefix_null,
     rest_capture_curve,
@@ -53,7 +61,13 @@ from updatescope.locallinear import (
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import independent_recovery, mix_loss_fn, recovery_stability, synthetic_recovery
+from updatescope.locallinear.lab import (
+    independent_recovery,
+    mix_loss_fn,
+    recovery_stability,
+    refusals,
+    synthetic_recovery,
+)
 from updatescope.locallinear.protocol import unit_rows as _unit
 
 NAME = "recovery"
@@ -81,22 +95,31 @@ def _example_grads(model: nn.Module, tasks, task: str, index: int, n: int, shuff
 
 
 def _replicate(config: RecoveryExperimentConfig, r: int) -> dict[str, Any]:
-    cfg = config.lab
+    cfg = replace(config.lab, seed=config.lab.seed + r) if config.vary_theta_mt else config.lab
     t0 = time.perf_counter()
     model, tasks, run_, info = synthetic_recovery(
         cfg, replicate=r, lam_draws=config.eta_draws, lam_iters=config.eta_iters
     )
+    out: dict[str, Any] = {
+        "replicate": r,
+        "lab_seed": cfg.seed,
+        "forget_steps": run_.forget_steps,
+        "forget": info["forget"],
+        "theta_mt_cached": info["cached"],
+        "accuracy_mt": {t: info["metrics_mt"][t] for t in TASKS},
+        "radius_draws": info["radius_draws"],
+        "radius_converged": info["radius_converged"],
+        "refused": refusals(info),
+    }
+    if out["refused"]:  # not reported: the regime facts only, no analysis of a run that missed its regime
+        out["timings_s"] = {"train": time.perf_counter() - t0}
+        return out
     delta = run_.delta_gd.double()
     d = delta.numel()
     kmax = cfg.dense_steps
     upd = run_.updates
-    out: dict[str, Any] = {
-        "replicate": r,
-        "dim": d,
-        "forget_steps": run_.forget_steps,
-        "theta_mt_cached": info["cached"],
-        "delta_norm": float(delta.norm()),
-    }
+    out["dim"] = d
+    out["delta_norm"] = float(delta.norm())
     timings = {"train": time.perf_counter() - t0}
 
     # ---- stability ----------------------------------------------------------------------
@@ -140,6 +163,9 @@ def _replicate(config: RecoveryExperimentConfig, r: int) -> dict[str, Any]:
     pre = top_directions(g_mt, g_mt.shape[0])
     curves["local_plane"] = prefix_capture_curve(local, delta).tolist()
     curves["pre_interference_plane"] = prefix_capture_curve(pre, delta).tolist()
+    # the same plane with the initial gradient direction (the first recovery step) as its first row
+    local_g0 = orthonormal_basis(torch.cat([_unit(upd[:1].double()), local]))
+    curves["local_plane_g0"] = prefix_capture_curve(local_g0, delta).tolist()
     w = min(kmax, local.shape[0])
     curves["static_rest"] = rest_capture_curve(local[:w], delta, steps=upd[:w]).tolist()
     timings["capture"] = time.perf_counter() - t0
@@ -150,9 +176,12 @@ def _replicate(config: RecoveryExperimentConfig, r: int) -> dict[str, Any]:
 
     ref = plane(run_.theta_forg, 100 + 1000 * r)
     floor = subspace_overlap(ref, plane(run_.theta_forg, 200 + 1000 * r))
+    g0 = _unit(upd[:1].double())  # the initial gradient direction (the first recovery step)
     out["task_plane"] = {
         "capture_forg": capture_fraction(ref, delta),
         "capture_mt": capture_fraction(plane(run_.theta_mt, 100 + 1000 * r), delta),
+        "capture_forg_g0": capture_fraction(orthonormal_basis(torch.cat([g0, ref])), delta),
+        "capture_g0": capture_fraction(g0, delta),
         "resample_floor": floor,
         "random_overlap": len(TASKS) / d,
     }
@@ -162,11 +191,21 @@ def _replicate(config: RecoveryExperimentConfig, r: int) -> dict[str, Any]:
             states[t] = run_.theta_forg + upd[:t].sum(0)
         elif t in run_.snapshots:
             states[t] = run_.snapshots[t]
-    drift = {t: subspace_overlap(ref, plane(states[t], 100 + 1000 * r)) for t in sorted(states) if t > 0}
+    # the resample floor is measured at every drift step, on the same two batch indices as at
+    # theta_forg: drift is the overlap divided by the geometric mean of the floors at both ends
+    drift, floors = {}, {}
+    for t in sorted(states):
+        if t == 0:
+            continue
+        here = plane(states[t], 100 + 1000 * r)
+        drift[t] = subspace_overlap(ref, here)
+        floors[t] = subspace_overlap(here, plane(states[t], 200 + 1000 * r))
     out["drift"] = {
         "steps": list(drift),
         "overlap": list(drift.values()),
-        "normalised": [v / floor for v in drift.values()],
+        "floor": list(floors.values()),
+        "normalised": [drift[t] / math.sqrt(floor * floors[t]) for t in drift],
+        "normalised_start_floor": [v / floor for v in drift.values()],
     }
     timings["drift"] = time.perf_counter() - t0
 
@@ -190,7 +229,9 @@ def _replicate(config: RecoveryExperimentConfig, r: int) -> dict[str, Any]:
 
     # ---- Krylov at a matched horizon --------------------------------------------------------
     full = mix_loss_fn(tasks, 900 + r, cfg.hessian_n)  # the batch lambda_max was measured on
-    out["krylov"] = matched_horizon(model, full, run_.theta_forg, info["recover_lr"], config.krylov_k, upd)
+    out["krylov"] = matched_horizon(
+        model, full, run_.theta_forg, info["recover_lr"], config.krylov_k, upd, sgd_start=upd[0]
+    )
     timings["krylov"] = time.perf_counter() - t0
 
     out["curves"] = curves
@@ -225,43 +266,58 @@ def summarise(reps: list[dict]) -> dict[str, Any]:
     for part in ("accuracy_forg", "accuracy_rec", "min_accuracy_during_recovery"):
         for t in TASKS:
             s[f"{part}.{t}"] = mean_se([x["stability"][part][t] for x in reps])
-    for key in ("capture_forg", "capture_mt", "resample_floor"):
+    for key in ("capture_forg", "capture_mt", "capture_forg_g0", "capture_g0", "resample_floor"):
         s[f"task_plane.{key}"] = mean_se([x["task_plane"][key] for x in reps])
     s["drift.steps"] = reps[0]["drift"]["steps"]
-    s["drift.overlap"] = mean_se([x["drift"]["overlap"] for x in reps])
-    s["drift.normalised"] = mean_se([x["drift"]["normalised"] for x in reps])
+    for key in ("overlap", "floor", "normalised", "normalised_start_floor"):
+        s[f"drift.{key}"] = mean_se([x["drift"][key] for x in reps])
     for t in TASKS:
         for kind in reps[0]["rank"][t]:
             for stat in ("entropy_rank", "stable_rank"):
                 s[f"rank.{t}.{kind}.{stat}"] = mean_se([x["rank"][t][kind][stat] for x in reps])
-    for key in ("gd_capture", "gd_overlap", "sgd_capture", "sgd_overlap"):
+    for key in ("gd_capture", "gd_overlap", "sgd_capture", "sgd_overlap", "sgd_g0_capture", "sgd_g0_overlap"):
         s[f"krylov.{key}"] = mean_se([x["krylov"][key] for x in reps])
     s["delta_norm"] = mean_se([x["delta_norm"] for x in reps])
     s["forget_steps"] = mean_se([x["forget_steps"] for x in reps])
+    s["forget_value"] = mean_se([x["forget"]["value"] for x in reps])
     return s
 
 
 def run(config: RecoveryExperimentConfig, out_dir: Path) -> Result:
-    """Run every replicate and summarise."""
+    """Run every replicate and summarise the reported ones (:func:`lab.refusals` names the
+    others, which are recorded with their regime facts and left out of every number)."""
     t0 = time.perf_counter()
     reps = [_replicate(config, r) for r in range(config.seeds)]
+    reported = [x for x in reps if not x["refused"]]
     metrics = {
-        "dim": reps[0]["dim"],
+        "dim": reported[0]["dim"] if reported else None,
         "seeds": config.seeds,
         "rank_n": config.rank_n,
         "plane_n": config.plane_n,
-        "eta_rule": {"eta_lambda": config.lab.eta_lambda, "draws": config.eta_draws, "iters": config.eta_iters},
-        "summary": summarise(reps),
+        "eta_rule": {
+            "eta_lambda": config.lab.eta_lambda,
+            "draws": config.eta_draws,
+            "iters": config.eta_iters,
+            "curvature": "spectral radius (power iteration with convergence checks)",
+            "rtol": config.lab.power_rtol,
+            "residual_tol": config.lab.power_residual_tol,
+        },
+        "reported_replicates": [x["replicate"] for x in reported],
+        "refused": [{"replicate": x["replicate"], "reasons": x["refused"]} for x in reps if x["refused"]],
+        "summary": summarise(reported) if reported else None,
         "replicates": reps,
-        "seconds_per_replicate": [x["timings_s"]["krylov"] for x in reps],
+        "seconds_per_replicate": [max(x["timings_s"].values()) for x in reps],
     }
+    shared = "one theta_mt per replicate (lab seed + r)" if config.vary_theta_mt else "shared theta_mt"
     record = config_record(
-        config, replicates="shared theta_mt; fresh forgetting, recovery and measurement batches per replicate"
+        config, replicates=f"{shared}; fresh forgetting, recovery and measurement batches per replicate"
     )
     return Result(
         NAME,
         record,
         metrics,
         time.perf_counter() - t0,
-        figures={name: (lambda path: figures.recovery_figure(metrics, path)) for name in figures.RECOVERY_FIGURES},
+        figures={}
+        if not reported
+        else {name: (lambda path: figures.recovery_figure(metrics, path)) for name in figures.RECOVERY_FIGURES},
     )
