@@ -14,12 +14,18 @@ Parts: (1) a scale sweep (the window); (2) gain vs N next to sigma ||P g|| E[max
 sqrt(2 ln N); (3) subspaces compared at one scale; (4) gain vs ambient dimension at fixed
 N (isotropic noise on nested parameter groups, and on a linear toy); (5) signal density
 vs mass (a small aligned subspace vs a larger one containing it, equal step norm).
+Regime first: theta_forg must be the protocol's (forgetting reached its criterion, the step
+size came from a converged spectral radius); otherwise the record holds the regime facts and
+no search.  Parts (3) and (5) are the pre-registered comparisons (PREREGISTRATION.md): every
+space at one step norm no larger than recovery's own median SGD step norm, the same candidate
+seeds in every space (paired), sign-flip tests with Holm over the family.
 Figures: search_sigma_window.png, search_gain_vs_n.png.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import time
 from dataclasses import replace
@@ -45,9 +51,49 @@ from updatescope.locallinear import (
     swapped_params,
     top_directions,
 )
-from updatescope.locallinear.lab import synthetic_recovery
+from updatescope.locallinear.lab import refusals, synthetic_recovery
 
 NAME = "random-search"
+PREREG = Path(__file__).with_name("PREREGISTRATION.md")
+# The pre-registered comparisons (PREREGISTRATION.md): held-out gain of the first space minus the
+# second's, paired by candidate seed, sign-flip test, Holm over the family, alpha 0.05.
+PRESPECIFIED = (
+    ("trajectory_prefix", "isotropic"),
+    ("trajectory_prefix", "random"),
+    ("trajectory_prefix", "local_task_plane"),
+    ("trajectory_prefix", "pre_interference_plane"),
+    ("small_aligned_r2", "large_containing_r40"),
+)
+ALPHA = 0.05
+
+
+def prespecified_tests(compare: dict[str, Any], dens: dict[str, Any]) -> list[dict[str, Any]]:
+    """The :data:`PRESPECIFIED` comparisons on the per-seed held-out gains of ``compare`` and
+    ``dens`` (same candidate seeds in every space): per comparison the paired differences, their
+    mean and SE, the sign-flip p-value and its Holm adjustment over the family, and the word
+    ("better" / "worse" / "no difference", ``select.metrics.paired_verdicts``)."""
+    from updatescope.select.metrics import paired_verdicts
+
+    gains = {**{k: v["gain_heldout"] for k, v in compare.items()}, **{k: v["gain_heldout"] for k, v in dens.items()}}
+    diffs = {f"{a} - {b}": [x - y for x, y in zip(gains[a], gains[b])] for a, b in PRESPECIFIED}
+    out = []
+    for v in paired_verdicts(diffs, family="random-search prespecified", alpha=ALPHA):
+        d = diffs[v.comparison]
+        se = float(np.std(d, ddof=1) / math.sqrt(len(d))) if len(d) > 1 else None
+        out.append(
+            {
+                "comparison": v.comparison,
+                "n": v.n,
+                "mean": v.mean,
+                "se": se,
+                "diffs": d,
+                "p": v.p,
+                "p_holm": v.p_holm,
+                "test": v.test,
+                "word": v.word,
+            }
+        )
+    return out
 
 
 def run(config: RandomSearchConfig, out_dir: Path) -> Result:
@@ -62,6 +108,17 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     r_sub = config.r_sub
 
     model, tasks, run_, info = synthetic_recovery(cfg, lam_draws=config.eta_draws, lam_iters=config.eta_iters)
+    regime = {
+        "forget": info["forget"],
+        "radius_draws": info["radius_draws"],
+        "radius_converged": info["radius_converged"],
+        "refused": refusals(info),
+    }
+    sha = hashlib.sha256(PREREG.read_bytes()).hexdigest()
+    record = config_record(config, lab=dataclasses.asdict(cfg), prespecified=PRESPECIFIED, preregistration_sha256=sha)
+    if regime["refused"]:  # theta_forg is not the protocol's: no search is run or reported from it
+        metrics = {"regime": regime, "timings_s": {"total": time.perf_counter() - t0}}
+        return Result(NAME, record, metrics, time.perf_counter() - t0, figures={})
     theta = run_.theta_forg.clone()
     layout = ParamLayout.of(model)
     d = layout.dim
@@ -115,13 +172,16 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     timings = {"sweep": time.perf_counter() - t0}
     best = {name: max(rows, key=lambda r: r["gain_tune"])["rho"] for name, rows in sweep.items()}
     best_rho = best["trajectory_prefix"]
+    # the comparisons run at a step norm no larger than recovery's own (the median SGD step norm)
+    rho_recovery = float(run_.step_norms.median())
+    compare_rho = min(best_rho, rho_recovery)
 
     # (2) gain vs N, each space at its own best rho: best of the first n candidates, mean over reps
     gain_vs_n = _gain_vs_n(search, pred, bases, best, n_curve, reps, seed)
     timings["gain_vs_n"] = time.perf_counter() - t0
 
     # (3) subspaces at one scale (N = n_sweep, reps seeds each)
-    compare = _compare(search, pred, bases, best_rho, n_sweep, reps, seed, g_sel)
+    compare = _compare(search, pred, bases, compare_rho, n_sweep, config.compare_reps, seed, g_sel)
     timings["compare"] = time.perf_counter() - t0
 
     # (4) ambient dimension at fixed N: isotropic noise on nested parameter groups, same
@@ -131,8 +191,9 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
     timings["ambient"] = time.perf_counter() - t0
 
     # (5) density vs mass: 2-dim prefix vs the same + 38 random directions, equal step norm
-    dens = _density(search, bases, best_rho, d, n_sweep, reps, seed, g_sel)
+    dens = _density(search, bases, compare_rho, d, n_sweep, config.compare_reps, seed, g_sel)
     set_flat_params(model, theta)
+    tests = prespecified_tests(compare, dens)
 
     metrics = {
         "dim": d,
@@ -146,8 +207,12 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         "eta_lambda": info["eta_lambda"],
         "grad_norm_select": float(g_sel.norm()),
         "grad_cos_select_heldout": float(g_sel @ g_held / g_sel.norm() / g_held.norm()),
+        "regime": regime,
         "best_rho": best_rho,
         "best_rho_per_space": best,
+        "rho_recovery": rho_recovery,
+        "compare_rho": compare_rho,
+        "prespecified": tests,
         "sigma_window": sweep,
         "gain_vs_n": gain_vs_n,
         "subspaces": compare,
@@ -157,7 +222,9 @@ def run(config: RandomSearchConfig, out_dir: Path) -> Result:
         "timings_s": {**timings, "total": time.perf_counter() - t0},
     }
     set_flat_params(model, theta)
-    record = config_record(config, lab=dataclasses.asdict(cfg), rhos=rhos)
+    record = config_record(
+        config, lab=dataclasses.asdict(cfg), rhos=rhos, prespecified=PRESPECIFIED, preregistration_sha256=sha
+    )
     return Result(
         NAME,
         record,
