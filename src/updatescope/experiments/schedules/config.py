@@ -31,7 +31,7 @@ class SchedulesConfig:
     capture_k: tuple[int, ...] = (10, 20)  # prefix widths for the capture of Delta_GD
     seeds: int = 3  # replicates (fresh forgetting/recovery batches, shared by both schedules)
     regime_min: float = 0.9  # exact match both starts must reach (regime check) before they are compared
-    check_iters: int = 40  # power iterations of the independent lambda_max check at theta_forg
+    check_iters: int = 150  # at most this many matvecs per power iteration (stopped by its convergence checks)
     # eta = lab.eta_lambda / the largest lambda_max of this many Hessian batches at theta_forg (check_iters
     # iterations each); the check above then uses yet another batch.  One draw with lab.power_iters
     # set a step that another batch measured at eta*lambda_max = 2.7 in an earlier run

@@ -15,12 +15,14 @@ reached it at the end of its own phase; every recovery is stable (below).  When 
 fails the verdict is "cannot be decided: <reason>" -- a start that never learned has
 nothing to forget, so its recovery cost says nothing about robustness.
 From each, per replicate: the same forgetting rule on the focus task and the same stable
-recovery (SGD at eta = eta_lambda / lambda_max(theta_forg), lambda_max the largest of
-``eta_draws`` estimates on independent Hessian batches with ``check_iters`` iterations each and
-never below the spectral radius (``lab.lambda_max(radius=True)``), eta_lambda < 1 a margin for a
-power iteration that underestimates; eta * lambda_max is re-measured at theta_forg with
-``check_iters`` iterations on yet another batch and at theta_rec, and must stay below 2), via
-``lab.forget_and_recover``.  A NaN or inf anywhere in a recovery ends the run with an error.  Replicate r
+recovery (SGD at eta = eta_lambda / rho(theta_forg), rho the spectral radius of the Hessian,
+the largest of ``eta_draws`` power iterations on independent Hessian batches with at most
+``check_iters`` matvecs each and a convergence check, eta_lambda < 1 a margin; eta * rho is
+re-measured at theta_forg on yet another batch and at theta_rec, and must stay below 2), via
+``lab.forget_and_recover``.  An arm whose forgetting stopped at its cap before the criterion, or
+whose step size came from an unconverged power iteration, is refused (``lab.refusals``): its
+replicate is recorded with the reasons and left out of every summary and of the comparison.
+A NaN or inf anywhere in a recovery ends the run with an error.  Replicate r
 gives both schedules the same forgetting and recovery batches, so the comparison is paired.
 
 Measured per schedule and replicate:
@@ -64,14 +66,22 @@ from updatescope.locallinear import (
     set_flat_params,
     swapped_params,
 )
-from updatescope.locallinear.lab import forget_and_recover, multitask_model, recovery_stability, sequential_model
+from updatescope.locallinear.lab import (
+    forget_and_recover,
+    multitask_model,
+    recovery_stability,
+    refusals,
+    sequential_model,
+)
 
 NAME = "schedules"
 SCHEDULES = ("simultaneous", "sequential")
 VERDICT_RULE = (
     "recovery cost, paired difference simultaneous - sequential: 'more robust' if its 95% t "
     "interval lies below 0, 'opposite' if it lies above 0, else 'not shown'; 'cannot be decided: "
-    "<reason>' when the regime check (both starts learned, every recovery stable) fails"
+    "<reason>' when the regime check (both starts learned, every reported recovery stable) fails or "
+    "fewer than 2 replicates are reported (an arm that did not reach the forgetting criterion, or whose "
+    "step came from an unconverged power iteration, is refused with its replicate)"
 )
 
 
@@ -106,7 +116,7 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     set_flat_params(model, theta)
     start = _evaluate(model, tasks, lab.eval_n)
     run_, info = forget_and_recover(
-        model, tasks, lab, replicate=r, radius=True, lam_draws=config.eta_draws, lam_iters=config.check_iters
+        model, tasks, lab, replicate=r, lam_draws=config.eta_draws, lam_iters=config.check_iters
     )
     with swapped_params(model, run_.theta_forg):
         forg = _evaluate(model, tasks, lab.eval_n)
@@ -123,13 +133,15 @@ def _arm(model, tasks, config: SchedulesConfig, theta: torch.Tensor, r: int, com
     share = [(l_forg - v) / rise if rise > 0 else float("nan") for v in curve]
 
     _check_finite(run_, curve, r, info["recover_lr"])
-    stability = recovery_stability(model, tasks, lab, run_, info, config.check_iters, radius=True)
+    stability = recovery_stability(model, tasks, lab, run_, info, config.check_iters)
     diffs = np.diff(curve)
     delta = run_.delta_gd.double()
     prefix = prefix_capture_curve(run_.updates, delta)
     walk = random_walk_prefix_null(run_.step_norms, list(config.capture_k), delta.numel(), seed=1000 + r)
     return {
         "forget_steps": run_.forget_steps,
+        "forget": info["forget"],
+        "refused": refusals(info),
         "start": start,
         "forg": forg,
         "rec": rec,
@@ -249,11 +261,13 @@ def regime_check(
     }
 
 
-def verdict(diff: dict[str, Any], reasons: list[str] | None = None) -> str:
+def verdict(diff: dict[str, Any] | None, reasons: list[str] | None = None) -> str:
     """The rule of :data:`VERDICT_RULE` on the recovery-cost difference; ``reasons`` (failed
     regime or stability checks) make it "cannot be decided"."""
     if reasons:
         return "cannot be decided: " + "; ".join(reasons)
+    if diff is None:
+        return "cannot be decided: no paired difference"
     lo, hi = diff["ci"]
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return "not shown"
@@ -280,6 +294,25 @@ def summarise(reps: list[dict[str, Any]]) -> dict[str, Any]:
         for k in flat["simultaneous"][0]
     }
     return {"per_schedule": per, "paired": diff}
+
+
+def refused_rows(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The (replicate, schedule) arms that are not reported, with their reasons
+    (:func:`lab.refusals`); a replicate is left out of every summary and of the paired
+    comparison when either of its arms is refused."""
+    return [
+        {"replicate": rep["replicate"], "schedule": s, "reasons": rep[s]["refused"]}
+        for rep in reps
+        for s in SCHEDULES
+        if rep[s]["refused"]
+    ]
+
+
+def too_few_reasons(n_reported: int, n_all: int) -> list[str]:
+    """The "cannot be decided" reason when fewer than 2 replicates are left to pair."""
+    if n_reported >= 2:
+        return []
+    return [f"only {n_reported} of {n_all} replicates reached the forgetting criterion with a converged step size"]
 
 
 def unstable_reasons(reps: list[dict[str, Any]]) -> list[str]:
@@ -325,12 +358,14 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
             except FloatingPointError as exc:  # name the arm; the CLI prints one line
                 raise FloatingPointError(f"schedules: {s} start, replicate {r}: {exc}") from exc
         reps.append(rep)
-    summary = summarise(reps)
-    cost = summary["paired"]["recovery_cost"]
+    reported = [rep for rep in reps if not any(rep[s]["refused"] for s in SCHEDULES)]
+    refused = refused_rows(reps)
+    summary = summarise(reported) if len(reported) >= 2 else None
+    cost = None if summary is None else summary["paired"]["recovery_cost"]
     regime = regime_check(start, info_seq["phases"], order, lab.focus, config.regime_min)
-    unstable = unstable_reasons(reps)
+    unstable = unstable_reasons(reported)
     regime["stable_all"] = not unstable
-    reasons = regime["reasons"] + unstable
+    reasons = regime["reasons"] + unstable + too_few_reasons(len(reported), len(reps))
     metrics = {
         "tasks": list(TASKS),
         "focus": lab.focus,
@@ -358,6 +393,8 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
         "capture_k": list(config.capture_k),
         "start": start,
         "replicates": reps,
+        "reported_replicates": [rep["replicate"] for rep in reported],
+        "refused": refused,
         "summary": summary,
         "verdict": {
             "rule": VERDICT_RULE,
@@ -378,5 +415,5 @@ def run(config: SchedulesConfig, out_dir: Path) -> Result:
         record,
         metrics,
         time.perf_counter() - t0,
-        figures={"schedules.png": lambda path: figures.schedules_figure(metrics, path)},
+        figures={} if summary is None else {"schedules.png": lambda path: figures.schedules_figure(metrics, path)},
     )
