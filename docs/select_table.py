@@ -182,6 +182,13 @@ def full_run_lines(rec: dict) -> list[str]:
     rest = max(rec.get("seconds", 0.0) - ft["seconds"] - per_target, 0.0)
     other_s = per_target * pool_scale * target_scale + rest * pool_scale
     total = ft_s + other_s
+    la = m.get("load_average") or {}
+    cpus = rec.get("env", {}).get("cpu_count")
+    load = (
+        f"load average {la['start']:.1f} at the start and {la['end']:.1f} at the end on {cpus} cores; "
+        if la.get("start") is not None and la.get("end") is not None
+        else ""
+    )
     if not math.isfinite(total) or ft["computed"] == 0:
         return ["- The record has no computed fine-tuning to time the full run from."]
     return [
@@ -190,8 +197,8 @@ def full_run_lines(rec: dict) -> list[str]:
         "--out docs/results/select_full.json",
         "```",
         "",
-        f"Time, extrapolated from `{rec['_file']}` on the machine and load that wrote it "
-        f"({rec.get('seconds', 0):,.0f} s, of which {ft['seconds']:,.0f} s fine-tuning): {n_ft} fine-tunings "
+        f"Time, extrapolated from `{rec['_file']}` on the machine that wrote it ({load}"
+        f"{rec.get('seconds', 0):,.0f} s, of which {ft['seconds']:,.0f} s fine-tuning): {n_ft} fine-tunings "
         f"({steps:,} LoRA steps) at {ft['seconds_per_step']:.2f} s per quick step × {scale_step:.1f} "
         f"(documents per step and their length) ≈ {ft_s / 3600:.1f} h; FisherSketch's and DSIR's scoring "
         f"({per_target:,.0f} s) × {pool_scale:.0f} for the pool × {target_scale:.0f} for the targets and the "

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
@@ -129,26 +130,166 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
+def _loadavg() -> float | None:
+    """The 1-minute load average (None where the platform has none): the timings above
+    depend on what else the machine ran."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
 def _budget_key(b: float) -> str:
     return f"{b:g}"
 
 
 # ------------------------------------------------------------------------------ run
-def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
-    t0 = time.perf_counter()
-    log = functools.partial(print, flush=True)
-    check_available(cfg)
-    prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
-    model, tok = heads.load_model(cfg.model)
-    fp = heads.fingerprint(model, tok)
-
+def _pool(cfg: SelectEvidenceConfig) -> tuple[list[str], list[str]]:
+    """The pool's documents, shuffled with the run seed, and their hidden origins."""
     pool, origin = [], []
     for name in cfg.pool:
         docs = load_texts(name, "train", cfg.docs_per_domain, cfg.doc_chars)
         pool.extend(docs)
         origin.extend([name] * len(docs))
     order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
-    pool, origin = [pool[i] for i in order], [origin[i] for i in order]  # selectors see text only
+    return [pool[i] for i in order], [origin[i] for i in order]  # selectors see text only
+
+
+def _eval_and_oracle(
+    model: Any, tok: Any, fp: str, cfg: SelectEvidenceConfig, evals: Mapping[str, list[str]], oracle: Mapping
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict]]]:
+    """Per target: its eval block inputs, counted tokens, text digest and base loss; the
+    oracle documents' block inputs."""
+    lc = cfg.lora
+    tail0 = lora_gt.tail_model(model, lc.n_last)
+    ev: dict[str, dict[str, Any]] = {}
+    oracle_parts: dict[str, list[dict]] = {}
+    for t in cfg.targets:
+        data = lora_gt.capture_block_inputs(
+            model, tok, evals[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len, desc=f"{t} eval"
+        )
+        count = int((data["labels"] != IGNORE_INDEX).sum())
+        ev[t] = {"data": data, "count": count, "digest": _digest(evals[t]), "base": lora_gt.mean_loss(tail0, data)}
+        oracle_parts[t] = document_blocks(model, tok, oracle[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
+    return ev, oracle_parts
+
+
+def _ground_truth(
+    cfg: SelectEvidenceConfig,
+    truth: GroundTruth,
+    pool: list[str],
+    origin: list[str],
+    parts: list[dict],
+    scores: Mapping[str, Mapping[str, Any]],
+    oracle: Mapping[str, list[str]],
+    oracle_parts: Mapping[str, list[dict]],
+    budgets: Mapping[str, int],
+    seeds: list[int],
+    log: Any,
+) -> dict[str, Any]:
+    """Every (target, selector, budget, seed) fine-tuning -> {"reduction", "selected", "own",
+    "tokens", "log"} (nested target -> selector -> budget, except the fine-tuning log)."""
+    doc_tokens = [int((p["labels"] != IGNORE_INDEX).sum()) for p in parts]
+    out: dict[str, Any] = {"reduction": {}, "selected": {}, "own": {}, "tokens": {}, "log": []}
+    for t in cfg.targets:
+        for key in ("reduction", "selected", "own", "tokens"):
+            out[key][t] = {name: {} for name in METHODS}
+        for name in METHODS:
+            for bk, k in budgets.items():
+                vals, sels = [], []
+                for s in seeds:
+                    if name == "oracle":
+                        sel, texts, sp = list(range(k)), oracle[t][:k], oracle_parts[t][:k]
+                    else:
+                        if name == "random":
+                            g = torch.Generator().manual_seed(s)
+                            sel = torch.randperm(len(pool), generator=g)[:k].tolist()
+                        else:
+                            sel = top_k(scores[t][name], k)
+                        texts, sp = [pool[i] for i in sel], [parts[i] for i in sel]
+                    r, secs, hit = truth.reduction(t, k, name, s, texts, sp)
+                    vals.append(r)
+                    sels.append(sel)
+                    out["log"].append({"k": k, "steps": cfg.steps(k), "seconds": secs, "stored": hit})
+                    log(
+                        f"{t}, k={k}, {name}, seed {s}: loss reduction {r:+.4f} "
+                        f"({secs:.1f}s{', stored' if hit else ''})"
+                    )
+                out["reduction"][t][name][bk] = vals
+                out["selected"][t][name][bk] = sels if name == "random" else sels[0]
+                if name == "oracle":
+                    out["own"][t][name][bk] = 1.0
+                    out["tokens"][t][name][bk] = float(sum(int((p["labels"] != IGNORE_INDEX).sum()) for p in sp))
+                else:
+                    out["own"][t][name][bk] = _mean([sum(origin[i] == t for i in sel) / k for sel in sels])
+                    out["tokens"][t][name][bk] = _mean([float(sum(doc_tokens[i] for i in sel)) for sel in sels])
+    return out
+
+
+def _methods(cfg: SelectEvidenceConfig, gt: Mapping[str, Any], cost: Mapping, budgets: Mapping) -> dict[str, Any]:
+    """Per selector and budget: means over targets and seeds; the cost once per selector."""
+    red, methods = gt["reduction"], {}
+    for name in METHODS:
+        by_budget = {}
+        for bk in budgets:
+            allv = [v for t in cfg.targets for v in red[t][name][bk]]
+            diffs = [a - b for t in cfg.targets for a, b in zip(red[t][name][bk], red[t]["fisher"][bk])]
+            by_budget[bk] = {
+                "mean": _mean(allv),
+                "minus_fisher": _mean(diffs),
+                "own_domain_fraction": _mean([gt["own"][t][name][bk] for t in cfg.targets]),
+                "selection_tokens": _mean([gt["tokens"][t][name][bk] for t in cfg.targets]),
+            }
+        methods[name] = {"by_budget": by_budget, "cost": cost[name]}
+    return methods
+
+
+def _print(title: str, methods: Mapping[str, Any], verdict: Mapping[str, Any], log: Any) -> None:
+    rows = [
+        (
+            name,
+            bk,
+            f"{b['mean']:+.4f}",
+            "" if name == "fisher" else f"{b['minus_fisher']:+.4f}",
+            f"{b['own_domain_fraction']:.2f}",
+            f"{b['selection_tokens']:.0f}",
+            f"{mm['cost']['seconds']:.1f}",
+            f"{mm['cost']['peak_bytes'] / 2**20:.0f}",
+            f"{mm['cost']['bytes_per_doc']:,}",
+        )
+        for name, mm in methods.items()
+        for bk, b in mm["by_budget"].items()
+    ]
+    cols = ("selector", "budget", "loss reduction", "− fisher", "own domain", "tokens", "scoring s", "peak MiB")
+    console.print_rows(title, (*cols, "bytes/doc"), rows, right=("tokens", "scoring s", "peak MiB", "bytes/doc"))
+    for row in verdict["comparisons"]:
+        log(f"{row['comparison']}: {row['verdict']} (sign-flip word {row['word']}, Holm p {row['p_holm']:.3g})")
+
+
+def _finetuning(cfg: SelectEvidenceConfig, ft_log: list[dict[str, Any]], budgets: Mapping[str, int]) -> dict:
+    computed = [f for f in ft_log if not f["stored"]]
+    return {
+        "count": len(ft_log),
+        "computed": len(computed),
+        "seconds": sum(f["seconds"] for f in computed),
+        "seconds_per_step": sum(f["seconds"] for f in computed) / max(sum(f["steps"] for f in computed), 1),
+        "by_k": {
+            str(k): {"steps": cfg.steps(k), "mean_seconds": _mean([f["seconds"] for f in computed if f["k"] == k])}
+            for k in budgets.values()
+        },
+    }
+
+
+def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
+    t0 = time.perf_counter()
+    load0 = _loadavg()
+    log = functools.partial(print, flush=True)
+    check_available(cfg)
+    prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
+    model, tok = heads.load_model(cfg.model)
+    fp = heads.fingerprint(model, tok)
+
+    pool, origin = _pool(cfg)
     budgets = {_budget_key(b): cfg.k(b) for b in cfg.budgets}
     k_max = max(budgets.values())
     sketch = {t: load_texts(t, "sketch", cfg.target_docs, cfg.doc_chars) for t in cfg.targets}
@@ -165,120 +306,25 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
     scores, cost, parts = score_all(model, tok, fp, pool, sketch, cfg, log)
     cost["random"] = {"seconds": 0.0, "seconds_per_target": 0.0, "peak_bytes": 0, "bytes_per_doc": 0, "memory": "none"}
     cost["oracle"] = {**cost["random"], "note": "not a selector: the target's own unused train documents"}
-    doc_tokens = [int((p["labels"] != IGNORE_INDEX).sum()) for p in parts]
-    lc = cfg.lora
-    tail0 = lora_gt.tail_model(model, lc.n_last)
-    ev: dict[str, dict[str, Any]] = {}
-    oracle_parts: dict[str, list[dict]] = {}
-    for t in cfg.targets:
-        data = lora_gt.capture_block_inputs(
-            model, tok, evals[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len, desc=f"{t} eval"
-        )
-        count = int((data["labels"] != IGNORE_INDEX).sum())
-        ev[t] = {"data": data, "count": count, "digest": _digest(evals[t]), "base": lora_gt.mean_loss(tail0, data)}
-        oracle_parts[t] = document_blocks(model, tok, oracle[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
-    del tail0
+    ev, oracle_parts = _eval_and_oracle(model, tok, fp, cfg, evals, oracle)
     truth = GroundTruth(model, cfg, fp, ev)
-
     seeds = [gt_seeds.gt_seed(cfg.seed, j) for j in range(cfg.seeds)]
-    reduction: dict[str, dict[str, dict[str, list[float]]]] = {}
-    selected: dict[str, dict[str, dict[str, Any]]] = {}
-    own: dict[str, dict[str, dict[str, float]]] = {}
-    tokens: dict[str, dict[str, dict[str, float]]] = {}
-    ft_log: list[dict[str, Any]] = []
-    for t in cfg.targets:
-        reduction[t], selected[t], own[t], tokens[t] = {}, {}, {}, {}
-        for name in METHODS:
-            reduction[t][name], selected[t][name], own[t][name], tokens[t][name] = {}, {}, {}, {}
-            for bk, k in budgets.items():
-                vals, sels = [], []
-                for s in seeds:
-                    if name == "oracle":
-                        sel, texts, sp = list(range(k)), oracle[t][:k], oracle_parts[t][:k]
-                    else:
-                        if name == "random":
-                            g = torch.Generator().manual_seed(s)
-                            sel = torch.randperm(len(pool), generator=g)[:k].tolist()
-                        else:
-                            sel = top_k(scores[t][name], k)
-                        texts, sp = [pool[i] for i in sel], [parts[i] for i in sel]
-                    r, secs, hit = truth.reduction(t, k, name, s, texts, sp)
-                    vals.append(r)
-                    sels.append(sel)
-                    ft_log.append({"k": k, "steps": cfg.steps(k), "seconds": secs, "stored": hit})
-                    log(
-                        f"{t}, k={k}, {name}, seed {s}: loss reduction {r:+.4f} "
-                        f"({secs:.1f}s{', stored' if hit else ''})"
-                    )
-                reduction[t][name][bk] = vals
-                selected[t][name][bk] = sels if name == "random" else sels[0]
-                if name == "oracle":
-                    own[t][name][bk] = 1.0
-                    tokens[t][name][bk] = float(sum(int((p["labels"] != IGNORE_INDEX).sum()) for p in sp))
-                else:
-                    own[t][name][bk] = _mean([sum(origin[i] == t for i in sel) / k for sel in sels])
-                    tokens[t][name][bk] = _mean([float(sum(doc_tokens[i] for i in sel)) for sel in sels])
-
+    gt = _ground_truth(cfg, truth, pool, origin, parts, scores, oracle, oracle_parts, budgets, seeds, log)
+    reduction = gt["reduction"]
     verdict = selection_verdicts(
         {t: {n: {float(b): v for b, v in by_b.items()} for n, by_b in by_n.items()} for t, by_n in reduction.items()},
         seeds,
         n_boot=cfg.n_boot,
         seed=cfg.seed,
     )
-    methods: dict[str, Any] = {}
-    for name in METHODS:
-        by_budget = {}
-        for bk in budgets:
-            allv = [v for t in cfg.targets for v in reduction[t][name][bk]]
-            diffs = [a - b for t in cfg.targets for a, b in zip(reduction[t][name][bk], reduction[t]["fisher"][bk])]
-            by_budget[bk] = {
-                "mean": _mean(allv),
-                "minus_fisher": _mean(diffs),
-                "own_domain_fraction": _mean([own[t][name][bk] for t in cfg.targets]),
-                "selection_tokens": _mean([tokens[t][name][bk] for t in cfg.targets]),
-            }
-        methods[name] = {"by_budget": by_budget, "cost": cost[name]}
-
-    computed = [f for f in ft_log if not f["stored"]]
-    rows = []
-    for name, mm in methods.items():
-        for bk, b in mm["by_budget"].items():
-            rows.append(
-                (
-                    name,
-                    bk,
-                    f"{b['mean']:+.4f}",
-                    "" if name == "fisher" else f"{b['minus_fisher']:+.4f}",
-                    f"{b['own_domain_fraction']:.2f}",
-                    f"{b['selection_tokens']:.0f}",
-                    f"{mm['cost']['seconds']:.1f}",
-                    f"{mm['cost']['peak_bytes'] / 2**20:.0f}",
-                    f"{mm['cost']['bytes_per_doc']:,}",
-                )
-            )
-    console.print_rows(
-        f"select: {len(pool)} documents, {len(cfg.targets)} targets, {cfg.seeds} seeds",
-        (
-            "selector",
-            "budget",
-            "loss reduction",
-            "− fisher",
-            "own domain",
-            "tokens",
-            "scoring s",
-            "peak MiB",
-            "bytes/doc",
-        ),
-        rows,
-        right=("tokens", "scoring s", "peak MiB", "bytes/doc"),
-    )
-    for row in verdict["comparisons"]:
-        log(f"{row['comparison']}: {row['verdict']} (sign-flip word {row['word']}, Holm p {row['p_holm']:.3g})")
+    methods = _methods(cfg, gt, cost, budgets)
+    title = f"{len(pool)} documents, {len(cfg.targets)} targets, {cfg.seeds} seeds"
+    _print(f"select: {title}", methods, verdict, log)
 
     metrics = {
         "n_pool": len(pool),
         "pool_origin_counts": {n: origin.count(n) for n in cfg.pool},
-        "pool_tokens": sum(doc_tokens),
+        "pool_tokens": sum(int((p["labels"] != IGNORE_INDEX).sum()) for p in parts),
         "budgets": budgets,
         "targets": {
             t: {
@@ -293,27 +339,15 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
         "reduction": reduction,
         "methods": methods,
         "verdicts": verdict,
-        "finetuning": {
-            "count": len(ft_log),
-            "computed": len(computed),
-            "seconds": sum(f["seconds"] for f in computed),
-            "seconds_per_step": sum(f["seconds"] for f in computed) / max(sum(f["steps"] for f in computed), 1),
-            "by_k": {
-                str(k): {
-                    "steps": cfg.steps(k),
-                    "mean_seconds": _mean([f["seconds"] for f in computed if f["k"] == k]),
-                }
-                for k in budgets.values()
-            },
-        },
-        "selected": selected,
+        "finetuning": _finetuning(cfg, gt["log"], budgets),
+        "selected": gt["selected"],
         "scores": {
             t: {n: [None if not math.isfinite(x) else x for x in v.tolist()] for n, v in by.items()}
             for t, by in scores.items()
         },
         "origin": origin,
+        "load_average": {"start": load0, "end": _loadavg()},
     }
-    title = f"{len(pool)} documents, {len(cfg.targets)} targets, {cfg.seeds} seeds"
     return Result(
         NAME,
         config_record(cfg, preregistration_sha256=prereg_sha),
