@@ -1327,6 +1327,10 @@ RECORD_KINDS["smilescorr"] = selection_reading.smiles_corr_lines
 RECORD_KINDS["smilespooled"] = selection_reading.smiles_pooled_lines
 MULTI_KINDS["budgetcheck"] = selection_reading.budget_check_lines
 MULTI_KINDS["smileswithinreading"] = selection_reading.within_reading_lines
+RECORD_KINDS["verbreading"] = selection_reading.verb_lines
+RECORD_KINDS["verbresolution"] = selection_reading.resolution_lines
+RECORD_KINDS["verbflip"] = selection_reading.flip_lines
+RECORD_KINDS["verbdark"] = selection_reading.dark_lines
 
 import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)
 import routing_table  # noqa: E402  (docs/routing_table.py: the routing evidence)

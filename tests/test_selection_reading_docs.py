@@ -89,7 +89,7 @@ def test_one_seed_reading_flips_with_the_record():
     text = "\n".join(sr.single_lines(r2))
     assert "0.55 [-0.10, 0.64], includes 0**" in text
     assert "does not match" in text
-    assert "top-1 0.457 (inside our CI): **reproduced**" in text
+    assert "top-1 0.457 (inside our CI): **not excluded**" in text
     assert "Highest mean: per-target Spearman exact A_F (0.90)" in text
     assert "3 of 5 activation-only methods" in text
     assert "a different top-1 from FisherSketch's" in text
@@ -167,7 +167,7 @@ def test_budget_reading_follows_the_probe_and_the_ceilings():
     c2 = copy.deepcopy(qb)
     c2["metrics"]["truth_noise"]["ceiling"]["top1"]["mean"] = 0.1
     text = "\n".join(sr.budget_lines([p2, c2, q]))
-    assert "does not rise at every step" in text and "inside its grid" in text
+    assert "is not monotone over its grid" in text and "inside its grid" in text
     assert "higher on 2 of 3 metrics" in text
 
 
@@ -242,3 +242,51 @@ def test_within_collection_reading_flips():
     text = "\n".join(sr.within_reading_lines([chosen, fixed, quick]))
     assert "different between the budgets" in text
     assert "correlation is reproduced**" in text
+
+
+def test_verbalizer_reading_flips():
+    sr = _mod()
+    rec = _rec("verbalizer_quick")
+    text = "\n".join(sr.verb_lines(rec))
+    assert "exact A_F 0.67 [0.33, 1.00]: inside our CI, **not excluded**" in text
+    assert "≤ 0 (the least harmful source) for 6 of 6 targets" in text
+    assert "mean-gradient cosine 0.00 below chance" in text
+    assert "**Exact A_F cannot be told apart from a trivial baseline here**" in text
+    assert "**The sketch does not resolve the pairs**" in text
+    r2 = copy.deepcopy(rec)
+    m = r2["metrics"]
+    m["methods"]["exact_fisher"]["top1"]["ci"] = [0.0, 0.5]
+    m["ground_truth"]["transfer"]["Yes/No"]["True/False"] = 1.0
+    m["methods"]["grad_cos"]["top1"]["mean"] = 0.2
+    for k in ("word_prob", "easiness"):
+        m["scores"][k] = {t: {s: -v for s, v in row.items()} for t, row in m["scores"]["exact_fisher"].items()}
+    m["sketch_vs_exact"]["fisher"]["spearman"] = 0.95
+    text = "\n".join(sr.verb_lines(r2))
+    assert "exact A_F 0.67 [0.00, 0.50]: above our CI, **not reproduced**" in text
+    assert "for 5 of 6 targets" in text
+    assert "mean-gradient cosine 0.20 at chance" in text
+    assert "No trivial baseline makes all its picks" in text
+    assert "**The sketch resolves the pairs**" in text
+
+
+def test_resolution_reading_flips():
+    sr = _mod()
+    rec = _rec("verbalizer_full_resolution")
+    line = sr.resolution_lines(rec)[0]
+    assert "**No size up to 65,536 (256 KB) resolves the pairs**" in line
+    r2 = copy.deepcopy(rec)
+    r2["metrics"]["sketch_resolution"]["by_dim"]["16384"]["fisher"]["spearman"]["mean"] = 0.95
+    assert "**The smallest size that resolves the pairs: 16,384**" in sr.resolution_lines(r2)[0]
+
+
+def test_flip_and_dark_readings_flip():
+    sr = _mod()
+    rec = _rec("verbalizer_contrast_quick")
+    assert "**as much as**" in sr.flip_lines(rec)[0]
+    assert "claim on this record: not resolved**" in sr.dark_lines(rec)[0]
+    r2 = copy.deepcopy(rec)
+    r2["metrics"]["ground_truth"]["transfer"]["Yes/No"]["No/Yes, flipped"] = 0.1
+    assert "**less than**" in sr.flip_lines(r2)[0]
+    r2["metrics"]["methods"]["cka"]["top1"]["mean"] = 0.9
+    line = sr.dark_lines(r2)[0]
+    assert "claim on this record: not reproduced**" in line and "pick above chance" in line
