@@ -4,6 +4,7 @@ word flips the sentence."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 
@@ -51,3 +52,64 @@ def test_unlearned_library_is_not_decided_and_prereg_mismatch_is_stated():
     assert "not every adapter" in tool.setup_lines(r)[1]
     r["config"]["preregistration_sha256"] = "0" * 64
     assert "does not match" in tool.setup_lines(r)[-1]
+
+
+def _cd_rec():
+    rec = json.loads((ROOT / "docs" / "results" / "routing_coupling_dark_quick.json").read_text())
+    rec["_file"] = "routing_coupling_dark_quick.json"
+    return docs_script("routing_table"), rec
+
+
+def _set_cd(rec, key, comparison, word):
+    for row in rec["metrics"]["verdicts"][key]:
+        if row["comparison"] == comparison:
+            row["word"] = word
+
+
+def test_coupling_dark_guidance_follows_each_word():
+    tool, rec = _cd_rec()
+    for word, said in (
+        ("better", "from few-shot requests FisherSketch routes to lower loss than a random adapter"),
+        ("worse", "from few-shot requests FisherSketch routes to higher loss than a random adapter"),
+        ("no difference", "from few-shot requests FisherSketch does no better than a random adapter"),
+    ):
+        r = copy.deepcopy(rec)
+        _set_cd(r, "control", "FisherSketch vs random, few-shot", word)
+        assert said in tool.cd_guidance(r)[0]
+    r = copy.deepcopy(rec)
+    _set_cd(r, "control", "FisherSketch vs random, input-only", "better")
+    assert "from the input alone it also beats a random adapter" in tool.cd_guidance(r)[0]
+    _set_cd(r, "control", "FisherSketch vs random, input-only", "no difference")
+    assert "nothing in the input reveals the mapping" in tool.cd_guidance(r)[0]
+    for row in r["metrics"]["verdicts"]["comparisons"]:
+        row["word"] = "better"
+    assert "routes to lower loss than embedding centroid, PEFT Arrow, error-only" in tool.cd_guidance(r)[0]
+    assert "no difference" not in tool.cd_guidance(r)[0]
+    _set_cd(r, "comparisons", "FisherSketch vs error-only", "worse")
+    assert "error-only routes to lower loss than the joint score" in tool.cd_guidance(r)[0]
+    _set_cd(r, "comparisons", "FisherSketch vs PEFT Arrow", "no difference")
+    assert "no difference from PEFT Arrow" in tool.cd_guidance(r)[0]
+
+
+def test_coupling_dark_unlearned_library_and_prereg_mismatch_are_stated():
+    tool, rec = _cd_rec()
+    assert "matches the committed" in tool.cd_setup_lines(rec)[-1]
+    r = copy.deepcopy(rec)
+    r["metrics"]["regime"]["adapters_learned_their_mapping"] = False
+    assert "nothing is decided" in tool.cd_guidance(r)[0]
+    assert "not every adapter" in tool.cd_setup_lines(r)[1]
+    r["config"]["preregistration_sha256"] = "0" * 64
+    assert "does not match" in tool.cd_setup_lines(r)[-1]
+    # every router's row says what it sees
+    rows = tool.cd_table(rec["metrics"])[2:]
+    assert len(rows) == len(rec["metrics"]["routers_see"])
+    assert all(rec["metrics"]["routers_see"][k] in row for k, row in zip(tool.CD_LABEL, rows))
+
+
+def test_domain_record_before_the_amendment_is_recognised():
+    tool, rec = _rec()
+    text = tool.PREREG.read_bytes()
+    cut = text.find(b"\n## Amendment 1")
+    r = copy.deepcopy(rec)
+    r["config"]["preregistration_sha256"] = hashlib.sha256(text[:cut]).hexdigest()
+    assert "without its amendments" in tool.setup_lines(r)[-1]
