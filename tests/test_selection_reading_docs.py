@@ -290,3 +290,32 @@ def test_flip_and_dark_readings_flip():
     r2["metrics"]["methods"]["cka"]["top1"]["mean"] = 0.9
     line = sr.dark_lines(r2)[0]
     assert "claim on this record: not reproduced**" in line and "pick above chance" in line
+
+
+def test_summary_words_follow_their_rules():
+    rt = docs_script("results_table")
+    names = (
+        "source_selection_full",
+        "source_selection_full_seed1",
+        "verbalizer_quick",
+        "verbalizer_full",
+        "smiles_full",
+        "estimator_full",
+    )
+    recs = [_rec(n) for n in names]
+    text = "\n".join(rt.summary_table(recs))
+    assert "| predictive; top-1 **not** reproduced" in text
+    assert "activation blindness **reproduced**; 66.7%: exact A_F not excluded" in text
+    assert "| **reproduced**; the contrast with activation-only is not" in text
+    assert "| 0.97 (ViT) | **reproduced** |" in text
+    ss, ss1, vq, vf, sm, est = copy.deepcopy(recs)
+    ss["metrics"]["methods"]["fisher"]["spearman"]["ci"] = [-0.1, 0.6]
+    ss["metrics"]["methods"]["fisher"]["top1"]["ci"] = [0.1, 0.5]
+    vq["metrics"]["methods"]["cka"]["top1"]["mean"] = 0.9
+    sm["metrics"]["correlation"]["fisher"]["pooled"]["p_perm"] = 0.2
+    est["metrics"]["accuracy"]["fisher"]["spearman_mean"] = 0.9
+    text = "\n".join(rt.summary_table([ss, ss1, vq, vf, sm, est]))
+    assert "| not shown predictive; top-1 not excluded" in text
+    assert "activation blindness **not** reproduced" in text
+    assert "| **not** reproduced; the contrast with activation-only is not" in text
+    assert "| 0.97 (ViT) | **not** reproduced |" in text
