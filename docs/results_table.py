@@ -1377,6 +1377,7 @@ RECORD_KINDS["verbreading"] = selection_reading.verb_lines
 RECORD_KINDS["verbresolution"] = selection_reading.resolution_lines
 RECORD_KINDS["verbflip"] = selection_reading.flip_lines
 RECORD_KINDS["verbdark"] = selection_reading.dark_lines
+MULTI_KINDS["spanreading"] = selection_reading.span_lines
 
 import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)
 import routing_table  # noqa: E402  (docs/routing_table.py: the routing evidence)

@@ -810,3 +810,27 @@ def dark_lines(rec: dict) -> list[str]:
         + f"; FisherSketch {detail}. With {n} targets an exact sign-flip test cannot go below p = {2 / 2**n:.3f} "
         "before Holm's correction."
     ]
+
+
+# ------------------------------------------------------------------------------- estimator
+def span_lines(recs: list[dict]) -> list[str]:
+    """``spanning+full`` estimator records: the label-map group against the full record's, and
+    the spanning group's error and truth spread against the label-map group's."""
+    sp, full = recs
+    g = sp["metrics"]["vision"]["accuracy"]["groups"]
+    gf = full["metrics"]["vision"]["accuracy"]["groups"]
+    lm, sg = g["label_maps"]["fisher"], g["spanning"]["fisher"]
+    head = (
+        f"Label-map group: A_F Spearman {lm['spearman_mean']:.3f} here against "
+        f"{gf['label_maps']['fisher']['spearman_mean']:.3f} in `{full['_file']}`; "
+    )
+    median = f"exact A_F median {lm['exact_median']:.3f} against the spanning group's {sg['exact_median']:.3f}. "
+    err = (
+        f"Mean |error| {lm['mean_abs_err']:.4f} (label maps) and {sg['mean_abs_err']:.4f} (spanning), ratio "
+        f"{sg['mean_abs_err'] / lm['mean_abs_err']:.2f}; "
+    )
+    spread = (
+        f"the truth's sd {lm['truth_sd']:.3f} and {sg['truth_sd']:.3f}, ratio {sg['truth_sd'] / lm['truth_sd']:.2f}; "
+        f"spanning Spearman {sg['spearman_mean']:.3f}."
+    )
+    return [head + median + err + spread]

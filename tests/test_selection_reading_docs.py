@@ -319,3 +319,13 @@ def test_summary_words_follow_their_rules():
     assert "activation blindness **not** reproduced" in text
     assert "| **not** reproduced; the contrast with activation-only is not" in text
     assert "| 0.97 (ViT) | **not** reproduced |" in text
+
+
+def test_span_reading_reads_both_groups():
+    sr = _mod()
+    sp, full = _rec("estimator_vision_spanning"), _rec("estimator_full")
+    full["_file"] = "estimator_full.json"
+    line = sr.span_lines([sp, full])[0]
+    assert "ratio 1.95; spanning Spearman 0.987" in line
+    sp["metrics"]["vision"]["accuracy"]["groups"]["spanning"]["fisher"]["truth_sd"] = 0.131
+    assert "ratio 1.00; spanning Spearman" in sr.span_lines([sp, full])[0]
