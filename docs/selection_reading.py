@@ -834,3 +834,49 @@ def span_lines(recs: list[dict]) -> list[str]:
         f"spanning Spearman {sg['spearman_mean']:.3f}."
     )
     return [head + median + err + spread]
+
+
+def _inside(a: dict, b: dict) -> bool:
+    """Each record's mean Spearman lies inside the other's min–max over the random bases."""
+    return (
+        b["spearman_min"] <= a["spearman_mean"] <= b["spearman_max"]
+        and a["spearman_min"] <= b["spearman_mean"] <= a["spearman_max"]
+    )
+
+
+def fold_lines(recs: list[dict]) -> list[str]:
+    """``base+variant...`` quick estimator records with other projection maps: per variant,
+    the SmolLM2 speed-up, the marginals' and the joint A_F's Spearman and error against the
+    base record, and the EfficientNet-lite0 A_F where both have it."""
+    base, *variants = recs
+    ba, bs = base["metrics"]["accuracy"], base["metrics"]["speed"]["speedup"]
+    bv = base["metrics"].get("vision", {}).get("accuracy", {}).get("fisher")
+    out = []
+    for r in variants:
+        m, cfg = r["metrics"], r["config"]
+        a, s = m["accuracy"], m["speed"]["speedup"]
+        marg = max(abs(a[k]["spearman_mean"] - ba[k]["spearman_mean"]) for k in ("activation", "error"))
+        v = m.get("vision", {}).get("accuracy", {}).get("fisher")
+        vis = (
+            ""
+            if not (v and bv)
+            else f"; EfficientNet-lite0 A_F {bv['spearman_mean']:.3f} → {v['spearman_mean']:.3f}"
+            + (" (inside each other's range)" if _inside(v, bv) else " (outside each other's range)")
+        )
+        out.append(
+            f"- `{r['_file']}` (maps {cfg.get('act_map') or 'default'} / {cfg.get('error_map') or 'default'}): "
+            f"SmolLM2 speed-up {bs:.1f}× → {s:.1f}× ({'faster' if s > bs else 'not faster'}); marginals' Spearman "
+            f"move by at most {marg:.3f}; A_F {ba['fisher']['spearman_mean']:.3f} → {a['fisher']['spearman_mean']:.3f} "
+            + (
+                "(inside each other's range over the bases)"
+                if _inside(a["fisher"], ba["fisher"])
+                else "(outside each other's range over the bases)"
+            )
+            + f", mean |error| {ba['fisher']['mean_abs_err']:.4f} → {a['fisher']['mean_abs_err']:.4f}{vis}."
+        )
+    return [
+        f"Against `{base['_file']}` (rule: a Spearman change is inside the noise where each record's mean lies "
+        "inside the other's min–max over the random bases):",
+        "",
+        *out,
+    ]

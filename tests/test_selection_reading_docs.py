@@ -329,3 +329,16 @@ def test_span_reading_reads_both_groups():
     assert "ratio 1.95; spanning Spearman 0.987" in line
     sp["metrics"]["vision"]["accuracy"]["groups"]["spanning"]["fisher"]["truth_sd"] = 0.131
     assert "ratio 1.00; spanning Spearman" in sr.span_lines([sp, full])[0]
+
+
+def test_fold_reading_flips():
+    sr = _mod()
+    names = ("estimator_quick_dense_srht", "estimator_quick_fold")
+    base, fold = (_rec(n) for n in names)
+    base["_file"], fold["_file"] = (f"{n}.json" for n in names)
+    text = "\n".join(sr.fold_lines([base, fold]))
+    assert "22.6× → 37.8× (faster)" in text and "0.934 → 0.916 (outside each other's range" in text
+    fold["metrics"]["speed"]["speedup"] = 10.0
+    fold["metrics"]["accuracy"]["fisher"].update(spearman_mean=0.93, spearman_min=0.92, spearman_max=0.94)
+    text = "\n".join(sr.fold_lines([base, fold]))
+    assert "(not faster)" in text and "0.934 → 0.930 (inside each other's range" in text
