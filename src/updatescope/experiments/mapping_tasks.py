@@ -4,9 +4,9 @@ An example is ``"{text}\\n{cue}"`` followed by one answer word; a *mapping* send
 class to an answer word (:func:`updatescope.experiments.mappings.mappings_for`), so two
 mappings of one family share their inputs and differ only in their outputs.  The classes are
 short texts the package carries (Python source lines, licence sentences, digit strings, news,
-reviews, Python documentation).  These are the definitions of ``coupling-dark``'s classes
-(its runner holds the same functions), here so that other experiments can build such tasks
-without importing another experiment's folder.  Torch-free.
+reviews, Python documentation).  These are ``coupling-dark``'s classes (its runner imports them
+from here), so that other experiments can build such tasks without importing another
+experiment's folder.  Torch-free.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from updatescope.experiments.caching import cache_key
 from updatescope.experiments.coupling_dark.config import CouplingDarkConfig
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
+from updatescope.experiments.mapping_tasks import class_texts, word_ids  # class_texts is monkeypatched in tests
 from updatescope.report import console
 
 NAME = "coupling_dark"
@@ -59,35 +60,6 @@ METHODS = (
 )
 
 
-def _sentences(units: list[str], lo: int = 30, hi: int = 160) -> list[str]:
-    out = []
-    for u in units:
-        for s in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", u)):
-            if lo <= len(s.strip()) <= hi:
-                out.append(s.strip())
-    return out
-
-
-def class_texts(name: str, n: int, seed: int) -> list[str]:
-    """``n`` distinct short examples of input class ``name`` (monkeypatched in tests)."""
-    from updatescope.data import _sources as src
-
-    rng = np.random.default_rng(seed)
-    if name == "digits":
-        return [" ".join(f"{rng.integers(0, 10**4):04d}" for _ in range(rng.integers(2, 6))) for _ in range(n)]
-    if name == "python":
-        lines = []
-        for path in sorted((src.stdlib_dir()).glob("*.py"))[:80]:
-            lines += [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").split("\n")]
-        pool = sorted({ln for ln in lines if 25 <= len(ln) <= 90 and not ln.startswith(("#", '"', "'"))})
-    else:
-        units = {"licence": src.license_units, "news": src.lee_news_units, "reviews": src.review_units}
-        pool = sorted(set(_sentences(units[name]() if name in units else src.python_docs_units())))
-    if len(pool) < n:
-        raise InputError(f"input class {name!r}: {len(pool)} examples, need {n}")
-    return [pool[i] for i in rng.choice(len(pool), size=n, replace=False)]
-
-
 def build_rows(cfg: CouplingDarkConfig) -> tuple[list[str], np.ndarray, np.ndarray]:
     """-> (texts, class index per row, split index per row): rows ordered by split, then
     class, each split holding the same number of examples of every class."""
@@ -101,16 +73,6 @@ def build_rows(cfg: CouplingDarkConfig) -> tuple[list[str], np.ndarray, np.ndarr
             cls += [k] * sizes[sp]
             split += [j] * sizes[sp]
     return texts, np.array(cls), np.array(split)
-
-
-def word_ids(tok: Any, words: tuple[str, ...]) -> list[int]:
-    out = []
-    for w in words:
-        ids = tok(" " + w, add_special_tokens=False)["input_ids"]
-        if len(ids) != 1:
-            raise InputError(f"answer word {w!r} is {len(ids)} tokens for this tokenizer; need exactly one")
-        out.append(int(ids[0]))
-    return out
 
 
 def build_tasks(cfg: CouplingDarkConfig, tok: Any) -> dict[str, Any]:
