@@ -1379,6 +1379,7 @@ RECORD_KINDS["verbflip"] = selection_reading.flip_lines
 RECORD_KINDS["verbdark"] = selection_reading.dark_lines
 MULTI_KINDS["spanreading"] = selection_reading.span_lines
 MULTI_KINDS["foldreading"] = selection_reading.fold_lines
+MULTI_KINDS["claimsreading"] = selection_reading.claims_lines
 
 import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)
 import routing_table  # noqa: E402  (docs/routing_table.py: the routing evidence)

@@ -880,3 +880,44 @@ def fold_lines(recs: list[dict]) -> list[str]:
         "",
         *out,
     ]
+
+
+# ------------------------------------------------------------------------------ summary
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def claims_lines(recs: list[dict]) -> list[str]:
+    """The claims table read across records: which records show FisherSketch better (or
+    worse) than the family / collection label and than CKA on the table's metric (per-target
+    Spearman; top-1 for the verbalizer), by the table's rule, and which records are too small
+    for the exact test to resolve anything after Holm's correction."""
+    rt = _rt()
+    words: dict[str, dict[str, list[str]]] = {b: {} for b in ("family", "cka")}
+    small = []
+    for r in recs:
+        m, name = r["metrics"], f"`{r['_file'].removesuffix('.json')}`"
+        metric = "top1" if rt._kind(m) == "verbalizer" else "spearman"
+        vs = rt.record_verdicts(m)
+        for b in words:
+            v = vs.get(f"fisher - {b}: {metric}")
+            if v is not None:
+                words[b].setdefault(v.word, []).append(name)
+        any_v = next(iter(vs.values()), None)
+        n = m["methods"]["fisher"]["top1"]["n"]
+        if any_v is not None and n <= 20 and 2 / 2**n * any_v.family_size >= 0.05:
+            small.append(f"{name} ({n} targets, {any_v.family_size} comparisons)")
+    out = []
+    for b, label in (("family", "the family / collection label"), ("cka", "CKA")):
+        w = words[b]
+        parts = [f"{word}: {', '.join(w[word])}" for word in ("better", "worse") if w.get(word)]
+        out.append(
+            f"- FisherSketch against {label}: "
+            + ("; ".join(parts) if parts else "better or worse in no record")
+            + f"; no difference in {_count(len(w.get('no difference', [])), 'record')}."
+        )
+    out.append(
+        "- Records too small to resolve any comparison (rule: the smallest exact sign-flip p, 2/2ⁿ, times the "
+        "number of comparisons is at least 0.05): " + (", ".join(small) if small else "none") + "."
+    )
+    return ["Read across the records above, by the table's rule:", "", *out]

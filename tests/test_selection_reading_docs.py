@@ -342,3 +342,21 @@ def test_fold_reading_flips():
     fold["metrics"]["accuracy"]["fisher"].update(spearman_mean=0.93, spearman_min=0.92, spearman_max=0.94)
     text = "\n".join(sr.fold_lines([base, fold]))
     assert "(not faster)" in text and "0.934 → 0.930 (inside each other's range" in text
+
+
+def test_claims_reading_groups_records_by_their_words():
+    sr = _mod()
+    names = ("source_selection_full_reanalysis", "smiles_quick")
+    recs = [_rec(n) for n in names]
+    for r, n in zip(recs, names):
+        r["_file"] = f"{n}.json"
+    text = "\n".join(sr.claims_lines(recs))
+    assert "label: better or worse in no record; no difference in 2 records" in text
+    assert "at least 0.05): `smiles_quick` (9 targets, 15 comparisons)." in text
+    m = recs[0]["metrics"]["methods"]
+    fam = m["family"]["spearman"]["per_target"]
+    for t in m["fisher"]["spearman"]["per_target"]:
+        if fam.get(t) is not None:
+            m["fisher"]["spearman"]["per_target"][t] = fam[t] + 0.3
+    text = "\n".join(sr.claims_lines(recs))
+    assert "label: better: `source_selection_full_reanalysis`; no difference in 1 record" in text
