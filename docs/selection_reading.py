@@ -921,3 +921,17 @@ def claims_lines(recs: list[dict]) -> list[str]:
         "number of comparisons is at least 0.05): " + (", ".join(small) if small else "none") + "."
     )
     return ["Read across the records above, by the table's rule:", "", *out]
+
+
+def vision_vs_text_lines(rec: dict) -> list[str]:
+    """estimator_full: the EfficientNet-lite0 label-map tasks' A_F error and exact median
+    against SmolLM2's."""
+    a = rec["metrics"]["accuracy"]["fisher"]
+    v = rec["metrics"]["vision"]["accuracy"]["groups"]["label_maps"]["fisher"]
+    word = "smaller" if v["mean_abs_err"] < a["mean_abs_err"] else "not smaller"
+    return [
+        f"EfficientNet-lite0 label-map tasks against SmolLM2: A_F mean |error| {v['mean_abs_err']:.4f} against "
+        f"{a['mean_abs_err']:.4f} ({word}); median exact A_F {v['exact_median']:.3f} against "
+        f"{a['exact_median']:.3f} ({v['exact_median'] / a['exact_median']:.2f} of it); Spearman "
+        f"{v['spearman_mean']:.3f} against {a['spearman_mean']:.3f}."
+    ]

@@ -360,3 +360,11 @@ def test_claims_reading_groups_records_by_their_words():
             m["fisher"]["spearman"]["per_target"][t] = fam[t] + 0.3
     text = "\n".join(sr.claims_lines(recs))
     assert "label: better: `source_selection_full_reanalysis`; no difference in 1 record" in text
+
+
+def test_vision_against_text_reading_flips():
+    sr = _mod()
+    rec = _rec("estimator_full")
+    assert "(smaller); median exact A_F 0.031 against 0.171" in sr.vision_vs_text_lines(rec)[0]
+    rec["metrics"]["vision"]["accuracy"]["groups"]["label_maps"]["fisher"]["mean_abs_err"] = 0.05
+    assert "0.0500 against 0.0193 (not smaller)" in sr.vision_vs_text_lines(rec)[0]
