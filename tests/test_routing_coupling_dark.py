@@ -129,3 +129,18 @@ def test_bad_settings_get_one_line_and_exit_2(tmp_path, item, message):
     assert out.returncode == 2
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r.json").exists()
+
+
+def test_defaults_follow_the_amendment():
+    from updatescope.experiments import configure
+
+    full = configure("routing", settings={"design": "coupling_dark"})
+    assert full.coupling_dark.families == ("Colour:", "Animal:", "Size:") and full.gt_seeds == 3
+    assert (full.coupling_dark.n_fit, full.coupling_dark.queries_per_mapping, full.coupling_dark.lora.steps) == (
+        32,
+        12,
+        40,
+    )
+    quick = configure("routing", quick=True, settings={"design": "coupling_dark"})
+    assert quick.coupling_dark.families == ("Colour:",) and quick.gt_seeds == 1
+    assert (quick.coupling_dark.n_fit, quick.coupling_dark.queries_per_mapping) == (16, 8)

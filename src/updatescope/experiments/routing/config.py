@@ -48,7 +48,7 @@ class CouplingDarkLibrary:
     then the query) and as the input alone (the control).  Ground truth: the loss at the
     query's answer under every adapter."""
 
-    families: tuple[str, ...] = ("Colour:",)
+    families: tuple[str, ...] = tuple(FAMILIES)
     classes: tuple[str, ...] = ("python", "licence", "digits")
     n_fit: int = 32
     shots: int = 1
@@ -135,5 +135,5 @@ class RoutingConfig:
             n_boot=500,
             seed=seed,
             quick=True,
-            coupling_dark=CouplingDarkLibrary(n_fit=16, queries_per_mapping=8),
+            coupling_dark=CouplingDarkLibrary(families=("Colour:",), n_fit=16, queries_per_mapping=8),
         )
