@@ -178,8 +178,16 @@ def schedules_verdict(m: dict) -> str:
     if regime is not None and not (regime["passed"] and regime["stable_all"]):
         from updatescope.experiments.schedules.runner import unstable_reasons
 
-        reasons = "; ".join([*(regime.get("reasons") or []), *unstable_reasons(m.get("replicates", []))])
+        reps = m.get("replicates", [])
+        if "reported_replicates" in m:
+            reps = [r for r in reps if r["replicate"] in m["reported_replicates"]]
+        reasons = "; ".join([*(regime.get("reasons") or []), *unstable_reasons(reps)])
         return "cannot be decided: " + (reasons or "the regime check failed")
+    if m["summary"] is None:
+        from updatescope.experiments.schedules.runner import too_few_reasons
+
+        n_rep = len(m.get("reported_replicates", []))
+        return "cannot be decided: " + "; ".join(too_few_reasons(n_rep, len(m["replicates"])))
     lo, hi = m["summary"]["paired"]["recovery_cost"]["ci"]
     if lo is None or hi is None:
         return "not shown"
@@ -241,8 +249,11 @@ def _drift_row(s: dict, pick: list[int], floor: dict, key: str = "drift", where:
     """The drift row: overlap with the plane at θ_forg at the steps ``pick`` (indices into
     ``{key}.steps``), raw and divided by the same-point resample floor."""
     steps = s[f"{key}.steps"]
+    per_step = f"{key}.floor" in s  # the floor re-measured at every step
     ov = ", ".join(
-        f"step {steps[i]}: {num(s[f'{key}.overlap'], i, '{:.3f}')} (÷ floor {num(s[f'{key}.normalised'], i, '{:.2f}')})"
+        f"step {steps[i]}: {num(s[f'{key}.overlap'], i, '{:.3f}')} (÷ floor {num(s[f'{key}.normalised'], i, '{:.2f}')}"
+        + (f"; floor there {num(s[f'{key}.floor'], i, '{:.3f}')}" if per_step else "")
+        + ")"
         for i in pick
     )
     last = _at(s[f"{key}.normalised"], pick[-1]) if pick else (None, None)
@@ -253,13 +264,92 @@ def _drift_row(s: dict, pick: list[int], floor: dict, key: str = "drift", where:
     )
 
 
+def criterion_word(forget: dict | None, steps: int | None = None, cap: int | None = None) -> str:
+    """Rule: forgetting "reached" its criterion when the other tasks' mean exact match at the last
+    check lies below the target (half its start value), else "not reached (stopped at the cap)";
+    for a record without the check's values, "not recorded" (with "stopped at the cap" when its
+    step count equals the cap)."""
+    if forget is None:
+        at_cap = steps is not None and cap is not None and steps >= cap
+        return "not recorded" + (" (stopped at the cap)" if at_cap else "")
+    return "reached" if forget["value"] < forget["target"] else "not reached (stopped at the cap)"
+
+
+def radius_word(draw: dict) -> str:
+    """Rule: a power-iteration draw "converged" when its recorded relative change of the Rayleigh
+    quotient and eigenvector residual are both within the record's tolerances, else "not
+    converged"."""
+    return "converged" if draw["converged"] else "not converged"
+
+
+def report_word(rep: dict) -> str:
+    """Rule: a replicate is "reported" when the record lists no refusal reason for it, else
+    "refused: <reasons>"."""
+    reasons = rep.get("refused") or []
+    return "reported" if not reasons else "refused: " + "; ".join(reasons)
+
+
+def _draws(draws: list[dict]) -> str:
+    return ", ".join(
+        f"{d['radius']:.4g} ({radius_word(d)}, {d['iters']} it., residual {d['residual']:.2g})" for d in draws
+    )
+
+
+def recovery_regime_rows(m: dict) -> list[str]:
+    """One row per replicate: its θ_mt seed, the forgetting steps and the criterion value reached,
+    every spectral-radius draw with its convergence, the re-measures, and whether it is reported."""
+    cap = (m.get("config") or {}).get("lab", {}).get("forget_cap")
+    if "forget" not in m["replicates"][0]:
+        steps = [x["forget_steps"] for x in m["replicates"]]
+        words = {criterion_word(None, st, cap) for st in steps}
+        return [
+            f"Regime facts: this record predates the forgetting-criterion and spectral-radius rules; its forgetting "
+            f"steps {', '.join(str(st) for st in steps)} (cap {cap}); criterion "
+            f"{' / '.join(sorted(words))}; λ draws "
+            + "; ".join(
+                f"replicate {x['replicate']}: " + ", ".join(f"{v:.3g}" for v in x["stability"]["lambda_max_forg_draws"])
+                for x in m["replicates"]
+            )
+            + ". Every replicate is shown.",
+            "",
+        ]
+    rows = [
+        "| replicate | θ_mt seed | forgetting steps (cap) | others' exact match reached / target | criterion | "
+        "spectral radius draws at θ_forg (η from the largest) | re-measured at θ_forg / θ_rec | reported |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for x in m["replicates"]:
+        f = x["forget"]
+        st = x.get("stability")
+        again = (
+            "–"
+            if st is None
+            else f"{st['radius_check']['radius']:.4g} ({radius_word(st['radius_check'])}) / "
+            f"{st['radius_rec']['radius']:.4g} ({radius_word(st['radius_rec'])})"
+        )
+        rows.append(
+            f"| {x['replicate']} | {x.get('lab_seed', '–')} | {f['steps']} ({f['cap']}) | {f['value']:.3f} / "
+            f"{f['target']:.3f} | {criterion_word(f)} | {_draws(x['radius_draws'])} | {again} | {report_word(x)} |"
+        )
+    return rows + [""]
+
+
 def recovery_table(m: dict) -> list[str]:
     s = m["summary"]
+    regime = recovery_regime_rows(m)
+    if s is None:
+        return regime + [
+            f"No replicate is reported ({len(m['replicates'])} refused): no number of this record is shown."
+        ]
     k10, k20 = 9, 19
     n = s["curve.prefix"]["n"]
-    tasks = list(m["replicates"][0]["rank"])
-    rows = [
-        f"Replicates: {n} (mean ± SE). D = {m['dim']:,}. Per-task gradients of {m['plane_n']} sequences; "
+    reported = [x for x in m["replicates"] if not x.get("refused")]
+    tasks = list(reported[0]["rank"])
+    seeds = "one θ_mt per replicate" if "lab_seed" in reported[0] else "one shared θ_mt"
+    refused = len(m["replicates"]) - len(reported)
+    rows = regime + [
+        f"Replicates: {n} reported of {len(m['replicates'])} (mean ± SE over the reported; {refused} refused, "
+        f"see above); {seeds}. D = {m['dim']:,}. Per-task gradients of {m['plane_n']} sequences; "
         f"effective rank from {m['rank_n']} per-example gradients per task.",
         "",
         "| claim | paper | ours | nulls / references | verdict |",
@@ -292,13 +382,17 @@ def recovery_table(m: dict) -> list[str]:
         f"{t} {num(s[f'accuracy_forg.{t}'], fmt='{:.2f}')} → {num(s[f'accuracy_rec.{t}'], fmt='{:.2f}')}" for t in tasks
     )
     rows.append(f"| exact match θ_forg → θ_rec | – | {acc} | – | – |")
+    g0 = "curve.local_plane_g0" in s
     for label, i, paper in [("k = 10", k10, "≈ 77%"), ("k = 20", k20, "≈ 90%")]:
         nulls = [s["curve.walk"], s["curve.independent"], s["curve.local_plane"]]
+        if g0:
+            nulls.append(s["curve.local_plane_g0"])
         v = "beyond every null" if _beyond(s["curve.prefix"], i, nulls) else "not beyond the nulls"
+        extra = f"; static plane with g_0 first {pct(s['curve.local_plane_g0'], i)}" if g0 else ""
         rows.append(
             f"| trajectory prefix captures Δ_GD, {label} | {paper} | {pct(s['curve.prefix'], i)} | "
             f"random walk {pct(s['curve.walk'], i)}; independent run {pct(s['curve.independent'], i)}; "
-            f"static plane, same width {pct(s['curve.local_plane'], i)} | {v} |"
+            f"static plane, same width {pct(s['curve.local_plane'], i)}{extra} | {v} |"
         )
     for label, i in [("k = 10", k10), ("k = 20", k20)]:
         nulls = [s["curve.walk_rest"], s["curve.independent_rest"], s["curve.static_rest"]]
@@ -312,7 +406,14 @@ def recovery_table(m: dict) -> list[str]:
     rows.append(
         f"| static planes capture little (4-dim task plane) | local ≈ 15%, pre-interference < 2% (LoRA) | "
         f"local {pct(s['task_plane.capture_forg'], None, 2)}; pre-interference "
-        f"{pct(s['task_plane.capture_mt'], None, 2)} | "
+        f"{pct(s['task_plane.capture_mt'], None, 2)}"
+        + (
+            f"; local + g_0 (5-dim) {pct(s['task_plane.capture_forg_g0'], None, 2)}, g_0 alone "
+            f"{pct(s['task_plane.capture_g0'], None, 2)}"
+            if "task_plane.capture_forg_g0" in s
+            else ""
+        )
+        + " | "
         f"random 4/D = {4 / m['dim']:.1e} | "
         f"{static_plane_verdict(s['task_plane.capture_forg'], s['task_plane.capture_mt'])} |"
     )
@@ -336,11 +437,99 @@ def recovery_table(m: dict) -> list[str]:
         "GD row above | "
         f"{breaks} |"
     )
+    if "krylov.sgd_g0_capture" in s:
+        sg0 = ", ".join(f"{k}: {pct(s['krylov.sgd_g0_capture'], k - 1)}" for k in ks)
+        sg0o = ", ".join(f"{k}: {num(s['krylov.sgd_g0_overlap'], k - 1, '{:.2f}')}" for k in ks)
+        rows.append(
+            f"| Krylov, minibatch SGD against K_k(H, u_1) (started from the initial gradient direction) | – | "
+            f"capture at k = {sg0}; overlap: {sg0o} | K_k(H, g_0) row above | – |"
+        )
+    if "drift.floor" in s:
+        rows += ["", *drift_floor_rows(s)]
     return rows + ["", RULES["recovery"]]
 
 
-def search_table(m: dict) -> list[str]:
+def drift_floor_rows(s: dict) -> list[str]:
+    """The drift at every step with the resample floor measured there (mean ± SE)."""
     rows = [
+        "| recovery step | overlap with the θ_forg plane | resample floor at the step | "
+        "overlap ÷ √(floor_forg · floor_step) |",
+        "|---|---|---|---|",
+    ]
+    for i, t in enumerate(s["drift.steps"]):
+        rows.append(
+            f"| {t} | {num(s['drift.overlap'], i, '{:.3f}')} | {num(s['drift.floor'], i, '{:.3f}')} | "
+            f"{num(s['drift.normalised'], i, '{:.2f}')} |"
+        )
+    return rows
+
+
+def search_claim(tests: list[dict], first: str) -> str:
+    """Rule (PREREGISTRATION.md of random-search): over the pre-registered comparisons whose first
+    space is ``first``, "reproduced" when every one says "better" (Holm-adjusted sign-flip p < α,
+    mean > 0), "contradicted" when any says "worse", else "not shown"."""
+    words = [t["word"] for t in tests if t["comparison"].split(" - ")[0] == first]
+    if not words:
+        return "n/a"
+    if all(w == "better" for w in words):
+        return "reproduced"
+    if any(w == "worse" for w in words):
+        return "contradicted"
+    return "not shown"
+
+
+def search_regime_rows(m: dict) -> list[str]:
+    """θ_forg's regime facts for a random-search record (forgetting criterion, spectral-radius
+    draws, whether the search is reported)."""
+    reg = m.get("regime")
+    if reg is None:
+        return [
+            "Regime facts: not recorded (the record predates the forgetting-criterion and spectral-radius rules).",
+            "",
+        ]
+    f = reg["forget"]
+    return [
+        f"Regime at θ_forg: forgetting {f['steps']} steps (cap {f['cap']}), the others' exact match "
+        f"{f['value']:.3f} against the target {f['target']:.3f}: criterion **{criterion_word(f)}**; spectral radius "
+        f"draws {_draws(reg['radius_draws'])}; **{report_word(reg)}**.",
+        "",
+    ]
+
+
+def prespecified_rows(m: dict) -> list[str]:
+    """The pre-registered paired comparisons with their Holm-adjusted words."""
+    tests = m.get("prespecified")
+    if not tests:
+        return []
+    rows = [
+        f"Pre-registered comparisons (PREREGISTRATION.md; held-out gain, first − second, paired by candidate seed, "
+        f"n = {tests[0]['n']}, at ρ = {m['compare_rho']:.3g} = min(tuned {m['best_rho']:g}, recovery's median step "
+        f"norm {m['rho_recovery']:.3g}); sign-flip test, Holm over {len(tests)}):",
+        "",
+        "| comparison | mean difference ± SE | p | Holm p | word |",
+        "|---|---|---|---|---|",
+    ]
+    for t in tests:
+        se = "" if t["se"] is None else f" ± {t['se']:.2g}"
+        rows.append(
+            f"| {t['comparison'].replace('_', ' ')} | {t['mean']:.3g}{se} | {t['p']:.3g} | {t['p_holm']:.3g} | "
+            f"{t['word']} |"
+        )
+    rows += [
+        "",
+        f"Paper B's claims on this lab (rule: {_oneline(search_claim.__doc__.split('Rule (')[1].split('): ', 1)[1])}): "
+        f"the prefix beats the other spaces **{search_claim(tests, 'trajectory_prefix')}**; density beats mass "
+        f"**{search_claim(tests, 'small_aligned_r2')}**.",
+        "",
+    ]
+    return rows
+
+
+def search_table(m: dict) -> list[str]:
+    regime = search_regime_rows(m)
+    if m.get("regime", {}).get("refused"):
+        return regime + ["No search is reported from this θ_forg."]
+    rows = regime + [
         f"Splits: candidates chosen on `select`, σ chosen on `tune`, every gain below measured on `heldout` "
         f"with fresh candidate seeds. Recovery step of the lab η = {m['recover_lr']:.3g} (η·λ_max = "
         f"{m['eta_lambda']:.2f}).",
@@ -367,7 +556,8 @@ def search_table(m: dict) -> list[str]:
     lo = pre["gain_heldout_mean"] - 2 * (pre.get("gain_heldout_se") or 0)
     beats = all(lo > v["gain_heldout_mean"] + 2 * (v.get("gain_heldout_se") or 0) for v in others)
     rows.append(
-        f"| search in the trajectory prefix beats static planes and isotropic (equal ρ = {m['best_rho']:g}, "
+        f"| search in the trajectory prefix beats static planes and isotropic (equal ρ = "
+        f"{m.get('compare_rho', m['best_rho']):.3g}, "
         f"N = {m['config_n_sweep']}) | yes | {cell} | – | "
         f"{'reproduced' if beats else 'not reproduced: prefix not above every other space by 2 SE'} |"
     )
@@ -395,7 +585,8 @@ def search_table(m: dict) -> list[str]:
         f"| gain independent of D (isotropic, fixed N, gain/(σ‖g_S‖)) | yes | {amb} | "
         f"E[max_N] = {m['ambient_dimension'][0]['expected_max']:.2f} | one draw per group |"
     )
-    return rows + ["", RULES["search"]]
+    pre = prespecified_rows(m)
+    return rows + ["", RULES["search"]] + (["", *pre[:-1]] if pre else [])
 
 
 def _lora_samples(m: dict) -> str:
@@ -525,8 +716,46 @@ def lora_recovery_table(m: dict) -> list[str]:
     return rows + ["", RULES["lora-recovery"]]
 
 
+def schedules_regime_rows(m: dict) -> list[str]:
+    """One row per replicate and schedule: forgetting steps and the criterion value reached, the
+    spectral-radius draws that set η, and whether the arm is reported."""
+    reps = m["replicates"]
+    cap = (m.get("config") or {}).get("lab", {}).get("forget_cap")
+    if "forget" not in reps[0]["simultaneous"]:
+        cells = "; ".join(
+            f"replicate {r['replicate']}: {r['simultaneous']['forget_steps']} / {r['sequential']['forget_steps']}"
+            for r in reps
+        )
+        words = {
+            criterion_word(None, r[sc]["forget_steps"], cap) for r in reps for sc in ("simultaneous", "sequential")
+        }
+        return [
+            f"Regime facts: this record predates the forgetting-criterion and spectral-radius rules; forgetting steps "
+            f"simultaneous / sequential {cells} (cap {cap}); criterion {' / '.join(sorted(words))}; every replicate "
+            f"is shown.",
+            "",
+        ]
+    rows = [
+        "| replicate | schedule | forgetting steps (cap) | others' exact match reached / target | criterion | "
+        "spectral radius draws at θ_forg (η from the largest) | reported |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in reps:
+        for sc in ("simultaneous", "sequential"):
+            a = r[sc]
+            f = a["forget"]
+            rows.append(
+                f"| {r['replicate']} | {sc} | {f['steps']} ({f['cap']}) | {f['value']:.3f} / {f['target']:.3f} | "
+                f"{criterion_word(f)} | {_draws(a['stability']['radius_draws'])} | {report_word(a)} |"
+            )
+    return rows + [""]
+
+
 def schedules_table(m: dict) -> list[str]:
     """The ``schedules`` record: simultaneous vs sequential starting points, paired by replicate."""
+    regime_facts = schedules_regime_rows(m)
+    if m["summary"] is None:
+        return regime_facts + [f"Verdict: **{schedules_verdict(m)}**."]
     per, diff = m["summary"]["per_schedule"], m["summary"]["paired"]
     sim, seq = per["simultaneous"], per["sequential"]
     n, focus = diff["recovery_cost"]["n"], m["focus"]
@@ -581,7 +810,7 @@ def schedules_table(m: dict) -> list[str]:
         ]
     share = m.get("replay") or 0
     replay = f", each later phase replaying the earlier tasks on {share:.0%} of its step" if share else ""
-    rows = [
+    rows = regime_facts + [
         f"Replicates: {n} (mean ± SE; replicate r gives both schedules the same forgetting and recovery batches, so "
         f"the last column is the paired difference with its 95% t interval). Both schedules: one initialisation, "
         f"{m['mt_steps']:,} Adam steps, {schedule}, as many sequences per task; sequential "
@@ -808,7 +1037,7 @@ def render(text: str) -> str:
         metrics = dict(rec["metrics"])
         if kind == "search":
             metrics["config_n_sweep"] = rec["config"]["n_sweep"]
-        if kind in ("lora-recovery", "llm-search", "llm-claims"):
+        if kind in ("lora-recovery", "llm-search", "llm-claims", "recovery", "search", "schedules"):
             metrics["config"] = rec["config"]
         metrics["_file"], metrics["_seconds"] = f"{name}.json", rec.get("seconds")
         return mt.group(1) + "\n".join(KINDS[kind](metrics)) + "\n" + mt.group(5)

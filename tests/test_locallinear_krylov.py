@@ -148,3 +148,38 @@ def test_top_eigenvalue_refuses_bad_settings():
 
     with pytest.raises(InputError):
         top_eigenvalue(lambda v: v, 3, iters=0)
+
+
+def test_spectral_radius_converges_on_a_separated_spectrum_against_the_dense_oracle():
+    from updatescope.locallinear import spectral_radius
+
+    model = _tiny_mlp()
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(16, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(16, 2, generator=g, dtype=torch.float64)
+    loss = lambda fwd: ((fwd(x) - y) ** 2).mean()
+    h = _dense_hessian(model, loss)  # oracle
+    rho = float(torch.linalg.eigvalsh(h).abs().max())
+    res = spectral_radius(
+        make_hvp(lambda m: loss(m), model), h.shape[0], iters=5000, rtol=1e-10, residual_tol=1e-4, dtype=torch.float64
+    )
+    assert res.converged and res.residual <= 1e-4 and res.rel_change <= 1e-10
+    assert res.radius == pytest.approx(rho, rel=1e-6)
+
+
+def test_spectral_radius_flags_a_power_iteration_that_did_not_converge():
+    """Eigenvalues +5 and -5 of equal magnitude: the iterate stays a mixture of both
+    eigenvectors, so its residual never falls and the draw is flagged, whatever the budget;
+    a slow but separated spectrum with too few iterations is flagged too."""
+    from updatescope.locallinear import spectral_radius
+
+    pair = torch.diag(torch.tensor([5.0, -5.0, 1.0, 0.5], dtype=torch.float64))
+    res = spectral_radius(lambda v: pair @ v, 4, iters=500, dtype=torch.float64)
+    assert not res.converged and res.iters == 500 and res.residual > 0.05
+    assert res.radius <= 5.0 + 1e-9  # |v^T H v| never exceeds rho
+    slow = torch.diag(torch.tensor([5.0, 4.99, 1.0], dtype=torch.float64))
+    few = spectral_radius(lambda v: slow @ v, 3, iters=3, dtype=torch.float64)
+    assert not few.converged and few.iters == 3
+    sep = torch.diag(torch.tensor([5.0, -1.0, 0.5], dtype=torch.float64))
+    ok = spectral_radius(lambda v: sep @ v, 3, iters=500, dtype=torch.float64)
+    assert ok.converged and ok.radius == pytest.approx(5.0, rel=1e-3)

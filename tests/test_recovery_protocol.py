@@ -349,3 +349,21 @@ def test_docs_example_runs():
     rec = scope["rec"]
     assert abs(rec.curves["prefix"][-1] - 1.0) < 1e-6 or rec.config.dense_steps < rec.config.recover_steps
     json.dumps(rec.to_dict(), allow_nan=False)
+
+
+def test_forgetting_facts_and_refusals():
+    """The criterion is the others' mean exact match below fraction x its start value; a run that
+    stopped short of it, or whose step came from an unconverged power iteration, is refused."""
+    from updatescope.locallinear.lab import forget_facts, refusals
+
+    base = {"copy": 1.0, "reverse": 1.0, "sort": 0.9, "mod-add": 0.8}
+    rows = [{"step": 10 * i, "metrics": {"copy": 1.0, "reverse": 0.8, "sort": 0.7, "mod-add": 0.6}} for i in (1, 2)]
+    f = forget_facts(rows, base, "copy", 0.5, 20)
+    assert f["steps"] == 2 and f["cap"] == 20 and f["start_value"] == pytest.approx(0.9)
+    assert f["target"] == pytest.approx(0.45) and f["value"] == pytest.approx(0.7) and not f["reached"]
+    info = {"forget": f, "radius_converged": True}
+    assert len(refusals(info)) == 1 and "not below the target 0.450" in refusals(info)[0]
+    rows[-1]["metrics"] = {"copy": 1.0, "reverse": 0.4, "sort": 0.4, "mod-add": 0.4}
+    f2 = forget_facts(rows, base, "copy", 0.5, 20)
+    assert f2["reached"] and refusals({"forget": f2, "radius_converged": True}) == []
+    assert refusals({"forget": f2, "radius_converged": False}) == ["the power iteration that set eta did not converge"]

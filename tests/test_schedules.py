@@ -14,8 +14,8 @@ from updatescope.experiments.schedules.config import SchedulesConfig
 
 TINY = {
     "model": {"n_layer": 1, "d_model": 32, "n_head": 2, "seq_len": 3},
-    "mt_steps": 40,
-    "forget_cap": 30,
+    "mt_steps": 200,  # enough for the others' exact match to halve under forgetting (the criterion)
+    "forget_cap": 200,
     "recover_steps": 30,
     "dense_steps": 10,
     "snapshot_every": 10,
@@ -107,17 +107,30 @@ def test_schedules_experiment_end_to_end(tmp_path, monkeypatch):
         assert set(a["damage_loss"]) == {"reverse", "sort", "mod-add"}
     # replicate r shares batches across schedules, differs between replicates
     assert rep0["simultaneous"]["delta_norm"] != rep1["simultaneous"]["delta_norm"]
-    diff = m["summary"]["paired"]["recovery_cost"]
-    want = [rep[s]["recovery_cost"] for rep in (rep0, rep1) for s in ("simultaneous", "sequential")]
-    assert diff["values"] == pytest.approx([want[0] - want[1], want[2] - want[3]])
-    # the tiny lab learns nothing in 40 steps: the regime check fails and the verdict says so
-    assert m["total_steps"] == {"simultaneous": 40, "sequential": 40}
+    # an arm that missed the forgetting criterion is refused with its replicate, and says why
+    for row in m["refused"]:
+        arm = m["replicates"][row["replicate"]][row["schedule"]]
+        assert row["reasons"] == arm["refused"] and (
+            not arm["forget"]["reached"] or "power iteration" in row["reasons"][-1]
+        )
+    assert m["reported_replicates"] == [
+        r["replicate"] for r in m["replicates"] if not any(r[s]["refused"] for s in ("simultaneous", "sequential"))
+    ]
+    reported = [m["replicates"][r] for r in m["reported_replicates"]]
+    if len(reported) >= 2:
+        diff = m["summary"]["paired"]["recovery_cost"]
+        want = [[rep[s]["recovery_cost"] for s in ("simultaneous", "sequential")] for rep in reported]
+        assert diff["values"] == pytest.approx([a - b for a, b in want])
+    else:  # nothing left to pair: no summary, and the verdict names why
+        assert m["summary"] is None and f"only {len(reported)} of 2 replicates" in m["verdict"]["result"]
+    # the tiny lab does not reach 0.9 exact match in 200 steps: the regime check fails and the verdict says so
+    assert m["total_steps"] == {"simultaneous": 200, "sequential": 200}
     assert [p["task"] for p in m["sequential_phases"]] == m["order"]
     assert not m["regime"]["passed"] and m["regime"]["reasons"]
     result = m["verdict"]["result"]
     assert result.startswith("cannot be decided: ") and all(r in result for r in m["regime"]["reasons"])
     assert json.loads((tmp_path / "schedules.json").read_text())["name"] == "schedules"
-    assert (tmp_path / "schedules.png").stat().st_size > 1000
+    assert m["summary"] is None or (tmp_path / "schedules.png").stat().st_size > 1000
     table = "\n".join(_table_script().schedules_table(m))
     assert "recovery cost" in table and m["verdict"]["result"] in table and "regime check" in table
 
