@@ -10,7 +10,7 @@ from _tiny_lm import loader, reproduce
 
 @pytest.fixture
 def tiny(monkeypatch):
-    from updatescope.experiments import answer_tasks, heads
+    from updatescope.experiments import heads, mapping_tasks
 
     monkeypatch.setattr(heads, "load_model", loader())
     words = {"python": "def return self", "licence": "licence warranty copy", "digits": "1 2 3 4"}
@@ -18,7 +18,7 @@ def tiny(monkeypatch):
     def texts(name, n, seed):
         return [f"{words[name]} {name}{i % 5}" for i in range(n)]
 
-    monkeypatch.setattr(answer_tasks, "class_texts", texts)
+    monkeypatch.setattr(mapping_tasks, "class_texts", texts)
 
 
 SETTINGS = {

@@ -16,10 +16,16 @@ from typing import Any
 
 from updatescope.errors import InputError
 
-__all__ = ["CLASSES", "class_texts", "word_ids", "prompt"]
+__all__ = ["CLASSES", "FAMILIES", "class_texts", "word_ids", "prompt", "solved_sequence"]
 
 #: input classes :func:`class_texts` can draw examples of
 CLASSES = ("python", "licence", "digits", "news", "reviews", "docs")
+#: prompt families: cue -> answer words (coupling-dark's families)
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "Colour:": ("red", "green", "blue"),
+    "Animal:": ("cat", "dog", "bird"),
+    "Size:": ("small", "big", "tiny"),
+}
 
 
 def _sentences(units: list[str], lo: int = 30, hi: int = 160) -> list[str]:
@@ -69,3 +75,16 @@ def word_ids(tok: Any, words: tuple[str, ...]) -> list[int]:
 def prompt(text: str, cue: str) -> str:
     """The prompt of one example; its answer word is the next token."""
     return f"{text}\n{cue}"
+
+
+def solved_sequence(tok: Any, examples: list[tuple[str, int]], cue: str) -> tuple[list[int], list[int]]:
+    """Examples ``(text, answer id)`` one after another, each prompt followed by its answer and
+    every later example on a new line (special tokens only at the start) -> (token ids, index of
+    each answer token).  A caller poses the last example as a query by leaving out ``ids[-1]``."""
+    ids: list[int] = []
+    answers = []
+    for j, (text, ans) in enumerate(examples):
+        ids += tok(("" if j == 0 else "\n") + prompt(text, cue), add_special_tokens=j == 0)["input_ids"]
+        answers.append(len(ids))
+        ids.append(int(ans))
+    return ids, answers

@@ -7,7 +7,6 @@ from typing import Literal
 
 from updatescope.constants import DEFAULT_SKETCH_DIM
 from updatescope.errors import InputError
-from updatescope.experiments.answer_tasks import CLASSES, FAMILIES
 from updatescope.experiments.configs import (
     LoRAConfig,
     check_gt_seeds,
@@ -16,6 +15,7 @@ from updatescope.experiments.configs import (
     check_seed,
     check_sketch_dim,
 )
+from updatescope.experiments.mapping_tasks import CLASSES, FAMILIES
 
 #: one adapter per domain: code, encyclopaedic prose, news, reviews, legal text, molecules
 LIBRARY = (
@@ -39,7 +39,7 @@ OUTSIDE = ("code_http", "wiki_space", "python_docs", "num_stocks")
 @dataclass(frozen=True)
 class CouplingDarkLibrary:
     """The coupling-dark library (``design="coupling_dark"``): per prompt family (``families``,
-    cues of ``answer_tasks.FAMILIES``), one LoRA adapter per mapping of the input ``classes``
+    cues of ``mapping_tasks.FAMILIES``), one LoRA adapter per mapping of the input ``classes``
     to the family's answer words, all trained on the same ``n_fit`` inputs per class; each
     adapter represented by the signature of its training rows (the answer counted).
 

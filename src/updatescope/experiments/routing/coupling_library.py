@@ -34,7 +34,7 @@ import torch
 
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
-from updatescope.experiments import Result, answer_tasks, config_record, heads, mappings
+from updatescope.experiments import Result, config_record, heads, mapping_tasks, mappings
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
 from updatescope.experiments.routing import runner as domains_runner
@@ -86,6 +86,10 @@ def _tokens(ids: list[list[int]], masks: list[list[bool]] | None = None) -> Any:
     return Tokens([list(x) for x in ids], [list(m) for m in masks], list(range(len(ids))))
 
 
+def _prompt_ids(tok: Any, text: str, cue: str) -> list[int]:
+    return list(tok(mapping_tasks.prompt(text, cue))["input_ids"])
+
+
 def _last_mask(ids: list[list[int]]) -> list[list[bool]]:
     return [[False] * (len(x) - 1) + [True] for x in ids]
 
@@ -113,17 +117,17 @@ def head_inputs(model: Any, ids: list[list[int]], masks: list[list[bool]]) -> to
 def build_family(cfg: RoutingConfig, tok: Any, cue: str) -> dict[str, Any]:
     """One family's mappings, adapter training rows and requests (both kinds)."""
     cd = cfg.coupling_dark
-    words = answer_tasks.FAMILIES[cue]
-    ids = answer_tasks.word_ids(tok, words)
+    words = mapping_tasks.FAMILIES[cue]
+    ids = mapping_tasks.word_ids(tok, words)
     n_cls = len(cd.classes)
     maps = mappings.mappings_for(n_cls, len(words))
     n_query = -(-cd.queries_per_mapping * len(maps) // n_cls)
     per_class = [
-        answer_tasks.class_texts(c, cd.n_fit + cd.shot_pool + n_query, cfg.seed + 7 * k)
+        mapping_tasks.class_texts(c, cd.n_fit + cd.shot_pool + n_query, cfg.seed + 7 * k)
         for k, c in enumerate(cd.classes)
     ]
     fit_cls = [k for k in range(n_cls) for _ in range(cd.n_fit)]
-    fit_prompts = [answer_tasks.prompt_ids(tok, per_class[k][j], cue) for k in range(n_cls) for j in range(cd.n_fit)]
+    fit_prompts = [_prompt_ids(tok, per_class[k][j], cue) for k in range(n_cls) for j in range(cd.n_fit)]
     names = [f"{cue}{'/'.join(words[a] for a in m)}" for m in maps]
     rng = np.random.default_rng(cfg.seed + 1009)
     req: dict[str, Any] = {"mapping": [], "query_class": []}
@@ -140,11 +144,11 @@ def build_family(cfg: RoutingConfig, tok: Any, cue: str) -> dict[str, Any]:
                 for j in rng.choice(cd.shot_pool, size=cd.shots, replace=False)
             ]
             shots = [shots[int(i)] for i in rng.permutation(len(shots))]
-            full, answers = answer_tasks.solved_sequence(tok, [*shots, (per_class[k][row], ans)], cue)
+            full, answers = mapping_tasks.solved_sequence(tok, [*shots, (per_class[k][row], ans)], cue)
             req["few_shot"]["full"].append(full)
             req["few_shot"]["route"].append(full[:-1])
             req["few_shot"]["mask"].append([j in answers[:-1] for j in range(len(full) - 1)])
-            alone = [*answer_tasks.prompt_ids(tok, per_class[k][row], cue), ans]
+            alone = [*_prompt_ids(tok, per_class[k][row], cue), ans]
             req["input_only"]["full"].append(alone)
             req["input_only"]["route"].append(alone[:-1])
             req["input_only"]["mask"].append([False] + [True] * (len(alone) - 2))
