@@ -1,5 +1,5 @@
 """Tables generated from benchmark records (benchmarks/README.md, docs/accuracy.md, docs/speed.md and the
-select, banks and scale guides) match the records, and the ``--table`` renderers of the reference benchmarks give
+select, banks, scale and route guides) match the records, and the ``--table`` renderers of the reference benchmarks give
 one labelled group per record."""
 
 import json
@@ -30,7 +30,15 @@ def test_generated_benchmark_tables_match_their_records():
 
 
 @pytest.mark.parametrize(
-    "doc", ["docs/accuracy.md", "docs/speed.md", "docs/guide-select.md", "docs/guide-banks.md", "docs/guide-scale.md"]
+    "doc",
+    [
+        "docs/accuracy.md",
+        "docs/speed.md",
+        "docs/guide-select.md",
+        "docs/guide-banks.md",
+        "docs/guide-scale.md",
+        "docs/guide-route.md",
+    ],
 )
 def test_generated_docs_tables_match_their_records(doc):
     _check_blocks(doc)
