@@ -211,6 +211,34 @@ def layer_cost_table(rec: dict) -> list[str]:
     return rows
 
 
+def layer_cost_reading(rec: dict) -> list[str]:
+    """``benchmarks/layer_sketch_cost.py``'s record in words: for each layer sketch, whether it
+    costs at most a forward + backward pass (rule: its median per-repetition ratio to the
+    forward + backward pass is ≤ 1) and its ratio to the forward-only head sketch; the most
+    expensive arm by that ratio."""
+    r = rec["result"]
+    names = {
+        "layers_last_block": "the last block's linear layers + head",
+        "layers_lora_targets": "q/v of the last 2 blocks + head",
+        "layers_all": "every linear layer + head, per sequence",
+    }
+    q = {k: r["ratios"][k] for k in names}
+    within = [k for k in names if q[k]["forward_backward"] <= 1]
+    over = [k for k in names if k not in within]
+
+    def _list(keys: list[str]) -> str:
+        return "; ".join(f"{names[k]} ({q[k]['forward_backward']:.2f}×)" for k in keys) or "none"
+
+    top = max(names, key=lambda k: q[k]["head_sketch"])
+    return [
+        "Reading the table (rule: a layer sketch costs at most a forward + backward pass where its ratio to it "
+        f"is ≤ 1): at most a forward + backward pass: {_list(within)}; more: {_list(over)}. Against the "
+        "forward-only head sketch: "
+        + ", ".join(f"{names[k]} {q[k]['head_sketch']:.2f}×" for k in names)
+        + f"; the most expensive is {names[top]}."
+    ]
+
+
 # ------------------------------------------------------------------ the exact validation record (network)
 def validation_tables(rec: dict) -> list[str]:
     """The tracking, energy, diagnostic and cost tables of a ``network`` record, with the
@@ -438,7 +466,7 @@ RECORD_KINDS = {
     "reading": selection_reading,
 }
 #: kinds rendered from a benchmark record (benchmarks/results/NAME.json), whole
-BENCH_KINDS = {"layercost": layer_cost_table}
+BENCH_KINDS = {"layercost": layer_cost_table, "layercostreading": layer_cost_reading}
 
 
 def block(kind: str, name: str) -> list[str]:

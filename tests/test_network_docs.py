@@ -83,3 +83,20 @@ def test_reading_sentences_follow_their_rules():
     for k in ("lora_layers", "lora_layers_bd", "last_blocks_head"):
         m["scores"][k] = copy.deepcopy(m["scores"]["head"])
     assert "pick the same best source for every target" in "\n".join(mod.selection_reading(r2))
+
+
+def test_layer_cost_reading_follows_the_ratios():
+    mod = _script()
+    rec = json.loads((ROOT / "benchmarks" / "results" / "layer_sketch_cost.json").read_text())
+    line = mod.layer_cost_reading(rec)[0]
+    assert "at most a forward + backward pass: the last block's linear layers + head (0.68×)" in line
+    assert "more: every linear layer + head, per sequence (4.51×)" in line
+    assert "the most expensive is every linear layer + head, per sequence." in line
+    r2 = copy.deepcopy(rec)
+    q = r2["result"]["ratios"]
+    q["layers_last_block"]["forward_backward"] = 1.2
+    q["layers_all"].update(forward_backward=0.9, head_sketch=1.0)
+    line = mod.layer_cost_reading(r2)[0]
+    assert "at most a forward + backward pass: q/v of the last 2 blocks + head (0.58×); every linear" in line
+    assert "more: the last block's linear layers + head (1.20×)" in line
+    assert "the most expensive is the last block's linear layers + head." in line
