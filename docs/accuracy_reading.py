@@ -55,8 +55,10 @@ def estimator_lines(recs: list[dict], paths: list[str]) -> list[str]:
         about = [k for k, s in slopes.items() if abs(s + 0.5) <= SLOPE_TOL]
         c = at["coupling"]
         near = abs(c["spearman_mean"]) < NEAR_ZERO
+        lo, hi = block["exact_range"]["fisher"]
         out.append(
-            f"- {_k(key)}, sketch_dim 4096 ({_name(paths[0])}): fisher, activation and error rank the pairs with "
+            f"- {_k(key)} (exact fisher alignment over the {block['n_pairs']} pairs {lo:.2f} to {hi:.2f}), "
+            f"sketch_dim 4096 ({_name(paths[0])}): fisher, activation and error rank the pairs with "
             f"Spearman ≥ {rho:.3f} (worst basis) and a median |err| ≤ {err:.3f} (mean over bases). The median "
             "error's log-log slope against m: "
             + ", ".join(f"{k} {s:+.2f}" for k, s in slopes.items())
