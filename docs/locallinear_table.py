@@ -466,7 +466,7 @@ def drift_floor_rows(s: dict) -> list[str]:
 
 def search_claim(tests: list[dict], first: str) -> str:
     """Rule (PREREGISTRATION.md of random-search): over the pre-registered comparisons whose first
-    space is ``first``, "reproduced" when every one says "better" (Holm-adjusted sign-flip p < α,
+    space is the claim's, "reproduced" when every one says "better" (Holm-adjusted sign-flip p < α,
     mean > 0), "contradicted" when any says "worse", else "not shown"."""
     words = [t["word"] for t in tests if t["comparison"].split(" - ")[0] == first]
     if not words:
