@@ -176,12 +176,14 @@ def schedules_verdict(m: dict) -> str:
     "cannot be decided" when the regime check (both starts learned, every recovery stable) fails."""
     regime = m.get("regime")
     if regime is not None and not (regime["passed"] and regime["stable_all"]):
-        from updatescope.experiments.schedules.runner import unstable_reasons
+        from updatescope.experiments.schedules.runner import too_few_reasons, unstable_reasons
 
         reps = m.get("replicates", [])
-        if "reported_replicates" in m:
+        too_few: list[str] = []
+        if "reported_replicates" in m:  # the runner's reasons, in its order
+            too_few = too_few_reasons(len(m["reported_replicates"]), len(reps))
             reps = [r for r in reps if r["replicate"] in m["reported_replicates"]]
-        reasons = "; ".join([*(regime.get("reasons") or []), *unstable_reasons(reps)])
+        reasons = "; ".join([*(regime.get("reasons") or []), *unstable_reasons(reps), *too_few])
         return "cannot be decided: " + (reasons or "the regime check failed")
     if m["summary"] is None:
         from updatescope.experiments.schedules.runner import too_few_reasons
