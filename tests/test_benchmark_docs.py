@@ -38,6 +38,7 @@ def test_generated_benchmark_tables_match_their_records():
         "docs/guide-banks.md",
         "docs/guide-scale.md",
         "docs/guide-route.md",
+        "docs/guide-rank.md",
     ],
 )
 def test_generated_docs_tables_match_their_records(doc):
