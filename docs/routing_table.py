@@ -144,18 +144,13 @@ def guidance(rec: dict) -> list[str]:
     return [f"- `{name}`{weight}: " + "; ".join(out) + f"; {tail}."]
 
 
+#: the domain library's labels, with the every-token joint score after the joint one and the
+#: label row naming the request's mapping (same row order as the tables print)
 CD_LABEL = {
-    "fisher": "FisherSketch (joint)",
+    "fisher": LABEL["fisher"],
     "fisher_all_tokens": "FisherSketch, every token counted",
-    "error": "error-only",
-    "activation": "activation-only",
-    "embedding": "embedding centroid",
-    "arrow": "PEFT Arrow",
-    "uniform_merge": "uniform merge",
-    "base": "base model",
-    "random": "random adapter (expected)",
+    **{k: v for k, v in LABEL.items() if k != "fisher"},
     "own": "own mapping's adapter (label)",
-    "oracle": "oracle",
 }
 
 
