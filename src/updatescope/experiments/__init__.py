@@ -129,6 +129,11 @@ REGISTRY: dict[str, Experiment] = {
             "steer neutral news openings toward positive/negative: CAA, one-step pushforward, prompting",
         ),
         Experiment(
+            "steering-shadow",
+            "steering_shadow",
+            "how much of a LoRA fine-tune's activation shadow CAA and one-step shifts span, vs random (paper B)",
+        ),
+        Experiment(
             "select",
             "select_evidence",
             "top-k documents of a mixed pool by each selector, judged by LoRA fine-tuning on them",

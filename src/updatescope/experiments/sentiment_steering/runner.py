@@ -298,14 +298,28 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     )
 
 
+def one_step_shift(model: Any, tok: Any, sentences: list[str], n_pushforward: int, bs: int) -> Tensor:
+    """The activation shift of one gradient step: δθ = -∇ LM loss (learning rate 1, every
+    token of ``sentences``), pushed forward exactly (forward AD, every token) through the
+    first ``n_pushforward`` of them and averaged over tokens, then sentences.  -> (Lyr, d) float64."""
+    from updatescope.constants import IGNORE_INDEX
+    from updatescope.steering import encode_prompts, gradient_step, pushforward
+
+    s_ids, s_mask = encode_prompts(tok, sentences, side="right")
+    labels = s_ids.masked_fill(s_mask == 0, IGNORE_INDEX)
+    delta = gradient_step(model, s_ids, labels, s_mask, lr=1.0)
+    p_ids, p_mask = s_ids[:n_pushforward], s_mask[:n_pushforward]
+    shift = pushforward(model, delta, p_ids, p_mask, position="all", batch_size=bs).double()
+    return shift.mean(1)  # (Lyr, d)
+
+
 def _vectors(model: Any, tok: Any, config: SentimentSteeringConfig, layers: list[int], judge_layer: int) -> tuple:
     """CAA (mean over tokens of positive minus negative sentences) per layer, its split-half
     cosines, the trained judge (None when refused) with its record, the cosines of the
     one-step shifts with CAA, and the shifts.  -> (v_caa, split_half, judge_rec, judge,
     cosine, {direction: (Lyr, d)})."""
-    from updatescope.constants import IGNORE_INDEX
     from updatescope.experiments.sentiment_steering import judges, texts
-    from updatescope.steering import encode_prompts, gradient_step, pushforward
+    from updatescope.steering import encode_prompts
 
     bs = config.batch_size
     # --- polarity sentences: CAA (mean over tokens), its split halves, the trained judge's features
@@ -338,15 +352,10 @@ def _vectors(model: Any, tok: Any, config: SentimentSteeringConfig, layers: list
     judge = judges.fit_logistic(feats, y, config.judge_l2) if usable else None
 
     # --- the pushforward of one gradient step on each class's sentences
-    pf: dict[str, Tensor] = {}
-    for direction, sents in (("positive", pos), ("negative", neg)):
-        s_ids, s_mask = encode_prompts(tok, sents[: config.step_sentences], side="right")
-        labels = s_ids.masked_fill(s_mask == 0, IGNORE_INDEX)
-        delta = gradient_step(model, s_ids, labels, s_mask, lr=1.0)
-        p_ids, p_mask = s_ids[: config.pushforward_sentences], s_mask[: config.pushforward_sentences]
-        shift = pushforward(model, delta, p_ids, p_mask, position="all", batch_size=bs).double()
-        pf[direction] = shift.mean(1)  # (Lyr, d)
-        del delta
+    pf = {
+        direction: one_step_shift(model, tok, sents[: config.step_sentences], config.pushforward_sentences, bs)
+        for direction, sents in (("positive", pos), ("negative", neg))
+    }
     cosine = {
         "layers": layers,
         "split_half_caa": split_half,

@@ -1,0 +1,343 @@
+"""``updatescope reproduce steering-shadow`` -- the activation shadow of a LoRA fine-tune.
+
+How much of what a fine-tune does to the residual stream do a handful of steering vectors
+span?  Analysis fixed in PREREGISTRATION.md (its sha256 is in the record's config).
+1. Each polarity class (100 positive, 100 negative sentences) is split by a seeded shuffle
+   into fit and held-out sentences.  CAA per layer: mean over tokens of the positive fit
+   sentences' residuals minus the negative ones'; its split-half cosine over the fit
+   sentences.  The one-step shift per class: one gradient step of the LM loss on its fit
+   sentences, pushed forward exactly (forward AD), averaged over tokens.
+2. Per class, a LoRA fine-tune (every attention and MLP projection of every decoder layer)
+   on its fit sentences.  Regime check first: the fine-tune must lower its own class's
+   held-out loss by more than the other class's (paired over held-out sentences); a
+   fine-tune that does not is refused and nothing of it is measured.
+3. The shadow: on neutral news openings, D_l = h_l(fine-tuned) - h_l(base) at every token
+   and layer, and its mean m_l.
+4. The share of D_l (per token) and of m_l in span{CAA_l} and span{CAA_l, both shifts_l},
+   against random subspaces of the same dimension and, per token, the top-k singular
+   directions of D_l itself (:mod:`.spans`); the words come from :mod:`.verdicts`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from updatescope.experiments import Result, config_record, heads
+from updatescope.experiments.steering_shadow import figures, spans, verdicts
+from updatescope.experiments.steering_shadow.config import DIRECTIONS, SPANS, SteeringShadowConfig
+
+NAME = "steering_shadow"
+PREREG = Path(__file__).with_name("PREREGISTRATION.md")
+
+
+def _log(msg: str) -> None:
+    print(f"steering-shadow: {msg}", file=sys.stderr, flush=True)
+
+
+def _cos(a: Tensor, b: Tensor) -> list[float]:
+    """Row-wise cosine of (n_layers, d) tensors."""
+    return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=1).tolist()
+
+
+@torch.no_grad()
+def token_residuals(model: Any, ids: Tensor, mask: Tensor, layers: list[int], bs: int) -> Tensor:
+    """Decoder-layer outputs at every real token, rows in batch order.  ids, mask (n, T)
+    -> (len(layers), mask.sum(), d) float32.  Right padding (default positions)."""
+    from updatescope.steering import decoder_layers
+    from updatescope.steering.positions import hidden_of
+
+    blocks = decoder_layers(model)
+    got: dict[int, Tensor] = {}
+    handles = [
+        blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o).float())) for x in layers
+    ]
+    out = []
+    try:
+        for s in range(0, ids.shape[0], bs):
+            keep = mask[s : s + bs].bool()
+            model(input_ids=ids[s : s + bs], attention_mask=mask[s : s + bs], use_cache=False)
+            out.append(torch.stack([got[x][keep] for x in layers]))
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.cat(out, dim=1)
+
+
+@torch.no_grad()
+def sentence_losses(model: Any, ids: Tensor, mask: Tensor, bs: int) -> Tensor:
+    """Mean next-token NLL of each sentence.  ids, mask (n, T), right padding -> (n,) float64."""
+    out = []
+    for s in range(0, ids.shape[0], bs):
+        i, m = ids[s : s + bs], mask[s : s + bs]
+        logits = model(input_ids=i, attention_mask=m, use_cache=False).logits
+        lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, i[:, 1:, None])[..., 0]
+        w = m[:, 1:].double()
+        out.append(-(lp * w).sum(1) / w.sum(1))
+    return torch.cat(out)
+
+
+def finetune(model: Any, ids: Tensor, mask: Tensor, config: SteeringShadowConfig, seed: int) -> tuple[Any, list]:
+    """A copy of ``model`` with LoRA adapters on every attention and MLP projection of every
+    decoder layer, trained by Adam on the LM loss of every token of ``ids`` (n, T).
+    -> (the fine-tuned copy in eval mode, the training loss of each step)."""
+    try:
+        from peft import LoraConfig, inject_adapter_in_model
+    except ImportError as exc:  # pragma: no cover - peft is in the hf extra
+        from updatescope.errors import MissingExtraError
+
+        raise MissingExtraError("peft", "hf") from exc
+    from updatescope.constants import IGNORE_INDEX
+    from updatescope.experiments.configs import LORA_TARGETS
+    from updatescope.experiments.groundtruth import minibatch_indices
+
+    ft = copy.deepcopy(model)
+    for p in ft.parameters():
+        p.requires_grad_(False)
+    torch.manual_seed(seed)  # LoRA's A matrices are randomly initialised
+    lc = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.0,
+        target_modules=list(LORA_TARGETS),
+        bias="none",
+    )
+    inject_adapter_in_model(lc, ft)
+    params = [p for name, p in ft.named_parameters() if "lora_" in name]
+    for p in params:
+        p.requires_grad_(True)
+    opt = torch.optim.Adam(params, lr=config.lr)
+    labels = ids.masked_fill(mask == 0, IGNORE_INDEX)
+    losses = []
+    ft.train()
+    for idx in minibatch_indices(ids.shape[0], config.batch, config.steps, seed):
+        loss = ft(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx], use_cache=False).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    ft.eval()
+    for p in params:
+        p.requires_grad_(False)
+    return ft, losses
+
+
+def _split(n: int, n_fit: int, n_heldout: int, g: torch.Generator) -> tuple[list[int], list[int]]:
+    order = torch.randperm(n, generator=g).tolist()
+    return order[:n_fit], order[n_fit : n_fit + n_heldout]
+
+
+def _measure(gram: Tensor, mean: Tensor, bases: dict[str, Tensor], config: SteeringShadowConfig, g) -> dict:
+    """Every fraction of one layer's shadow for every span, with its null and ceiling."""
+    out = {}
+    for name, q in bases.items():
+        k = q.shape[1]
+        tok, mf = spans.random_null(gram, mean, k, config.random_draws, g)
+        out[name] = {
+            "token": spans.token_fraction(gram, q),
+            "mean": spans.mean_fraction(mean, q),
+            "null_token_mean": float(tok.mean()),
+            "null_token_q": float(torch.quantile(tok, config.quantile)),
+            "null_mean_mean": float(mf.mean()),
+            "null_mean_q": float(torch.quantile(mf, config.quantile)),
+            "ceiling_token": spans.top_k_fraction(gram, k),
+        }
+    return out
+
+
+def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
+    from updatescope.errors import InputError
+    from updatescope.experiments.sentiment_steering import judges, texts
+    from updatescope.experiments.sentiment_steering.runner import SPLITS, one_step_shift, token_means
+    from updatescope.steering import decoder_layers, encode_prompts
+
+    t0 = time.perf_counter()
+    prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
+    vader = judges.Vader()
+    model, tok = heads.load_model(config.model)
+    n_layers = len(decoder_layers(model))
+    layers = list(range(n_layers))
+    rule_layers = verdicts.rule_layers(n_layers, config.verdict_layers)
+    bs = config.batch_size
+    _log(f"{n_layers}-layer model loaded")
+
+    # --- polarity sentences: fit / held-out per class (one seeded generator, fixed order)
+    pos, neg = texts.polarity_sentences()
+    if config.n_fit + config.n_heldout > min(len(pos), len(neg)):
+        raise InputError(
+            f"n_fit + n_heldout = {config.n_fit + config.n_heldout} but a polarity class has "
+            f"{min(len(pos), len(neg))} sentences"
+        )
+    g = torch.Generator().manual_seed(config.seed)
+    fit, held = {}, {}
+    for direction, sents in zip(DIRECTIONS, (pos, neg)):
+        f_idx, h_idx = _split(len(sents), config.n_fit, config.n_heldout, g)
+        fit[direction], held[direction] = [sents[i] for i in f_idx], [sents[i] for i in h_idx]
+
+    # --- CAA over the fit sentences, its split halves, the one-step shifts
+    ids, mask = encode_prompts(tok, fit["positive"] + fit["negative"], side="right")
+    acts = token_means(model, ids, mask, mask, layers, bs)  # (Lyr, 2 n_fit, d)
+    a_pos, a_neg = acts[:, : config.n_fit], acts[:, config.n_fit :]
+    caa = a_pos.mean(1) - a_neg.mean(1)  # (Lyr, d)
+    halves = []
+    half = config.n_fit // 2
+    for _ in range(SPLITS):
+        pp, pn = torch.randperm(config.n_fit, generator=g), torch.randperm(config.n_fit, generator=g)
+        h1 = a_pos[:, pp[:half]].mean(1) - a_neg[:, pn[:half]].mean(1)
+        h2 = a_pos[:, pp[half:]].mean(1) - a_neg[:, pn[half:]].mean(1)
+        halves.append(_cos(h1, h2))
+    split_half = np.mean(halves, axis=0).tolist()
+    shift = {d: one_step_shift(model, tok, fit[d], config.pushforward_sentences, bs) for d in DIRECTIONS}
+    _log("CAA and one-step shifts done")
+    bases = []  # per layer: {span: Q (d, k)}
+    for x in layers:
+        bases.append(
+            {
+                "caa": spans.orthonormal(caa[x][None]),
+                "caa+shifts": spans.orthonormal(torch.stack([caa[x], shift["positive"][x], shift["negative"][x]])),
+            }
+        )
+
+    # --- prompts: neutral news openings, as sentiment-steering makes them
+    openings = texts.neutral_openings(
+        texts.news_sentences(), vader.compound, config.prompt_words, config.neutral_tol, config.seed
+    )
+    _, prompts = texts.split_prompts(openings, 0, config.n_prompts, config.seed)
+    p_ids, p_mask = encode_prompts(tok, prompts, side="right")
+    base_h = token_residuals(model, p_ids, p_mask, layers, bs)  # (Lyr, N, d)
+    base_norm = base_h.double().pow(2).sum((1, 2)).sqrt()  # (Lyr,) Frobenius norm of H_l
+    h_ids, h_mask = {}, {}
+    base_loss = {}
+    for d in DIRECTIONS:
+        h_ids[d], h_mask[d] = encode_prompts(tok, held[d], side="right")
+        base_loss[d] = sentence_losses(model, h_ids[d], h_mask[d], bs)
+    f_ids = {}
+    for d in DIRECTIONS:
+        f_ids[d] = encode_prompts(tok, fit[d], side="right")
+
+    null_g = torch.Generator().manual_seed(config.seed * 1000 + 7)  # the random subspaces, drawn in order
+    regime: dict[str, Any] = {}
+    shadow: dict[str, Any] = {}
+    training: dict[str, Any] = {}
+    for j, d in enumerate(DIRECTIONS):
+        other = DIRECTIONS[1 - j]
+        ft, losses = finetune(model, *f_ids[d], config, config.seed * 100 + j)
+        training[d] = {"first": losses[0], "last": losses[-1], "per_step": losses}
+        own = (base_loss[d] - sentence_losses(ft, h_ids[d], h_mask[d], bs)).tolist()
+        oth = (base_loss[other] - sentence_losses(ft, h_ids[other], h_mask[other], bs)).tolist()
+        diff = np.asarray(own) - np.asarray(oth)  # paired by held-out index
+        mean, se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
+        passes = verdicts.regime_passes(mean, se, config.regime_z)
+        regime[d] = {
+            "own_drop": own,
+            "other_drop": oth,
+            "own_mean": float(np.mean(own)),
+            "other_mean": float(np.mean(oth)),
+            "mean": mean,
+            "se": se,
+            "passes": passes,
+        }
+        _log(f"{d}: fine-tuned ({losses[0]:.3f} -> {losses[-1]:.3f}); regime {mean:+.4f} ± {se:.4f}")
+        if not passes:
+            shadow[d] = None
+            del ft
+            continue
+        D = token_residuals(ft, p_ids, p_mask, layers, bs).double() - base_h.double()  # (Lyr, N, d)
+        del ft
+        gram = torch.einsum("lnd,lne->lde", D, D)
+        m = D.mean(1)  # (Lyr, d)
+        per_layer = [_measure(gram[x], m[x], bases[x], config, null_g) for x in layers]
+        sign = 1.0 if d == "positive" else -1.0
+        shadow[d] = {
+            "token_rms": (gram.diagonal(dim1=1, dim2=2).sum(1) / D.shape[1]).sqrt().tolist(),
+            "relative": (gram.diagonal(dim1=1, dim2=2).sum(1).sqrt() / base_norm).tolist(),
+            "mean_norm": m.norm(dim=1).tolist(),
+            "cos_mean_caa": _cos(m, sign * caa),
+            "spans": {s: {key: [pl[s][key] for pl in per_layer] for key in per_layer[0][s]} for s in SPANS},
+        }
+        del D, gram
+
+    words = _words(shadow, regime, rule_layers)
+    head = verdicts.headline_layer(split_half, rule_layers)
+    metrics = {
+        "n": {"fit": config.n_fit, "heldout": config.n_heldout, "prompts": len(prompts), "tokens": base_h.shape[1]},
+        "n_layers": n_layers,
+        "d": int(caa.shape[1]),
+        "rule_layers": rule_layers,
+        "headline_layer": head,
+        "cosine": {
+            "layers": layers,
+            "split_half_caa": split_half,
+            "split_half_per_split": halves,
+            "shift_positive_caa": _cos(shift["positive"], caa),
+            "shift_negative_caa": _cos(shift["negative"], -caa),
+        },
+        "training": training,
+        "regime": regime,
+        "shadow": shadow,
+        "verdicts": words,
+        "prompts": prompts,
+    }
+    _print(metrics)
+    return Result(
+        NAME,
+        config_record(config, preregistration_sha256=prereg_sha),
+        metrics,
+        time.perf_counter() - t0,
+        {"steering_shadow.png": lambda path: figures.draw_fractions(metrics, path)},
+    )
+
+
+def _words(shadow: dict, regime: dict, rule_layers: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for d in DIRECTIONS:
+        out[d] = {}
+        for s in SPANS:
+            rec = shadow[d]["spans"][s] if shadow[d] is not None else None
+            row = {}
+            for measure in ("mean", "token"):
+                frac = rec[measure] if rec else []
+                null = rec[f"null_{measure}_q"] if rec else []
+                row[measure] = verdicts.span_word(frac, null, rule_layers, regime[d]["passes"])
+                row[f"{measure}_layers_above"] = verdicts.layers_above(frac, null, rule_layers) if rec else []
+            out[d][s] = row
+    return out
+
+
+def _print(m: dict[str, Any]) -> None:
+    from updatescope.report.console import print_rows
+
+    x = m["headline_layer"]
+    rows = []
+    for d, sh in m["shadow"].items():
+        r = m["regime"][d]
+        if sh is None:
+            rows.append([d, "—", "refused", "", "", "", "", f"{r['mean']:+.4f} ± {r['se']:.4f}"])
+            continue
+        for s, v in sh["spans"].items():
+            rows.append(
+                [
+                    d,
+                    s,
+                    f"{v['mean'][x]:.3f}",
+                    f"{v['null_mean_q'][x]:.4f}",
+                    f"{v['token'][x]:.4f}",
+                    f"{v['null_token_q'][x]:.4f}",
+                    f"{v['ceiling_token'][x]:.3f}",
+                    m["verdicts"][d][s]["mean"],
+                ]
+            )
+    print_rows(
+        f"shadow fractions at layer {x}",
+        ["direction", "span", "mean frac", "null q", "token frac", "null q", "top-k", "verdict / regime"],
+        rows,
+    )

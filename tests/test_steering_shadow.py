@@ -1,0 +1,148 @@
+"""steering-shadow: the span fractions against float64 oracles, the random null's mean,
+the config's refusals, and the runner end to end on a tiny random Llama."""
+
+import math
+
+import pytest
+import torch
+
+from _tiny_lm import WordTokenizer, reproduce, tiny_llama
+from updatescope.errors import InputError
+from updatescope.experiments import configure, heads
+from updatescope.experiments.steering_shadow import spans, verdicts
+
+
+def _shadow(n=50, d=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=torch.float64) + 0.3, g
+
+
+def test_fractions_match_the_obvious_computation():
+    D, g = _shadow()
+    vecs = torch.randn(3, D.shape[1], generator=g, dtype=torch.float64)
+    q = spans.orthonormal(vecs)
+    assert torch.allclose(q.T @ q, torch.eye(3, dtype=torch.float64), atol=1e-12)
+    # the oracle: project onto the span by least squares on the raw vectors, no QR, no Gram
+    proj = vecs.T @ torch.linalg.solve(vecs @ vecs.T, vecs)  # (d, d) projector
+    m = D.mean(0)
+    assert spans.token_fraction(D.T @ D, q) == pytest.approx(float((D @ proj).pow(2).sum() / D.pow(2).sum()), 1e-12)
+    assert spans.mean_fraction(m, q) == pytest.approx(float((proj @ m).pow(2).sum() / m.pow(2).sum()), 1e-12)
+    # the ceiling is the top-k singular values of D itself, and no span beats it
+    s = torch.linalg.svdvals(D)
+    ceil = spans.top_k_fraction(D.T @ D, 3)
+    assert ceil == pytest.approx(float(s[:3].pow(2).sum() / s.pow(2).sum()), 1e-12)
+    assert spans.token_fraction(D.T @ D, q) <= ceil
+    top = torch.linalg.svd(D, full_matrices=False).Vh[:3]
+    assert spans.token_fraction(D.T @ D, spans.orthonormal(top)) == pytest.approx(ceil, 1e-12)
+
+
+def test_a_shadow_inside_the_span_gives_one_and_an_orthogonal_one_zero():
+    g = torch.Generator().manual_seed(1)
+    d = 10
+    basis = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]
+    span, rest = basis[:, :2], basis[:, 2:]
+    inside = torch.randn(30, 2, generator=g, dtype=torch.float64) @ span.T
+    outside = torch.randn(30, d - 2, generator=g, dtype=torch.float64) @ rest.T
+    q = spans.orthonormal(span.T * torch.tensor([[3.0], [-0.5]], dtype=torch.float64))  # any basis of the span
+    assert spans.token_fraction(inside.T @ inside, q) == pytest.approx(1.0, abs=1e-12)
+    assert spans.mean_fraction(inside.mean(0), q) == pytest.approx(1.0, abs=1e-12)
+    assert spans.token_fraction(outside.T @ outside, q) == pytest.approx(0.0, abs=1e-12)
+    assert spans.mean_fraction(outside.mean(0), q) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_random_null_mean_is_k_over_d():
+    D, _ = _shadow(n=40, d=24, seed=2)
+    gram, m = D.T @ D, D.mean(0)
+    for k in (1, 3):
+        tok, mf = spans.random_null(gram, m, k, 2000, torch.Generator().manual_seed(k))
+        assert tok.shape == mf.shape == (2000,)
+        for x in (tok, mf):
+            se = float(x.std() / math.sqrt(len(x)))
+            # E = k/d exactly for a uniform random subspace; 4 SE leaves a seed-robust margin
+            assert abs(float(x.mean()) - k / 24) < 4 * se
+            assert 0 <= float(x.min()) and float(x.max()) <= 1
+    # the same generator seed draws the same subspaces
+    a = spans.random_null(gram, m, 3, 50, torch.Generator().manual_seed(5))
+    b = spans.random_null(gram, m, 3, 50, torch.Generator().manual_seed(5))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_verdict_rules():
+    layers = verdicts.rule_layers(30, (6, 18))
+    assert layers == list(range(6, 19))
+    assert verdicts.rule_layers(2, (6, 18)) == [0, 1]  # a model without those layers reads all of its own
+    null = [0.01] * 30
+    frac = [0.5 if x < 12 else 0.0 for x in range(30)]  # above at 6..11: 6 of 13, not a majority
+    assert verdicts.span_word(frac, null, layers, True) == "no more than random"
+    frac[12] = 0.5  # 7 of 13
+    assert verdicts.span_word(frac, null, layers, True) == "spans more than random"
+    assert verdicts.span_word(frac, null, layers, False) == "not measured"
+    assert verdicts.regime_passes(0.1, 0.04, 2.0) and not verdicts.regime_passes(0.1, 0.06, 2.0)
+    assert not verdicts.regime_passes(float("nan"), 0.01, 2.0)
+    sh = [0.9] + [0.1] * 29
+    sh[10] = sh[14] = 0.7
+    assert verdicts.headline_layer(sh, layers) == 10  # highest within the rule layers, first on ties
+
+
+def test_config_refuses_bad_values():
+    for bad in (
+        {"random_draws": 100},
+        {"quantile": 1.0},
+        {"n_heldout": 1},
+        {"pushforward_sentences": 81},
+        {"verdict_layers": [10, 5]},
+        {"n_prompts": 50},  # a full run needs >= 200 prompts
+        {"lr": 0.0},
+    ):
+        with pytest.raises(InputError):
+            configure("steering-shadow", settings=bad)
+    q = configure("steering-shadow", quick=True)
+    assert (q.steps, q.n_prompts, q.n_fit, q.n_heldout, q.lora_r) == (24, 40, 80, 20, 8)
+    assert configure("steering-shadow").steps == 60
+
+
+@pytest.fixture
+def tiny(monkeypatch, tmp_path):
+    pytest.importorskip("gensim")
+    pytest.importorskip("vaderSentiment")
+    pytest.importorskip("peft")
+    model, tok = tiny_llama(), WordTokenizer()
+    monkeypatch.setattr(heads, "load_model", lambda spec="smollm2": (model, tok))
+    return tmp_path, model
+
+
+def test_steering_shadow_tiny_run(tiny):
+    out, model = tiny
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = {"steps": 30, "lr": 0.03, "regime_z": 0.0, "n_prompts": 8, "pushforward_sentences": 4, "batch_size": 32}
+    res = reproduce("steering-shadow", out / "out", cfg)
+    m, c = res["metrics"], res["config"]
+    # the base model is untouched: each fine-tune trains a copy
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert len(c["preregistration_sha256"]) == 64
+    assert m["n_layers"] == 1 and m["rule_layers"] == [0] and m["headline_layer"] == 0 and m["d"] == 16
+    assert m["n"]["prompts"] == 8 and m["n"]["tokens"] > 8
+    measured = 0
+    for d, r in m["regime"].items():
+        assert len(r["own_drop"]) == len(r["other_drop"]) == 20
+        diff = [a - b for a, b in zip(r["own_drop"], r["other_drop"])]
+        assert r["mean"] == pytest.approx(sum(diff) / 20)
+        assert r["passes"] == verdicts.regime_passes(r["mean"], r["se"], 0.0)
+        assert len(m["training"][d]["per_step"]) == 30
+        sh = m["shadow"][d]
+        words = m["verdicts"][d]
+        if not r["passes"]:
+            assert sh is None and {w for v in words.values() for w in (v["mean"], v["token"])} == {"not measured"}
+            continue
+        measured += 1
+        for span, k in (("caa", 1), ("caa+shifts", 3)):
+            v = sh["spans"][span]
+            assert 0 <= v["mean"][0] <= 1 and 0 <= v["token"][0] <= v["ceiling_token"][0] + 1e-12
+            assert v["null_mean_mean"][0] == pytest.approx(k / 16, abs=0.05)
+            assert v["null_mean_q"][0] >= v["null_mean_mean"][0]
+            assert words[span]["mean"] == verdicts.span_word(v["mean"], v["null_mean_q"], [0], True)
+        # the bigger span holds at least what CAA alone holds
+        assert sh["spans"]["caa+shifts"]["mean"][0] >= sh["spans"]["caa"]["mean"][0] - 1e-12
+        assert -1 <= sh["cos_mean_caa"][0] <= 1
+    assert measured >= 1  # this seed's negative fine-tune passes its regime check at z = 0
+    assert (out / "out" / "steering_shadow.png").is_file()
