@@ -616,16 +616,67 @@ def _lora_samples(m: dict) -> str:
     )
 
 
+def lora_criterion_word(forget: dict) -> str:
+    """Rule (``lora-recovery``): forgetting "reached" its criterion when the other tasks' mean
+    eval-loss rise over θ_mt at θ_forg is at least its target, else "not reached (stopped at the
+    cap)"."""
+    return "reached" if forget["value"] >= forget["target"] else "not reached (stopped at the cap)"
+
+
+def lora_regime_rows(m: dict) -> list[str]:
+    """One row per replicate of a ``lora-recovery`` record with the regime facts: its θ_mt seed,
+    the forgetting steps and the rise reached, every spectral-radius draw with its convergence,
+    the re-measures at θ_forg and θ_rec, and whether it is reported.  Records before the
+    regime rules have none: no rows (their tables are unchanged)."""
+    if "forget" not in m["replicates"][0]:
+        return []
+    rows = [
+        "| replicate | θ_mt seed | forgetting steps (cap) | others' eval-loss rise reached / target (nats) | "
+        "criterion | spectral radius draws at θ_forg (η from the largest) | re-measured at θ_forg / θ_rec | "
+        "reported |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for x in m["replicates"]:
+        f, st = x["forget"], x.get("stability")
+        again = (
+            "–"
+            if st is None
+            else f"{st['radius_check']['radius']:.4g} ({radius_word(st['radius_check'])}) / "
+            f"{st['radius_rec']['radius']:.4g} ({radius_word(st['radius_rec'])})"
+        )
+        rows.append(
+            f"| {x['replicate']} | {x.get('mt_seed', '–')} | {f['steps']} ({f['cap']}) | {f['value']:.3f} / "
+            f"{f['target']:.3f} | {lora_criterion_word(f)} | {_draws(x['radius_draws'])} | {again} | "
+            f"{report_word(x)} |"
+        )
+    return rows + [""]
+
+
 def lora_recovery_table(m: dict) -> list[str]:
-    """The ``lora-recovery`` record (LoRA on the packaged model; LoRA space and BA space)."""
+    """The ``lora-recovery`` record (LoRA on the packaged model; LoRA space and BA space).  A
+    record with the regime facts starts with them (:func:`lora_regime_rows`) and summarises the
+    reported replicates only."""
     s, cfg = m["summary"], m["config"]
+    regime = lora_regime_rows(m)
+    if s is None:
+        return regime + [
+            f"No replicate is reported ({len(m['replicates'])} refused): no number of this record is shown."
+        ]
     lc = cfg["lora"]
     n = s["curve.prefix"]["n"]
     tasks, focus = m["tasks"], m["focus"]
     others = [t for t in tasks if t != focus]
     toks = m["tokens"]
-    rows = [
-        f"Replicates: {n} (mean ± SE; shared θ_mt, fresh minibatches). Tasks: {', '.join(tasks)}; forgetting on "
+    reps = m["replicates"]
+    seeds = "one θ_mt per replicate" if cfg.get("vary_theta_mt") else "shared θ_mt"
+    head = (
+        f"Replicates: {n} (mean ± SE; shared θ_mt, fresh minibatches)."
+        if not regime
+        else f"Replicates: {n} reported of {len(reps)} (mean ± SE over the reported; "
+        f"{len(reps) - len(m['reported_replicates'])} refused, see above; {seeds}, fresh minibatches)."
+    )
+    rows = regime + [
+        f"{head} Tasks: {', '.join(tasks)}; forgetting on "
         f"{focus}. LoRA r = {lc['r']} (α = {lc['alpha']:g}) on {', '.join(lc['targets'])} of the last "
         f"{lc['n_last']} blocks: D = {m['dim']:,} LoRA parameters, P = {m['dw_dim']:,} entries of ΔW = BA. "
         f"Train / eval tokens per task: {min(toks['train'].values())}–{max(toks['train'].values())} / "
@@ -647,8 +698,15 @@ def lora_recovery_table(m: dict) -> list[str]:
         + f" | {'clear (every other task rose > 0.05 nats by 2 SE)' if clear else 'not clear in every task'} |"
     )
     mono = s["stability.monotone_all"]
+    er = m.get("eta_rule")
+    rule = (
+        "η = 1/λ_max at θ_forg"
+        if er is None
+        else f"η = {er['eta_lambda']:g}/λ_max at θ_forg, λ_max the largest spectral radius of {er['draws']} "
+        f"Hessian batches; η·λ_max at θ_forg re-measured on another batch"
+    )
     rows.append(
-        f"| stable recovery (SGD, η = 1/λ_max at θ_forg) | – | η = {num(s['stability.recover_lr'])}; η·λ_max "
+        f"| stable recovery (SGD, {rule}) | – | η = {num(s['stability.recover_lr'])}; η·λ_max "
         f"{num(s['stability.eta_lambda_forg'], fmt='{:.2f}')} at θ_forg, "
         f"{num(s['stability.eta_lambda_rec'], fmt='{:.2f}')} "
         f"at θ_rec; largest rise of the eval loss {num(s['stability.max_rise'], fmt='{:.2g}')} | bound η·λ_max < 2 | "
@@ -665,14 +723,17 @@ def lora_recovery_table(m: dict) -> list[str]:
     spaces = [("", "LoRA space", "Δ_GD"), ("dw_", "ΔW = BA space", "ΔW")]
     for space, where, what in spaces:
         static = "curve.local_plane" if not space else "curve.dw_static"
+        g0 = static + "_g0" if static + "_g0" in s else None  # records with the initial-gradient null
         for label, i, paper in [("k = 10", 9, "≈ 77%"), ("k = 20", 19, "≈ 90%")]:
-            nulls = [s[f"curve.{space}walk"], s[f"curve.{space}independent"], s[static]]
+            nulls = [s[f"curve.{space}walk"], s[f"curve.{space}independent"], s[static]] + ([s[g0]] if g0 else [])
             v = "beyond every null" if _beyond(s[f"curve.{space}prefix"], i, nulls) else "not beyond the nulls"
             v = v if _at(s[f"curve.{space}prefix"], i)[0] is not None else "n/a (fewer steps kept)"
+            extra = f"; static plane with g_0 first {pct(s[g0], i)}" if g0 else ""
             rows.append(
                 f"| {where}: trajectory prefix captures {what}, {label} | {paper if not space else 'not reported'} | "
                 f"{pct(s[f'curve.{space}prefix'], i)} | random walk {pct(s[f'curve.{space}walk'], i)}; independent run "
-                f"{pct(s[f'curve.{space}independent'], i)}; static plane, same width {pct(s[static], i)} | {v} |"
+                f"{pct(s[f'curve.{space}independent'], i)}; static plane, same width {pct(s[static], i)}{extra} | "
+                f"{v} |"
             )
         for label, i in [("k = 10", 9), ("k = 20", 19)]:
             rest = "curve.static_rest" if not space else "curve.dw_static_rest"
@@ -696,10 +757,16 @@ def lora_recovery_table(m: dict) -> list[str]:
         spaces.append(("_dw", "ΔW = BA space", "P", m["dw_dim"]))
     for sfx, where, sym, dim in spaces:
         loc, pre = s[f"task_plane{sfx}.capture_forg"], s[f"task_plane{sfx}.capture_mt"]
+        g0 = (
+            f"; local + g_0 ({nt + 1}-dim) {pct(s[f'task_plane{sfx}.capture_forg_g0'], None, 2)}, g_0 alone "
+            f"{pct(s[f'task_plane{sfx}.capture_g0'], None, 2)}"
+            if f"task_plane{sfx}.capture_forg_g0" in s
+            else ""
+        )
         rows.append(
             f"| static planes capture little ({nt}-dim task plane, {where}) | local ≈ 15%, pre-interference < 2% | "
-            f"local {pct(loc, None, 2)}; pre-interference {pct(pre, None, 2)} | random {nt}/{sym} = {nt / dim:.1e} | "
-            f"{static_plane_verdict(loc, pre)} |"
+            f"local {pct(loc, None, 2)}; pre-interference {pct(pre, None, 2)}{g0} | random {nt}/{sym} = "
+            f"{nt / dim:.1e} | {static_plane_verdict(loc, pre)} |"
         )
     for sfx, where, *_ in spaces:
         steps = s[f"drift{sfx}.steps"]
@@ -715,7 +782,15 @@ def lora_recovery_table(m: dict) -> list[str]:
     rows += _rank_rows(s, tasks)
     if len(spaces) > 1:
         rows += _rank_rows(s, tasks, space="dw_", where=" in ΔW = BA space")
-    return rows + ["", RULES["lora-recovery"]]
+    if not regime:
+        return rows + ["", RULES["lora-recovery"]]
+    # records with the regime facts: the rules of their regime columns too
+    texts = [
+        _oneline(f.__doc__.split("Rule" + (" (``lora-recovery``)" if f is lora_criterion_word else "") + ": ")[1])
+        for f in (lora_criterion_word, radius_word, report_word)
+    ]
+    regime_rules = " ".join(t[0].upper() + t[1:] for t in texts)
+    return rows + ["", RULES["lora-recovery"] + " Regime: " + regime_rules]
 
 
 def schedules_regime_rows(m: dict) -> list[str]:
@@ -929,6 +1004,8 @@ def plane_verdicts(m: dict) -> list[str]:
     """One generated sentence for the prose under a ``lora-recovery`` table: the static-plane and
     drift verdicts of every space, by the same rules as the table's verdict column."""
     s = m["summary"]
+    if s is None:
+        return ["No replicate of this record is reported: no verdict."]
     parts = []
     for sfx, where in [("", "LoRA space"), ("_dw", "ΔW = BA space")]:
         if f"task_plane{sfx}.capture_forg" not in s:
@@ -946,14 +1023,19 @@ def plane_verdicts(m: dict) -> list[str]:
 def lora_claims(m: dict) -> list[str]:
     """Rule, for paper B's LoRA prefix and effective-rank claims (LoRA space): prefix capture is
     "reproduced" when the prefix's capture at k = 20 (k = 10 where fewer steps were kept) is
-    beyond every null by 2 SE (random walk, independent run, static plane), else "not reproduced
+    beyond every null by 2 SE (random walk, independent run, static plane, and the static plane
+    with the initial gradient direction first where the record has it), else "not reproduced
     as a trajectory-specific structure"; effective rank is "reproduced" when every task's stable
     rank is ≤ 8 by 2 SE and its directions are lower-rank than shuffled labels by 2 SE, "not
     decidable as a task property" when every task is ≤ 8 but some task's directions are not lower
     than shuffled labels', "not reproduced" when some task is > 8 by 2 SE, else "not resolved"."""
     s = m["summary"]
+    if s is None:
+        return ["No replicate of this record is reported: no verdict on the paper's LoRA numbers."]
     k = 19 if _at(s["curve.prefix"], 19)[0] is not None else 9
     nulls = [s["curve.walk"], s["curve.independent"], s["curve.local_plane"]]
+    if "curve.local_plane_g0" in s:  # records with the initial-gradient null
+        nulls.append(s["curve.local_plane_g0"])
     prefix = (
         "reproduced" if _beyond(s["curve.prefix"], k, nulls) else "not reproduced as a trajectory-specific structure"
     )

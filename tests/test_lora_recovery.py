@@ -40,13 +40,13 @@ TINY = {
         "seq_len": 8,
     },
     "forget_lr": 3e-2,
-    "forget_cap": 4,
-    "forget_rise": 0.05,
+    "forget_cap": 20,  # a cap, not a length: the tiny run reaches its criterion after a few steps
+    "forget_rise": 0.02,
     "forget_eval_every": 2,
     "recover_steps": 6,
     "dense_steps": 4,
     "recover_eval_every": 3,
-    "power_iters": 2,
+    "power_iters": 100,  # a cap: the convergence checks stop each power iteration
     "hessian_batch": 2,
     "batches_per_task": 2,
     "plane_batch": 2,
@@ -201,7 +201,8 @@ def test_lora_recovery_tiny_run(tiny):
         for name in (key, *lora_recovery.CAPTURE_CLAIMS[key]):
             curve = s[f"curve.{name}"]
             width = len(TINY["tasks"]) * TINY["batches_per_task"]  # static planes span their full width
-            assert len(curve["mean"]) == (width if name in ("local_plane", "dw_static") else TINY["dense_steps"])
+            want = {"local_plane": width, "dw_static": width, "local_plane_g0": width + 1, "dw_static_g0": width + 1}
+            assert len(curve["mean"]) == want.get(name, TINY["dense_steps"])
             assert curve["n"] == 2
             assert all(-1e-9 <= v <= 1 + 1e-9 for v in curve["mean"] if not math.isnan(v))
     for r in reps:
@@ -210,10 +211,20 @@ def test_lora_recovery_tiny_run(tiny):
         assert all(b >= a - 1e-12 for a, b in zip(c["prefix"], c["prefix"][1:]))
         assert all(b >= a - 1e-12 for a, b in zip(c["dw_prefix"], c["dw_prefix"][1:]))
         st = r["stability"]
-        assert st["eta_lambda_forg"] == pytest.approx(1.0) and st["recover_lr"] > 0
+        # eta from the largest of the radius draws; eta * rho at theta_forg is >= 1 once re-measured
+        assert st["recover_lr"] == pytest.approx(1.0 / max(x["radius"] for x in r["radius_draws"]))
+        assert st["eta_lambda_set"] == pytest.approx(1.0) and st["eta_lambda_forg"] >= 1.0 - 1e-9
         assert len(r["step_norms"]) == TINY["recover_steps"] and r["forget_steps"] >= 1
         assert set(r["forget_rise"]) == set(TINY["tasks"])
         assert r["drift"]["steps"] == [1, 3, 6] and r["task_plane"]["batches_disjoint"]
+        # the resample floor measured at every drift step; drift divided by both ends' floors
+        for key, plane in (("drift", "task_plane"), ("drift_dw", "task_plane_dw")):
+            dr, start = r[key], r[plane]["resample_floor"]
+            assert len(dr["floor"]) == 3 and all(0 <= v <= 1 + 1e-9 for v in dr["floor"])
+            for ov, fl, norm in zip(dr["overlap"], dr["floor"], dr["normalised"]):
+                assert norm == pytest.approx(ov / math.sqrt(start * fl))
+            # the initial gradient direction added to the task plane can only capture more
+            assert r[plane]["capture_forg_g0"] >= r[plane]["capture_forg"] - 1e-9
         assert r["drift_dw"]["steps"] == r["drift"]["steps"]
         assert 0 <= r["task_plane_dw"]["resample_floor"] <= 1 + 1e-9
         assert all(0 <= v <= 1 + 1e-9 for v in r["drift_dw"]["overlap"])
@@ -228,12 +239,87 @@ def test_lora_recovery_tiny_run(tiny):
     assert r["step_norms"] != reps[0]["step_norms"] or r is reps[0]  # fresh minibatches per replicate
     assert reps[0]["step_norms"] != reps[1]["step_norms"]
     assert m["resumed_replicates"] == []
+    _check_regime(m, TINY)
     # the docs table renders the BA-space plane, drift and rank rows of a new record
     rows = _table_module().lora_recovery_table({**m, "config": rec["config"]})
     dw = [r for r in rows if "ΔW = BA space" in r and ("task plane" in r or "effective rank" in r)]
     assert len(dw) == 2 + len(TINY["tasks"]) and all("nan" not in r for r in dw)
+    # ... and its regime facts: one row per replicate, both reported
+    assert sum(r.startswith(f"| {i} | {i} | ") and r.endswith("| reported |") for r in rows for i in (0, 1)) == 2
     pytest.importorskip("matplotlib")
     assert (tiny / "out" / lora_recovery.FIGURE).stat().st_size > 0
+
+
+def _check_regime(m, cfg):
+    """The regime facts of every replicate of a tiny run: its own theta_mt, forgetting to its
+    criterion, radius draws with their convergence checks (and eta from the largest)."""
+    reps = m["replicates"]
+    assert m["reported_replicates"] == [0, 1] and m["refused"] == []
+    assert m["eta_rule"]["draws"] == 3 and m["eta_rule"]["iters"] == cfg["power_iters"]
+    for r in reps:
+        assert r["refused"] == [] and r["mt_seed"] == r["replicate"]  # seed 0 + r
+        f = r["forget"]
+        assert f["reached"] and f["value"] >= f["target"] == cfg["forget_rise"] and 1 <= f["steps"] <= f["cap"]
+        assert f["steps"] == r["forget_steps"] and f["cap"] == cfg["forget_cap"]
+        draws = r["radius_draws"]
+        assert len(draws) == 3 and len({d["seed"] for d in draws}) == 3  # different Hessian batches
+        for d in draws + [r["stability"]["radius_check"], r["stability"]["radius_rec"]]:
+            assert d["radius"] > 0 and 1 <= d["iters"] <= cfg["power_iters"] and isinstance(d["converged"], bool)
+            assert d["converged"] == (d["rel_change"] <= 1e-3 and d["residual"] <= 0.05)
+        top = max(draws, key=lambda d: d["radius"])
+        assert r["radius_converged"] == top["converged"] is True
+        assert r["stability"]["lambda_max_forg"] == top["radius"]
+    # replicates vary theta_mt: their own multitask phase (history per replicate), other losses
+    assert reps[0]["multitask_history"] != reps[1]["multitask_history"]
+    assert reps[0]["losses"]["mt"] != reps[1]["losses"]["mt"]
+    assert reps[0]["multitask_history"][-1]["step"] == TINY["lora"]["steps"]
+
+
+def test_shared_theta_mt_when_not_varied(tiny):
+    m = reproduce("lora-recovery", tiny / "out", {**TINY, "vary_theta_mt": False})["metrics"]
+    reps = m["replicates"]
+    assert [r["mt_seed"] for r in reps] == [0, 0] and reps[0]["losses"]["mt"] == reps[1]["losses"]["mt"]
+    assert m["multitask_history"] == reps[0]["multitask_history"] == reps[1]["multitask_history"]
+
+
+def test_a_replicate_that_hits_the_cap_is_refused_and_left_out(tiny):
+    # a rise no two steps can reach: forgetting stops at the cap in every replicate
+    rec = reproduce("lora-recovery", tiny / "out", {**TINY, "forget_rise": 100.0, "forget_cap": 2})
+    m = rec["metrics"]
+    assert m["summary"] is None and m["verdicts"] is None and m["reported_replicates"] == []
+    assert [x["replicate"] for x in m["refused"]] == [0, 1]
+    for r in m["replicates"]:
+        assert r["forget"]["steps"] == 2 and not r["forget"]["reached"] and r["forget"]["value"] < 100.0
+        assert len(r["refused"]) == 1 and "stopped at the cap (2 steps)" in r["refused"][0]
+        assert "stability" not in r and "curves" not in r  # no recovery, no analysis of a missed regime
+        assert len(r["radius_draws"]) == 3  # the regime facts are still recorded
+    assert m.get("figures", []) == []  # no figure of a record with nothing reported
+    mod = _table_module()
+    full = {**m, "config": rec["config"]}
+    rows = mod.lora_recovery_table(full)
+    assert rows[-1].startswith("No replicate is reported (2 refused)")
+    assert sum("| not reached (stopped at the cap) |" in r and "refused: forgetting stopped" in r for r in rows) == 2
+    assert mod.plane_verdicts(full)[0].startswith("No replicate") and mod.lora_claims(full)[0].startswith("No")
+
+
+def test_an_unconverged_radius_leaves_its_replicate_out_of_the_summary(tiny, monkeypatch):
+    real = lora_recovery._radius_draw
+
+    def draw(cfg, tail, data, theta, seed):  # replicate 1's draws at theta_forg (seeds 1 + 1000 j) fail
+        out = real(cfg, tail, data, theta, seed)
+        return {**out, "converged": False} if seed % 1000 == 1 else out
+
+    monkeypatch.setattr(lora_recovery, "_radius_draw", draw)
+    rec = reproduce("lora-recovery", tiny / "out", TINY)
+    m = rec["metrics"]
+    assert m["reported_replicates"] == [0]
+    assert m["refused"] == [{"replicate": 1, "reasons": ["the power iteration that set eta did not converge"]}]
+    s = m["summary"]
+    assert s["curve.prefix"]["n"] == 1 and s["forget_steps"]["n"] == 1
+    assert s["curve.prefix"]["mean"] == m["replicates"][0]["curves"]["prefix"]  # replicate 0's numbers only
+    rows = _table_module().lora_recovery_table({**m, "config": rec["config"]})
+    assert any(r.startswith("Replicates: 1 reported of 2") for r in rows)
+    assert any(r.startswith("| 1 | 1 | ") and "refused: the power iteration" in r for r in rows)
 
 
 def test_an_interrupted_run_resumes_at_its_first_unfinished_replicate(tiny, monkeypatch):

@@ -27,11 +27,16 @@ class LoRARecoveryConfig:
     and measurement batches and ``eval_tokens`` of its eval split for the eval loss.
     Forgetting: Adam at ``forget_lr`` on ``focus`` until the other tasks' mean eval loss has
     risen by ``forget_rise`` nats over theta_mt (checked every ``forget_eval_every`` steps, at
-    most ``forget_cap`` steps).  Recovery: SGD on the mix at eta = ``eta_lambda`` / lambda_max
-    (HVP power iteration, ``power_iters`` steps, ``hessian_batch`` sequences per task) for
-    ``recover_steps`` steps, the first ``dense_steps`` of them kept for the prefix bases.
-    ``seeds`` replicates share theta_mt and draw fresh forgetting, recovery and measurement
-    minibatches."""
+    most ``forget_cap`` steps); a replicate that stops at the cap without the rise is recorded
+    with its reasons and left out of the summary.  Recovery: SGD on the mix at eta =
+    ``eta_lambda`` / rho(theta_forg) for ``recover_steps`` steps, the first ``dense_steps`` of
+    them kept for the prefix bases; rho, the spectral radius of the mix-loss Hessian, is the
+    largest of ``eta_draws`` power iterations on independent Hessian batches of
+    ``hessian_batch`` sequences per task, each of at most ``power_iters`` HVPs and stopped by
+    the lab's convergence checks (``power_rtol``, ``power_residual_tol``); a replicate whose
+    largest draw did not converge is left out of the summary too.  ``seeds`` replicates draw
+    fresh forgetting, recovery and measurement minibatches; with ``vary_theta_mt`` replicate r
+    also trains its own theta_mt (LoRA initialisation seed + r, its own multitask batches)."""
 
     model: str = "smollm2"
     tasks: tuple[str, ...] = LORA_RECOVERY_TASKS
@@ -56,7 +61,10 @@ class LoRARecoveryConfig:
     dense_steps: int = 30
     eta_lambda: float = 1.0
     hessian_batch: int = 4
-    power_iters: int = 20
+    power_iters: int = 100  # at most this many HVPs per power iteration (its checks stop it earlier)
+    eta_draws: int = 3  # Hessian batches at theta_forg; eta from the largest spectral radius
+    power_rtol: float = 1e-3  # power iteration: relative change of the Rayleigh quotient, and ...
+    power_residual_tol: float = 0.05  # ... eigenvector residual ||Hv - rq v|| / |rq|, both to converge
     recover_eval_every: int = 5
     # task plane, resample floor and drift: gradients of plane_batch sequences per task (two
     # draws at each point, disjoint while the task has 2 x plane_batch sequences, else sampled
@@ -66,7 +74,12 @@ class LoRARecoveryConfig:
     plane_batch: int = 256
     rank_n: int = 100  # per-sequence gradients per task for the effective rank
     drift_steps: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
+    # 3, not the synthetic lab's 5: a full replicate takes about 25 minutes on 2 cores (more with
+    # the floor at every drift step); refused replicates are listed, so a record says how many count
     seeds: int = 3
+    # replicate r trains its own theta_mt (LoRA initialisation seed + r, multitask batches of its
+    # own), so the replicates' spread covers the multitask phase too; False shares seed's theta_mt
+    vary_theta_mt: bool = True
     seed: int = 0
     quick: bool = False
 
@@ -86,6 +99,9 @@ class LoRARecoveryConfig:
             "dense_steps",
             "hessian_batch",
             "power_iters",
+            "eta_draws",
+            "power_rtol",
+            "power_residual_tol",
             "recover_eval_every",
             "batches_per_task",
             "plane_batch",
@@ -113,9 +129,11 @@ class LoRARecoveryConfig:
     @classmethod
     def defaults(cls, quick: bool, seed: int = 0) -> LoRARecoveryConfig:
         if quick:
-            # 2 shared CPU cores (under 10 minutes): sequences of 8 tokens so that gradients of 256
+            # 2 shared CPU cores (about 8 minutes): sequences of 8 tokens so that gradients of 256
             # sequences stay affordable (the LM head over the whole vocabulary dominates), >= 512
-            # sequences per task, short phases, 3 replicates, drift at the steps the docs use
+            # sequences per task, short phases, 3 replicates (each with its own theta_mt), drift
+            # at the two steps the docs use (each needs two plane draws: the drift and its floor),
+            # power iterations capped at 30 HVPs (they converged in 7-14 on a probe)
             return cls(
                 lora=LoRAConfig(
                     n_last=2,
@@ -133,12 +151,13 @@ class LoRARecoveryConfig:
                 forget_rise=0.2,
                 recover_steps=30,
                 dense_steps=20,
-                power_iters=6,
+                power_iters=30,
+                eta_draws=3,
                 hessian_batch=8,
                 batches_per_task=8,
                 plane_batch=256,
                 rank_n=100,
-                drift_steps=(1, 10, 30),
+                drift_steps=(10, 30),
                 seeds=3,
                 seed=seed,
                 quick=True,
