@@ -547,6 +547,120 @@ def control_block(rec: dict, name: str) -> list[str]:
     ]
 
 
+# --------------------------------------------------------------------------- the shadow of a fine-tune
+def _shadow_rules():
+    # the rules live with the experiment, so the record and the doc cannot disagree
+    from updatescope.experiments.steering_shadow import verdicts
+
+    return verdicts
+
+
+SPAN_LABELS = {"caa": "CAA (k = 1)", "caa+shifts": "CAA + both one-step shifts (k = 3)"}
+
+
+def shadow_words(rec: dict) -> dict[str, dict[str, dict[str, str]]]:
+    """Per direction and span, the word for the mean shadow and the per-token shadow,
+    recomputed from the recorded numbers by ``regime_passes`` and ``span_word``."""
+    v = _shadow_rules()
+    cfg, m = rec["config"], rec["metrics"]
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for d, r in m["regime"].items():
+        sh = m["shadow"].get(d)
+        measured = sh is not None and v.regime_passes(r["mean"], r["se"], cfg["regime_z"])
+        out[d] = {}
+        for span in SPAN_LABELS:
+            f = sh["spans"][span] if sh is not None else None
+            out[d][span] = {
+                ms: v.span_word(f[ms], f[f"null_{ms}_q"], m["rule_layers"], True) if measured else v.WORDS[2]
+                for ms in ("mean", "token")
+            }
+    return out
+
+
+def shadow_block(rec: dict, name: str) -> list[str]:
+    v = _shadow_rules()
+    cfg, m, env = rec["config"], rec["metrics"], rec["env"]
+    dirty = " (uncommitted changes)" if env.get("git_dirty") else ""
+    cmd = "updatescope reproduce steering-shadow" + (" --quick" if cfg["quick"] else "")
+    x = m["headline_layer"]
+    rl = m["rule_layers"]
+    q = f"{100 * cfg['quantile']:g}th percentile"
+    rows = [
+        f"Record `docs/results/{name}.json`: `{cmd}`, {rec['seconds']:.0f} s on 2 CPU cores, commit "
+        f"`{env.get('git_commit', '?')[:10]}`{dirty}; model `{cfg['model']}` ({m['n_layers']} layers, width "
+        f"{m['d']}); pre-registration sha256 `{(cfg.get('preregistration_sha256') or '?')[:12]}`. "
+        f"{m['n']['fit']} fit + {m['n']['heldout']} held-out polarity sentences per class; LoRA r {cfg['lora_r']}, "
+        f"alpha {cfg['lora_alpha']:g} on every projection of every layer, {cfg['steps']} Adam steps of "
+        f"{cfg['batch']} sentences at lr {cfg['lr']:g}; shadow on {m['n']['prompts']} neutral news openings "
+        f"({m['n']['tokens']} tokens); {cfg['random_draws']} random subspaces per layer.",
+    ]
+    if cfg["quick"]:
+        rows[0] += " A quick run checks that the pipeline runs: its words carry no weight."
+    rows += [
+        "",
+        f"**Regime check** (held-out sentences, paired; passes when the mean − {cfg['regime_z']:g} SE > 0):",
+        "",
+        "| fine-tune | own-class loss drop | other-class loss drop | own − other (SE) | regime |",
+        "|---|---|---|---|---|",
+    ]
+    for d, r in m["regime"].items():
+        ok = v.regime_passes(r["mean"], r["se"], cfg["regime_z"])
+        rows.append(
+            f"| {d} | {r['own_mean']:+.4f} | {r['other_mean']:+.4f} | {r['mean']:+.4f} ± {r['se']:.4f} | "
+            f"{'passes' if ok else 'refused: not measured'} |"
+        )
+    sh_cos = m["cosine"]["split_half_caa"]
+    t = m["training"]
+    rows += [
+        "",
+        "Training loss (first → last step): "
+        + "; ".join(f"{d} {t[d]['first']:.2f} → {t[d]['last']:.2f}" for d in m["regime"])
+        + f". Cosine of the one-step shift with ±CAA at layer {x}: positive "
+        f"{m['cosine']['shift_positive_caa'][x]:+.2f}, negative {m['cosine']['shift_negative_caa'][x]:+.2f}.",
+    ]
+    if all(s is None for s in m["shadow"].values()):
+        rows += ["", "**No fine-tune passed its regime check: nothing was measured.**"]
+    rows += [
+        "",
+        f"**Fractions at layer {x}**, the rule layer ({rl[0]}–{rl[-1]}) where CAA's split-half cosine is highest "
+        f"({sh_cos[x]:.2f}). Random: mean and {q} over random subspaces of the same dimension (expected k/d); "
+        "ceiling: the top-k right singular vectors of the shadow itself (for the mean shadow the ceiling is 1).",
+        "",
+        "| fine-tune | span | mean shadow | random mean, " + q + " | per token | random " + q + " | top-k ceiling "
+        "| verdict, mean shadow (rule layers above random) | verdict, per token |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    words = shadow_words(rec)
+    for d in m["regime"]:
+        sh = m["shadow"].get(d)
+        for span, label in SPAN_LABELS.items():
+            w = words[d][span]
+            if sh is None or w["mean"] == v.WORDS[2]:
+                rows.append(f"| {d} | {label} | — | — | — | — | — | {w['mean']} | {w['token']} |")
+                continue
+            f = sh["spans"][span]
+            above_m = len(v.layers_above(f["mean"], f["null_mean_q"], rl))
+            above_t = len(v.layers_above(f["token"], f["null_token_q"], rl))
+            rows.append(
+                f"| {d} | {label} | {f['mean'][x]:.3f} | {f['null_mean_mean'][x]:.4f}, {f['null_mean_q'][x]:.4f} | "
+                f"{f['token'][x]:.4f} | {f['null_token_q'][x]:.4f} | {f['ceiling_token'][x]:.3f} | "
+                f"{w['mean']} ({above_m} of {len(rl)}) | {w['token']} ({above_t} of {len(rl)}) |"
+            )
+    cos = [
+        f"{d} {sh['cos_mean_caa'][x]:+.2f} (shadow norm {sh['relative'][x]:.3f} of the residual's)"
+        for d, sh in m["shadow"].items()
+        if sh is not None
+    ]
+    if cos:
+        rows += [
+            "",
+            f"Cosine of the mean shadow with ±CAA (toward the fine-tune's class) at layer {x}: " + "; ".join(cos) + ".",
+        ]
+    rule = " ".join(v.span_word.__doc__.split("Rule: ")[1].split())
+    rows += ["", f"Rule: {rule} Rule layers {rl[0]}–{rl[-1]}; every layer is in the JSON under `metrics.shadow`."]
+    return rows
+
+
 KINDS = {
     "run": run_block,
     "setup": setup_block,
@@ -555,6 +669,7 @@ KINDS = {
     "search": search_block,
     "sentiment": sentiment_block,
     "control": control_block,
+    "shadow": shadow_block,
 }
 
 

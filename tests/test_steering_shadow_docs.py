@@ -1,0 +1,94 @@
+"""docs/steering.md's shadow block equals what docs/steering_table.py makes of the record,
+and its words follow the recorded numbers."""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+from _docs_script import docs_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _record():
+    text = (ROOT / "docs" / "steering.md").read_text()
+    name = re.search(r"<!-- generated: shadow (\w+) -->", text).group(1)
+    return name, json.loads((ROOT / "docs" / "results" / f"{name}.json").read_text())
+
+
+def _block(mod, kind, text):
+    start = text.index(f"<!-- generated: {kind} ")
+    return text[start : text.index("<!-- end generated -->", start)]
+
+
+def test_shadow_block_is_generated():
+    mod = docs_script("steering_table")
+    text = (ROOT / "docs" / "steering.md").read_text()
+    assert ("shadow", "steering_shadow_quick") in set(mod._blocks.blocks(text))
+    assert _block(mod, "shadow", mod.render(text)) == _block(mod, "shadow", text), (
+        "docs/steering.md is stale: run `python docs/steering_table.py --write`"
+    )
+    assert "LoRA-shadow stretch goal is not implemented" not in text
+
+
+def _measured(rec):
+    return [d for d, s in rec["metrics"]["shadow"].items() if s is not None]
+
+
+def test_shadow_words_flip_with_the_numbers():
+    mod = docs_script("steering_table")
+    name, rec = _record()
+    r = copy.deepcopy(rec)
+    m = r["metrics"]
+    n_layers = m["n_layers"]
+    # a refused fine-tune: whatever the record says, set one direction's regime to pass and
+    # give it numbers, so both ways of flipping can be checked on any record
+    d = "positive"
+    if m["shadow"][d] is None:
+        other = _measured(r)
+        m["shadow"][d] = copy.deepcopy(m["shadow"][other[0]]) if other else _fake_shadow(n_layers)
+    m["regime"][d].update(mean=0.5, se=0.01, own_mean=0.6, other_mean=0.1)
+    f = m["shadow"][d]["spans"]["caa"]
+    f["null_mean_q"] = [0.01] * n_layers
+    f["mean"] = [0.5] * n_layers  # above the null everywhere
+    assert mod.shadow_words(r)[d]["caa"]["mean"] == "spans more than random"
+    text = "\n".join(mod.shadow_block(r, name))
+    assert "spans more than random" in text and "| positive | +0.6000 | +0.1000 | +0.5000 ± 0.0100 | passes |" in text
+    f["mean"] = [0.001] * n_layers  # below it everywhere
+    assert mod.shadow_words(r)[d]["caa"]["mean"] == "no more than random"
+    assert "no more than random" in "\n".join(mod.shadow_block(r, name))
+    # exactly at a majority of the rule layers, and one short of it
+    rl = m["rule_layers"]
+    need = len(rl) // 2 + 1
+    f["mean"] = [0.5 if x in rl[:need] else 0.001 for x in range(n_layers)]
+    assert mod.shadow_words(r)[d]["caa"]["mean"] == "spans more than random"
+    f["mean"][rl[need - 1]] = 0.001
+    assert mod.shadow_words(r)[d]["caa"]["mean"] == "no more than random"
+    # the regime check fails: every word of that fine-tune is "not measured"
+    m["regime"][d].update(mean=0.01, se=0.02)
+    words = mod.shadow_words(r)[d]
+    assert {w for span in words.values() for w in span.values()} == {"not measured"}
+    assert "refused: not measured" in "\n".join(mod.shadow_block(r, name))
+
+
+def _fake_shadow(n):
+    span = {
+        k: [0.1] * n
+        for k in (
+            "token",
+            "mean",
+            "null_token_mean",
+            "null_token_q",
+            "null_mean_mean",
+            "null_mean_q",
+            "ceiling_token",
+        )
+    }
+    return {
+        "token_rms": [1.0] * n,
+        "relative": [0.1] * n,
+        "mean_norm": [1.0] * n,
+        "cos_mean_caa": [0.0] * n,
+        "spans": {"caa": copy.deepcopy(span), "caa+shifts": copy.deepcopy(span)},
+    }
