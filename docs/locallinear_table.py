@@ -364,6 +364,7 @@ def recovery_table(m: dict) -> list[str]:
         if er is None
         else f"η = {er['eta_lambda']:g}/λ_max at θ_forg, λ_max the largest of {er['draws']} Hessian batches; "
         f"η·λ_max at θ_forg re-measured on another batch"
+        + (f" ({er['curvature']}: λ_max here is ρ = max |λ_i|)" if "curvature" in er else "")
     )
     over = [
         f"{x['replicate']} ({x['stability']['eta_lambda_forg']:.2f} at θ_forg, "

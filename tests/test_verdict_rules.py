@@ -90,7 +90,7 @@ def test_krylov_flips(ll):
     m = _metrics("recovery_quick")
     s = m["summary"]
     gd = lambda: _verdict(_row(ll.recovery_table(m), "| Krylov: θ_k"))  # noqa: E731
-    sgd = lambda: _verdict(_row(ll.recovery_table(m), "| Krylov, minibatch SGD"))  # noqa: E731
+    sgd = lambda: _verdict(_row(ll.recovery_table(m), "| Krylov, minibatch SGD (same η"))  # noqa: E731
     assert gd() == "holds only partly at k = 10" and sgd() == "breaks with minibatch noise"
     s["krylov.gd_capture"]["mean"][-1], s["krylov.gd_capture"]["se"][-1] = 0.97, 0.01
     assert gd() == "holds at this horizon (≥ 90%)"
