@@ -104,7 +104,7 @@ def test_config_refuses_bad_values():
 
 def test_vader_wrapper():
     pytest.importorskip("vaderSentiment")
-    from updatescope.experiments.sentiment_steering.judges import Vader
+    from updatescope.experiments.sentiment_texts import Vader
 
     v = Vader()
     assert v.compound("The committee met on Tuesday in the city") == 0.0
@@ -144,7 +144,7 @@ def test_trained_judge_learns_a_linear_rule_and_cross_validates():
 
 
 def test_neutral_openings_and_splits():
-    from updatescope.experiments.sentiment_steering.texts import neutral_openings, split_prompts
+    from updatescope.experiments.sentiment_texts import neutral_openings, split_prompts
 
     sents = ["one two three four five six seven", "good good good good good good good", "a b c"]
     out = neutral_openings(sents, lambda t: 0.9 if "good" in t else 0.0, (2, 3), 0.05, seed=0)

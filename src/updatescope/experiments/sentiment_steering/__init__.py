@@ -1,7 +1,8 @@
 """Experiment folder: sentiment steering of neutral news openings, judged offline.
 
-``config.py`` holds :class:`SentimentSteeringConfig` (torch-free), ``texts.py`` the prompts and
-the labelled polarity sentences, ``judges.py`` the two judges (VADER and a trained probe),
+``config.py`` holds :class:`SentimentSteeringConfig` (torch-free), ``judges.py`` the trained
+judge (the prompts, the labelled polarity sentences, VADER, CAA's token means and the one-step
+shift are shared with ``steering-shadow`` in :mod:`updatescope.experiments.sentiment_texts`),
 ``runner.py`` the run, ``figures.py`` the judge-against-fluency figure.  This package imports
 only the config, so ``updatescope --help`` and the settings check stay torch-free; :func:`run`
 imports the runner when it is called."""

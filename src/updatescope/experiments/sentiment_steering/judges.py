@@ -1,7 +1,8 @@
 """The two sentiment judges of ``sentiment-steering``.
 
 1. VADER (Hutto & Gilbert), a rule-based lexicon that ships with the ``vadersentiment``
-   package: its compound score in [-1, 1].  Independent of the steered model.
+   package: its compound score in [-1, 1].  Independent of the steered model.  It lives in
+   :mod:`updatescope.experiments.sentiment_texts` (``steering-shadow`` uses it too).
 2. A trained judge: L2-regularised logistic regression on a text's mean residual stream at
    one layer of the *unsteered* base model, fitted on the labelled polarity sentences.  It
    reads the text afresh, so a steering vector can move it only through the words it makes
@@ -12,33 +13,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from updatescope.errors import InputError, MissingExtraError
+from updatescope.errors import InputError
 
-__all__ = ["Vader", "LinearJudge", "fit_logistic", "cross_validate"]
-
-
-class Vader:
-    """VADER's compound score of a text, in [-1, 1] (0: no sentiment words)."""
-
-    def __init__(self) -> None:
-        try:
-            from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-        except ImportError:
-            raise MissingExtraError("vadersentiment", "judge") from None
-        self._analyzer = SentimentIntensityAnalyzer()
-
-    def compound(self, text: str) -> float:
-        if not isinstance(text, str):
-            raise InputError(f"VADER scores text, got {type(text).__name__}")
-        return float(self._analyzer.polarity_scores(text)["compound"])
-
-    def scores(self, texts: Sequence[str]) -> list[float]:
-        return [self.compound(t) for t in texts]
+__all__ = ["LinearJudge", "fit_logistic", "cross_validate"]
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,11 @@ import torch
 from torch import Tensor
 
 from updatescope.experiments import Result, config_record, heads
+from updatescope.experiments import sentiment_texts as texts
 from updatescope.experiments.sentiment_steering import figures, verdicts
 from updatescope.experiments.sentiment_steering.config import COMPARISONS, DIRECTIONS, SentimentSteeringConfig
 
 NAME = "sentiment_steering"
-SPLITS = 3  # random split-half draws of CAA's sentences
 N_EXAMPLES = 4  # test continuations kept in the record per condition
 
 
@@ -53,31 +53,6 @@ def _log(msg: str) -> None:
 def _cos(a: Tensor, b: Tensor) -> list[float]:
     """Row-wise cosine of (n_layers, d) tensors."""
     return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=1).tolist()
-
-
-@torch.no_grad()
-def token_means(model: Any, ids: Tensor, mask: Tensor, weights: Tensor, layers: list[int], bs: int) -> Tensor:
-    """Weighted mean over tokens of decoder-layer outputs.  ids, mask, weights (n, T) ->
-    (len(layers), n, d) float64.  Positions come from the mask (left padding allowed)."""
-    from updatescope.steering import decoder_layers
-    from updatescope.steering.positions import hidden_of
-
-    blocks = decoder_layers(model)
-    got: dict[int, Tensor] = {}
-    handles = [
-        blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o).double())) for x in layers
-    ]
-    out = []
-    try:
-        for s in range(0, ids.shape[0], bs):
-            m, w = mask[s : s + bs], weights[s : s + bs].double()
-            pos = (m.long().cumsum(1) - 1).clamp(min=0)
-            model(input_ids=ids[s : s + bs], attention_mask=m, position_ids=pos, use_cache=False)
-            out.append(torch.stack([(got[x] * w[..., None]).sum(1) / w.sum(1, keepdim=True) for x in layers]))
-    finally:
-        for h in handles:
-            h.remove()
-    return torch.cat(out, dim=1)
 
 
 @torch.no_grad()
@@ -197,7 +172,6 @@ def _summary(res: dict[str, Any], direction: str) -> dict[str, Any]:
 
 def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     from updatescope.errors import InputError
-    from updatescope.experiments.sentiment_steering import judges, texts
     from updatescope.steering import (
         capture_residuals,
         decoder_layers,
@@ -205,7 +179,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     )
 
     t0 = time.perf_counter()
-    vader = judges.Vader()
+    vader = texts.Vader()
     model, tok = heads.load_model(config.model)
     n_layers = len(decoder_layers(model))
     steer_layers = [x for x in config.steer_layers if x < n_layers]
@@ -298,39 +272,24 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     )
 
 
-def one_step_shift(model: Any, tok: Any, sentences: list[str], n_pushforward: int, bs: int) -> Tensor:
-    """The activation shift of one gradient step: δθ = -∇ LM loss (learning rate 1, every
-    token of ``sentences``), pushed forward exactly (forward AD, every token) through the
-    first ``n_pushforward`` of them and averaged over tokens, then sentences.  -> (Lyr, d) float64."""
-    from updatescope.constants import IGNORE_INDEX
-    from updatescope.steering import encode_prompts, gradient_step, pushforward
-
-    s_ids, s_mask = encode_prompts(tok, sentences, side="right")
-    labels = s_ids.masked_fill(s_mask == 0, IGNORE_INDEX)
-    delta = gradient_step(model, s_ids, labels, s_mask, lr=1.0)
-    p_ids, p_mask = s_ids[:n_pushforward], s_mask[:n_pushforward]
-    shift = pushforward(model, delta, p_ids, p_mask, position="all", batch_size=bs).double()
-    return shift.mean(1)  # (Lyr, d)
-
-
 def _vectors(model: Any, tok: Any, config: SentimentSteeringConfig, layers: list[int], judge_layer: int) -> tuple:
     """CAA (mean over tokens of positive minus negative sentences) per layer, its split-half
     cosines, the trained judge (None when refused) with its record, the cosines of the
     one-step shifts with CAA, and the shifts.  -> (v_caa, split_half, judge_rec, judge,
     cosine, {direction: (Lyr, d)})."""
-    from updatescope.experiments.sentiment_steering import judges, texts
+    from updatescope.experiments.sentiment_steering import judges
     from updatescope.steering import encode_prompts
 
     bs = config.batch_size
     # --- polarity sentences: CAA (mean over tokens), its split halves, the trained judge's features
     pos, neg = texts.polarity_sentences()
     ids, mask = encode_prompts(tok, pos + neg, side="right")
-    acts = token_means(model, ids, mask, mask, layers, bs)  # (Lyr, n_pos + n_neg, d)
+    acts = texts.token_means(model, ids, mask, mask, layers, bs)  # (Lyr, n_pos + n_neg, d)
     a_pos, a_neg = acts[:, : len(pos)], acts[:, len(pos) :]
     v_caa = a_pos.mean(1) - a_neg.mean(1)  # (Lyr, d)
     g = torch.Generator().manual_seed(config.seed)
     halves = []
-    for _ in range(SPLITS):
+    for _ in range(texts.SPLITS):
         pp, pn = torch.randperm(len(pos), generator=g), torch.randperm(len(neg), generator=g)
         h1 = a_pos[:, pp[: len(pos) // 2]].mean(1) - a_neg[:, pn[: len(neg) // 2]].mean(1)
         h2 = a_pos[:, pp[len(pos) // 2 :]].mean(1) - a_neg[:, pn[len(neg) // 2 :]].mean(1)
@@ -353,7 +312,7 @@ def _vectors(model: Any, tok: Any, config: SentimentSteeringConfig, layers: list
 
     # --- the pushforward of one gradient step on each class's sentences
     pf = {
-        direction: one_step_shift(model, tok, sents[: config.step_sentences], config.pushforward_sentences, bs)
+        direction: texts.one_step_shift(model, tok, sents[: config.step_sentences], config.pushforward_sentences, bs)
         for direction, sents in (("positive", pos), ("negative", neg))
     }
     cosine = {

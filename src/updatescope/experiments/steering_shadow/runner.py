@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from updatescope.experiments import Result, config_record, heads
+from updatescope.experiments import sentiment_texts as texts
 from updatescope.experiments.steering_shadow import figures, spans, verdicts
 from updatescope.experiments.steering_shadow.config import DIRECTIONS, SPANS, SteeringShadowConfig
 
@@ -156,13 +157,11 @@ def _measure(gram: Tensor, mean: Tensor, bases: dict[str, Tensor], config: Steer
 
 def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     from updatescope.errors import InputError
-    from updatescope.experiments.sentiment_steering import judges, texts
-    from updatescope.experiments.sentiment_steering.runner import SPLITS, one_step_shift, token_means
     from updatescope.steering import decoder_layers, encode_prompts
 
     t0 = time.perf_counter()
     prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
-    vader = judges.Vader()
+    vader = texts.Vader()
     model, tok = heads.load_model(config.model)
     n_layers = len(decoder_layers(model))
     layers = list(range(n_layers))
@@ -185,18 +184,18 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
 
     # --- CAA over the fit sentences, its split halves, the one-step shifts
     ids, mask = encode_prompts(tok, fit["positive"] + fit["negative"], side="right")
-    acts = token_means(model, ids, mask, mask, layers, bs)  # (Lyr, 2 n_fit, d)
+    acts = texts.token_means(model, ids, mask, mask, layers, bs)  # (Lyr, 2 n_fit, d)
     a_pos, a_neg = acts[:, : config.n_fit], acts[:, config.n_fit :]
     caa = a_pos.mean(1) - a_neg.mean(1)  # (Lyr, d)
     halves = []
     half = config.n_fit // 2
-    for _ in range(SPLITS):
+    for _ in range(texts.SPLITS):
         pp, pn = torch.randperm(config.n_fit, generator=g), torch.randperm(config.n_fit, generator=g)
         h1 = a_pos[:, pp[:half]].mean(1) - a_neg[:, pn[:half]].mean(1)
         h2 = a_pos[:, pp[half:]].mean(1) - a_neg[:, pn[half:]].mean(1)
         halves.append(_cos(h1, h2))
     split_half = np.mean(halves, axis=0).tolist()
-    shift = {d: one_step_shift(model, tok, fit[d], config.pushforward_sentences, bs) for d in DIRECTIONS}
+    shift = {d: texts.one_step_shift(model, tok, fit[d], config.pushforward_sentences, bs) for d in DIRECTIONS}
     _log("CAA and one-step shifts done")
     bases = []  # per layer: {span: Q (d, k)}
     for x in layers:

@@ -1,0 +1,162 @@
+"""Sentiment text and the pieces built on it, shared by ``sentiment-steering`` and
+``steering-shadow``: the labelled movie-review polarity sentences and the neutral news
+openings (both ship with gensim's test data, no download), the VADER judge, the per-sentence
+token-mean residuals that CAA averages, and the one-step shift (the pushforward of one
+gradient step).  Both runners import them from here, so neither imports the other's folder.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from updatescope.errors import InputError, MissingExtraError
+
+__all__ = [
+    "SPLITS",
+    "polarity_sentences",
+    "news_sentences",
+    "neutral_openings",
+    "split_prompts",
+    "Vader",
+    "token_means",
+    "one_step_shift",
+]
+
+SPLITS = 3  # random split-half draws of CAA's sentences
+
+_LABEL = re.compile(r"^__label__(pos|neg)\s+(.*)$")
+
+
+def polarity_sentences() -> tuple[list[str], list[str]]:
+    """(positive, negative) sentences of gensim's ``pang_lee_polarity.cor`` (100 each), in file order."""
+    from updatescope.data._sources import gensim_file
+
+    try:
+        text = gensim_file("pang_lee_polarity.cor").read_text(encoding="cp1252", errors="replace")
+    except FileNotFoundError:
+        raise InputError("the polarity sentences need gensim: pip install 'updatescope[data]'") from None
+    pos: list[str] = []
+    neg: list[str] = []
+    for line in text.split("\n"):
+        m = _LABEL.match(line.strip())
+        if m and m.group(2).strip():
+            (pos if m.group(1) == "pos" else neg).append(m.group(2).strip())
+    return pos, neg
+
+
+def news_sentences() -> list[str]:
+    """Sentences of gensim's Lee news corpus (background and test documents), in file order."""
+    from updatescope.data._sources import gensim_file
+
+    out: list[str] = []
+    for name in ("lee_background.cor", "lee.cor"):
+        try:
+            text = gensim_file(name).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise InputError("the news prompts need gensim: pip install 'updatescope[data]'") from None
+        for doc in text.split("\n"):
+            out.extend(s.strip() for s in re.split(r"(?<=[.!?])\s+", doc) if s.strip())
+    return out
+
+
+def neutral_openings(
+    sentences: list[str],
+    compound: Callable[[str], float],
+    words: tuple[int, int],
+    tol: float,
+    seed: int,
+) -> list[str]:
+    """The first k words of each sentence (k drawn in ``words`` from ``seed``, one draw per
+    sentence in order) whose VADER ``compound`` is within ``tol`` of 0, and whose sentence is
+    longer than the opening (so there is something to continue); duplicates dropped, order kept."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    out = []
+    for s in sentences:
+        k = rng.randint(words[0], words[1])
+        toks = s.split()
+        if len(toks) <= k:
+            continue
+        opening = " ".join(toks[:k])
+        if opening in seen or abs(compound(opening)) > tol:
+            continue
+        seen.add(opening)
+        out.append(opening)
+    return out
+
+
+def split_prompts(openings: list[str], n_select: int, n_test: int, seed: int) -> tuple[list[str], list[str]]:
+    """Disjoint (select, test) prompt lists drawn from a seeded shuffle of ``openings``."""
+    if n_select + n_test > len(openings):
+        raise InputError(
+            f"n_select + n_test = {n_select + n_test} but only {len(openings)} neutral openings exist; "
+            f"lower them or widen neutral_tol"
+        )
+    order = list(openings)
+    random.Random(seed).shuffle(order)
+    return order[:n_select], order[n_select : n_select + n_test]
+
+
+class Vader:
+    """VADER's compound score of a text, in [-1, 1] (0: no sentiment words)."""
+
+    def __init__(self) -> None:
+        try:
+            from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+        except ImportError:
+            raise MissingExtraError("vadersentiment", "judge") from None
+        self._analyzer = SentimentIntensityAnalyzer()
+
+    def compound(self, text: str) -> float:
+        if not isinstance(text, str):
+            raise InputError(f"VADER scores text, got {type(text).__name__}")
+        return float(self._analyzer.polarity_scores(text)["compound"])
+
+    def scores(self, texts: Sequence[str]) -> list[float]:
+        return [self.compound(t) for t in texts]
+
+
+@torch.no_grad()
+def token_means(model: Any, ids: Tensor, mask: Tensor, weights: Tensor, layers: list[int], bs: int) -> Tensor:
+    """Weighted mean over tokens of decoder-layer outputs.  ids, mask, weights (n, T) ->
+    (len(layers), n, d) float64.  Positions come from the mask (left padding allowed)."""
+    from updatescope.steering import decoder_layers
+    from updatescope.steering.positions import hidden_of
+
+    blocks = decoder_layers(model)
+    got: dict[int, Tensor] = {}
+    handles = [
+        blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o).double())) for x in layers
+    ]
+    out = []
+    try:
+        for s in range(0, ids.shape[0], bs):
+            m, w = mask[s : s + bs], weights[s : s + bs].double()
+            pos = (m.long().cumsum(1) - 1).clamp(min=0)
+            model(input_ids=ids[s : s + bs], attention_mask=m, position_ids=pos, use_cache=False)
+            out.append(torch.stack([(got[x] * w[..., None]).sum(1) / w.sum(1, keepdim=True) for x in layers]))
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.cat(out, dim=1)
+
+
+def one_step_shift(model: Any, tok: Any, sentences: list[str], n_pushforward: int, bs: int) -> Tensor:
+    """The activation shift of one gradient step: δθ = -∇ LM loss (learning rate 1, every
+    token of ``sentences``), pushed forward exactly (forward AD, every token) through the
+    first ``n_pushforward`` of them and averaged over tokens, then sentences.  -> (Lyr, d) float64."""
+    from updatescope.constants import IGNORE_INDEX
+    from updatescope.steering import encode_prompts, gradient_step, pushforward
+
+    s_ids, s_mask = encode_prompts(tok, sentences, side="right")
+    labels = s_ids.masked_fill(s_mask == 0, IGNORE_INDEX)
+    delta = gradient_step(model, s_ids, labels, s_mask, lr=1.0)
+    p_ids, p_mask = s_ids[:n_pushforward], s_mask[:n_pushforward]
+    shift = pushforward(model, delta, p_ids, p_mask, position="all", batch_size=bs).double()
+    return shift.mean(1)  # (Lyr, d)
