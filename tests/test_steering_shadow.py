@@ -84,6 +84,20 @@ def test_verdict_rules():
     assert verdicts.headline_layer(sh, layers) == 10  # highest within the rule layers, first on ties
 
 
+def test_pair_regime_pools_both_classes_paired_on_the_sentence():
+    d_pos, d_neg = [0.3, 0.1, 0.2], [0.0, 0.4, 0.2, 0.1]
+    r = verdicts.pair_regime(d_pos, d_neg, 2.0)
+    d = d_pos + d_neg
+    mean = sum(d) / 7
+    se = math.sqrt(sum((x - mean) ** 2 for x in d) / 6) / math.sqrt(7)
+    assert r["n"] == 7 and r["mean"] == pytest.approx(mean, 1e-12) and r["se"] == pytest.approx(se, 1e-12)
+    assert r["mean_positive"] == pytest.approx(0.2) and r["mean_negative"] == pytest.approx(0.175)
+    assert r["passes"] == (mean - 2 * se > 0) and r["passes"]
+    # one class's fine-tune helps the other class more: the mean falls below 2 SE, refused
+    assert not verdicts.pair_regime([0.3, 0.1, 0.2], [-0.3, -0.1, -0.2, 0.05], 2.0)["passes"]
+    assert not verdicts.pair_regime([0.1], [], 2.0)["passes"]  # a class without sentences
+
+
 def test_config_refuses_bad_values():
     for bad in (
         {"random_draws": 100},
@@ -111,8 +125,13 @@ def tiny(monkeypatch, tmp_path):
     return tmp_path, model
 
 
-def test_steering_shadow_tiny_run(tiny):
+def test_steering_shadow_tiny_run(tiny, monkeypatch):
     out, model = tiny
+    # a tiny random model learns no sentiment in a few steps (its d sits within an SE of 0),
+    # so the pair is let through here to run the measurement end to end; the check's
+    # arithmetic is tested above, and a refused pair below
+    real = verdicts.pair_regime
+    monkeypatch.setattr(verdicts, "pair_regime", lambda *a: {**real(*a), "passes": True})
     before = {k: v.clone() for k, v in model.state_dict().items()}
     cfg = {"steps": 30, "lr": 0.03, "regime_z": 0.0, "n_prompts": 8, "pushforward_sentences": 4, "batch_size": 32}
     res = reproduce("steering-shadow", out / "out", cfg)
@@ -122,19 +141,23 @@ def test_steering_shadow_tiny_run(tiny):
     assert len(c["preregistration_sha256"]) == 64
     assert m["n_layers"] == 1 and m["rule_layers"] == [0] and m["headline_layer"] == 0 and m["d"] == 16
     assert m["n"]["prompts"] == 8 and m["n"]["tokens"] > 8
-    measured = 0
-    for d, r in m["regime"].items():
+    pair = m["regime"]["pair"]
+    assert len(pair["d_positive"]) == len(pair["d_negative"]) == 20 and pair["n"] == 40
+    assert pair["mean"] == pytest.approx(sum(pair["d_positive"] + pair["d_negative"]) / 40)
+    for d, r in m["regime"]["per_direction"].items():  # the pre-registered check, kept as a fact
         assert len(r["own_drop"]) == len(r["other_drop"]) == 20
         diff = [a - b for a, b in zip(r["own_drop"], r["other_drop"])]
         assert r["mean"] == pytest.approx(sum(diff) / 20)
-        assert r["passes"] == verdicts.regime_passes(r["mean"], r["se"], 0.0)
         assert len(m["training"][d]["per_step"]) == 30
-        sh = m["shadow"][d]
-        words = m["verdicts"][d]
-        if not r["passes"]:
-            assert sh is None and {w for v in words.values() for w in (v["mean"], v["token"])} == {"not measured"}
-            continue
-        measured += 1
+    # d(x) is the same held-out losses seen from the other side: d = other's drop - own drop
+    pd = m["regime"]["per_direction"]
+    assert pair["d_positive"] == pytest.approx(
+        [a - b for a, b in zip(pd["positive"]["own_drop"], pd["negative"]["other_drop"])], abs=1e-9
+    )
+    assert pair["passes"]
+    assert set(m["shadow"]) == {"contrast", "positive", "negative"}
+    for name, sh in m["shadow"].items():
+        words = m["verdicts"][name]
         for span, k in (("caa", 1), ("caa+shifts", 3)):
             v = sh["spans"][span]
             assert 0 <= v["mean"][0] <= 1 and 0 <= v["token"][0] <= v["ceiling_token"][0] + 1e-12
@@ -144,5 +167,19 @@ def test_steering_shadow_tiny_run(tiny):
         # the bigger span holds at least what CAA alone holds
         assert sh["spans"]["caa+shifts"]["mean"][0] >= sh["spans"]["caa"]["mean"][0] - 1e-12
         assert -1 <= sh["cos_mean_caa"][0] <= 1
-    assert measured >= 1  # this seed's negative fine-tune passes its regime check at z = 0
+    for d in ("positive", "negative"):
+        assert -1 <= m["shadow"][d]["cos_mean_contrast"][0] <= 1
+    assert m["figures"] == ["steering_shadow.png"]
     assert (out / "out" / "steering_shadow.png").is_file()
+
+
+def test_a_refused_pair_measures_nothing_and_draws_no_figure(tiny):
+    out, _ = tiny
+    # regime_z far above any SE: the pair is refused whatever the fine-tunes learned
+    cfg = {"steps": 2, "regime_z": 1e6, "n_prompts": 4, "pushforward_sentences": 2, "batch_size": 32}
+    res = reproduce("steering-shadow", out / "refused", cfg)
+    m = res["metrics"]
+    assert not m["regime"]["pair"]["passes"]
+    assert all(s is None for s in m["shadow"].values())
+    assert {w for v in m["verdicts"].values() for s in v.values() for w in (s["mean"], s["token"])} == {"not measured"}
+    assert m["figures"] == [] and not (out / "refused" / "steering_shadow.png").exists()

@@ -5,7 +5,8 @@ steering vectors span.
 fractions and their random null (pure tensors), ``verdicts.py`` the rules that turn the
 numbers into words (torch-free), ``runner.py`` the run, ``figures.py`` the per-layer figure,
 ``PREREGISTRATION.md`` the analysis fixed before the first record.  The polarity sentences,
-the news openings, CAA's token means and the one-step shift come from ``sentiment_steering``.
+the news openings, VADER, CAA's token means and the one-step shift come from the shared
+:mod:`updatescope.experiments.sentiment_texts`.
 This package imports only the config; :func:`run` imports the runner when it is called."""
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ from updatescope.experiments.configs import check_positive, check_seed
 DIRECTIONS = ("positive", "negative")
 #: the spans, each orthonormalised per layer: CAA alone, and CAA with both one-step shifts
 SPANS = ("caa", "caa+shifts")
+#: the shadows measured (amendment 1): the contrast FT_pos - FT_neg (primary), then each
+#: fine-tune against the base (secondary: they carry the review-text shift both share)
+SHADOWS = ("contrast", "positive", "negative")
 MIN_DRAWS = 200  # random subspaces per layer: fewer make the 99th percentile a guess
 
 
@@ -39,7 +42,7 @@ class SteeringShadowConfig:
     random_draws: int = 200  # random k-dimensional subspaces per layer (the null)
     quantile: float = 0.99  # the null's percentile a span must exceed
     verdict_layers: tuple[int, int] = (6, 18)  # inclusive range of layers the verdict reads
-    regime_z: float = 2.0  # the regime check passes when mean - regime_z * SE > 0
+    regime_z: float = 2.0  # the pair's regime check passes when mean d - regime_z * SE > 0
     batch_size: int = 16  # rows per forward pass
     seed: int = 0
     quick: bool = False

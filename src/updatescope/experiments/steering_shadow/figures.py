@@ -12,7 +12,8 @@ from updatescope.report.figures import pyplot
 def draw_fractions(metrics: Mapping[str, Any], path: Path) -> None:
     """Per layer, the share of the mean shadow (solid) and of the per-token shadow (dotted)
     in each span, with the random null's percentile (grey) and, per token, the top-k
-    ceiling (dashed); one panel per measured direction, log scale."""
+    ceiling (dashed); one panel per measured shadow (the contrast FT_pos - FT_neg first, then
+    each fine-tune against the base), log scale."""
     plt = pyplot()
     dirs = [d for d, s in metrics["shadow"].items() if s is not None]
     if not dirs:
@@ -29,7 +30,8 @@ def draw_fractions(metrics: Mapping[str, Any], path: Path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("layer")
         ax.set_ylabel("fraction of the shadow's energy in the span")
-        ax.set_title(f"{d} fine-tune (grey: the random null's percentile)")
+        what = "FT_pos − FT_neg" if d == "contrast" else f"{d} fine-tune − base"
+        ax.set_title(f"{what} (grey: the random null's percentile)")
         ax.legend(fontsize="x-small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

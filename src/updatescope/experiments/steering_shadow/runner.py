@@ -8,11 +8,13 @@ span?  Analysis fixed in PREREGISTRATION.md (its sha256 is in the record's confi
    sentences.  The one-step shift per class: one gradient step of the LM loss on its fit
    sentences, pushed forward exactly (forward AD), averaged over tokens.
 2. Per class, a LoRA fine-tune (every attention and MLP projection of every decoder layer)
-   on its fit sentences.  Regime check first: the fine-tune must lower its own class's
-   held-out loss by more than the other class's (paired over held-out sentences); a
-   fine-tune that does not is refused and nothing of it is measured.
-3. The shadow: on neutral news openings, D_l = h_l(fine-tuned) - h_l(base) at every token
-   and layer, and its mean m_l.
+   on its fit sentences.  Regime check first (amendment 1): per held-out sentence of either
+   class, d = its loss under the other class's fine-tune minus under its own class's; the
+   pair counts when mean d > 2 SE.  A pair that does not is refused: nothing is measured.
+3. The shadows, on neutral news openings at every token and layer: the contrast
+   D_l = h_l(FT_pos) - h_l(FT_neg) (primary: it cancels the review-text shift both
+   fine-tunes share, as CAA's positive-minus-negative does), and h_l(FT_c) - h_l(base) per
+   class (secondary); each with its mean m_l.
 4. The share of D_l (per token) and of m_l in span{CAA_l} and span{CAA_l, both shifts_l},
    against random subspaces of the same dimension and, per token, the top-k singular
    directions of D_l itself (:mod:`.spans`); the words come from :mod:`.verdicts`.
@@ -35,7 +37,7 @@ from torch import Tensor
 from updatescope.experiments import Result, config_record, heads
 from updatescope.experiments import sentiment_texts as texts
 from updatescope.experiments.steering_shadow import figures, spans, verdicts
-from updatescope.experiments.steering_shadow.config import DIRECTIONS, SPANS, SteeringShadowConfig
+from updatescope.experiments.steering_shadow.config import DIRECTIONS, SHADOWS, SPANS, SteeringShadowConfig
 
 NAME = "steering_shadow"
 PREREG = Path(__file__).with_name("PREREGISTRATION.md")
@@ -155,6 +157,54 @@ def _measure(gram: Tensor, mean: Tensor, bases: dict[str, Tensor], config: Steer
     return out
 
 
+def _regime(base_loss: dict[str, Tensor], ft_loss: dict[str, dict[str, Tensor]], z: float) -> dict[str, Any]:
+    """The pair's regime check (primary, amendment 1) and each fine-tune's own-minus-other
+    loss drop paired by held-out index (the pre-registered check, kept as a secondary fact)."""
+    d_per = {}
+    for j, c in enumerate(DIRECTIONS):
+        other = DIRECTIONS[1 - j]
+        d_per[c] = (ft_loss[other][c] - ft_loss[c][c]).tolist()  # higher loss under the other fine-tune
+    pair = verdicts.pair_regime(d_per["positive"], d_per["negative"], z)
+    pair.update({f"d_{c}": d_per[c] for c in DIRECTIONS})
+    per_direction = {}
+    for j, d in enumerate(DIRECTIONS):
+        other = DIRECTIONS[1 - j]
+        own = (base_loss[d] - ft_loss[d][d]).tolist()
+        oth = (base_loss[other] - ft_loss[d][other]).tolist()
+        diff = np.asarray(own) - np.asarray(oth)  # paired by held-out index (arbitrary pairing)
+        mean, se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
+        per_direction[d] = {
+            "own_drop": own,
+            "other_drop": oth,
+            "own_mean": float(np.mean(own)),
+            "other_mean": float(np.mean(oth)),
+            "mean": mean,
+            "se": se,
+            "old_rule_passes": verdicts.regime_passes(mean, se, z),
+        }
+    return {"pair": pair, "per_direction": per_direction}
+
+
+def _shadow(
+    D: Tensor, bases: list, toward: Tensor, base_norm: Tensor, config: SteeringShadowConfig, g: torch.Generator
+) -> tuple[dict, Tensor]:
+    """One shadow's numbers per layer, and its mean.  D (Lyr, N, d) float64, ``toward``
+    (Lyr, d) the signed CAA its mean is compared with, ``base_norm`` (Lyr,) the base
+    residuals' Frobenius norms.  -> (record, mean shadow (Lyr, d))."""
+    gram = torch.einsum("lnd,lne->lde", D, D)
+    m = D.mean(1)  # (Lyr, d)
+    per_layer = [_measure(gram[x], m[x], bases[x], config, g) for x in range(D.shape[0])]
+    energy = gram.diagonal(dim1=1, dim2=2).sum(1)
+    rec = {
+        "token_rms": (energy / D.shape[1]).sqrt().tolist(),
+        "relative": (energy.sqrt() / base_norm).tolist(),
+        "mean_norm": m.norm(dim=1).tolist(),
+        "cos_mean_caa": _cos(m, toward),
+        "spans": {s: {key: [pl[s][key] for pl in per_layer] for key in per_layer[0][s]} for s in SPANS},
+    }
+    return rec, m
+
+
 def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     from updatescope.errors import InputError
     from updatescope.steering import decoder_layers, encode_prompts
@@ -223,47 +273,34 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     for d in DIRECTIONS:
         f_ids[d] = encode_prompts(tok, fit[d], side="right")
 
-    null_g = torch.Generator().manual_seed(config.seed * 1000 + 7)  # the random subspaces, drawn in order
-    regime: dict[str, Any] = {}
-    shadow: dict[str, Any] = {}
     training: dict[str, Any] = {}
+    ft_loss: dict[str, dict[str, Tensor]] = {}  # ft_loss[f][c]: class c's held-out losses under fine-tune f
+    ft_h: dict[str, Tensor] = {}  # each fine-tune's residuals on the prompts (Lyr, N, d)
     for j, d in enumerate(DIRECTIONS):
-        other = DIRECTIONS[1 - j]
         ft, losses = finetune(model, *f_ids[d], config, config.seed * 100 + j)
         training[d] = {"first": losses[0], "last": losses[-1], "per_step": losses}
-        own = (base_loss[d] - sentence_losses(ft, h_ids[d], h_mask[d], bs)).tolist()
-        oth = (base_loss[other] - sentence_losses(ft, h_ids[other], h_mask[other], bs)).tolist()
-        diff = np.asarray(own) - np.asarray(oth)  # paired by held-out index
-        mean, se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
-        passes = verdicts.regime_passes(mean, se, config.regime_z)
-        regime[d] = {
-            "own_drop": own,
-            "other_drop": oth,
-            "own_mean": float(np.mean(own)),
-            "other_mean": float(np.mean(oth)),
-            "mean": mean,
-            "se": se,
-            "passes": passes,
-        }
-        _log(f"{d}: fine-tuned ({losses[0]:.3f} -> {losses[-1]:.3f}); regime {mean:+.4f} ± {se:.4f}")
-        if not passes:
-            shadow[d] = None
-            del ft
-            continue
-        D = token_residuals(ft, p_ids, p_mask, layers, bs).double() - base_h.double()  # (Lyr, N, d)
+        ft_loss[d] = {c: sentence_losses(ft, h_ids[c], h_mask[c], bs) for c in DIRECTIONS}
+        ft_h[d] = token_residuals(ft, p_ids, p_mask, layers, bs)
         del ft
-        gram = torch.einsum("lnd,lne->lde", D, D)
-        m = D.mean(1)  # (Lyr, d)
-        per_layer = [_measure(gram[x], m[x], bases[x], config, null_g) for x in layers]
-        sign = 1.0 if d == "positive" else -1.0
-        shadow[d] = {
-            "token_rms": (gram.diagonal(dim1=1, dim2=2).sum(1) / D.shape[1]).sqrt().tolist(),
-            "relative": (gram.diagonal(dim1=1, dim2=2).sum(1).sqrt() / base_norm).tolist(),
-            "mean_norm": m.norm(dim=1).tolist(),
-            "cos_mean_caa": _cos(m, sign * caa),
-            "spans": {s: {key: [pl[s][key] for pl in per_layer] for key in per_layer[0][s]} for s in SPANS},
-        }
-        del D, gram
+        _log(f"{d}: fine-tuned ({losses[0]:.3f} -> {losses[-1]:.3f})")
+    regime = _regime(base_loss, ft_loss, config.regime_z)
+    pair = regime["pair"]
+    _log(f"pair regime: d = {pair['mean']:+.4f} ± {pair['se']:.4f} (n {pair['n']}); passes {pair['passes']}")
+
+    # amendment 1: nothing is measured unless the pair learned sentiment; the random
+    # subspaces are drawn in the order shadow (contrast, positive, negative), layer, span
+    null_g = torch.Generator().manual_seed(config.seed * 1000 + 7)
+    shadow: dict[str, Any] = dict.fromkeys(SHADOWS)
+    if pair["passes"]:
+        means = {}
+        for name in SHADOWS:
+            a, b = (ft_h["positive"], ft_h["negative"]) if name == "contrast" else (ft_h[name], base_h)
+            sign = -1.0 if name == "negative" else 1.0  # toward the class: CAA points positive
+            shadow[name], means[name] = _shadow(a.double() - b.double(), bases, sign * caa, base_norm, config, null_g)
+        for d in DIRECTIONS:
+            # how much of one fine-tune's mean shadow is the sentiment contrast (the rest: shared text)
+            shadow[d]["cos_mean_contrast"] = _cos(means[d], means["contrast"])
+    del ft_h
 
     words = _words(shadow, regime, rule_layers)
     head = verdicts.headline_layer(split_half, rule_layers)
@@ -292,23 +329,27 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
         config_record(config, preregistration_sha256=prereg_sha),
         metrics,
         time.perf_counter() - t0,
-        {"steering_shadow.png": lambda path: figures.draw_fractions(metrics, path)},
+        # the figure exists only where something was measured
+        {"steering_shadow.png": lambda path: figures.draw_fractions(metrics, path)} if pair["passes"] else {},
     )
 
 
 def _words(shadow: dict, regime: dict, rule_layers: list[int]) -> dict[str, Any]:
+    """Per shadow (contrast: primary) and span, the word for the mean and the per-token
+    fraction; every word is "not measured" when the pair failed its regime check."""
+    measured = regime["pair"]["passes"]
     out: dict[str, Any] = {}
-    for d in DIRECTIONS:
-        out[d] = {}
+    for name in SHADOWS:
+        out[name] = {}
         for s in SPANS:
-            rec = shadow[d]["spans"][s] if shadow[d] is not None else None
+            rec = shadow[name]["spans"][s] if shadow[name] is not None else None
             row = {}
             for measure in ("mean", "token"):
                 frac = rec[measure] if rec else []
                 null = rec[f"null_{measure}_q"] if rec else []
-                row[measure] = verdicts.span_word(frac, null, rule_layers, regime[d]["passes"])
+                row[measure] = verdicts.span_word(frac, null, rule_layers, measured and rec is not None)
                 row[f"{measure}_layers_above"] = verdicts.layers_above(frac, null, rule_layers) if rec else []
-            out[d][s] = row
+            out[name][s] = row
     return out
 
 
@@ -316,27 +357,28 @@ def _print(m: dict[str, Any]) -> None:
     from updatescope.report.console import print_rows
 
     x = m["headline_layer"]
+    pair = m["regime"]["pair"]
     rows = []
-    for d, sh in m["shadow"].items():
-        r = m["regime"][d]
+    for name, sh in m["shadow"].items():
         if sh is None:
-            rows.append([d, "—", "refused", "", "", "", "", f"{r['mean']:+.4f} ± {r['se']:.4f}"])
+            rows.append([name, "—", "not measured", "", "", "", "", ""])
             continue
         for s, v in sh["spans"].items():
             rows.append(
                 [
-                    d,
+                    name,
                     s,
                     f"{v['mean'][x]:.3f}",
                     f"{v['null_mean_q'][x]:.4f}",
                     f"{v['token'][x]:.4f}",
                     f"{v['null_token_q'][x]:.4f}",
                     f"{v['ceiling_token'][x]:.3f}",
-                    m["verdicts"][d][s]["mean"],
+                    m["verdicts"][name][s]["mean"],
                 ]
             )
     print_rows(
-        f"shadow fractions at layer {x}",
-        ["direction", "span", "mean frac", "null q", "token frac", "null q", "top-k", "verdict / regime"],
+        f"shadow fractions at layer {x}; pair regime d = {pair['mean']:+.4f} ± {pair['se']:.4f} "
+        f"({'passes' if pair['passes'] else 'refused'})",
+        ["shadow", "span", "mean frac", "null q", "token frac", "null q", "top-k", "verdict (mean)"],
         rows,
     )
