@@ -166,7 +166,8 @@ def setup_lines(rec: dict) -> list[str]:
 
 def prereg_line(rec: dict) -> str:
     """Whether the record was analysed under the committed pre-registration: its whole text,
-    or (for a lab record) its text above the amendments, which add only the SmolLM2 arm."""
+    (for a lab record) its text above the amendments, which add only the SmolLM2 arm, or its
+    text above a later amendment (the record predates that amendment)."""
     text = PREREG.read_bytes()
     whole = hashlib.sha256(text).hexdigest()
     lab = hashlib.sha256(text.split(AMENDMENTS, 1)[0]).hexdigest()
@@ -178,6 +179,12 @@ def prereg_line(rec: dict) -> str:
             "- Pre-registration: the record's sha256 matches the committed `PREREGISTRATION.md` above its "
             "amendments (they add the SmolLM2 arm only)."
         )
+    for k in range(2, text.count(b"\n## Amendment ") + 1):
+        if got == hashlib.sha256(text.split(b"\n## Amendment %d" % k, 1)[0]).hexdigest():
+            return (
+                "- Pre-registration: the record's sha256 matches the committed `PREREGISTRATION.md` up to its "
+                f"amendment {k - 1}: the record predates amendment {k} and was run under the earlier recipe."
+            )
     return (
         "- Pre-registration: the record's sha256 does not match the committed `PREREGISTRATION.md`: it was "
         "analysed under an earlier text."
@@ -374,7 +381,8 @@ def lm_cost_lines(rec: dict) -> list[str]:
     full_states = full.seeds * (2 + len(full.domains) + full.mapping_tasks)
     work = (full.lora.steps * full.lora.batch) / (c["lora"]["steps"] * c["lora"]["batch"])
     stages = full_stage_bound(full)
-    hours = (stages * per_stage * work + full_states * per_state) / 3600
+    warm = full.warmup_steps / c["lora"]["steps"] if full.mapping_tasks else 0.0  # one warm-up LoRA, in stages
+    hours = ((stages * work + warm) * per_stage + full_states * per_state) / 3600
     return [
         "```bash",
         "updatescope reproduce interference-smollm2 --set truth_store=docs/results/truth/interference_smollm2_full \\",
@@ -384,12 +392,14 @@ def lm_cost_lines(rec: dict) -> list[str]:
         f"Cost, measured by the quick record: {per_stage:.0f} s per LoRA stage ({c['lora']['steps']} steps of "
         f"{c['lora']['batch']} rows) and {per_state:.0f} s per model state for its evaluations and predictors. The "
         f"full configuration trains at most {stages} stages ({full.lora.steps} steps of {full.lora.batch} rows, "
-        f"{work:.0f}× the quick stage's rows) and computes {full_states} states: roughly {hours:.0f} h on the "
+        f"{work:.0f}× the quick stage's rows)"
+        + (f" after one answer-format warm-up of {full.warmup_steps} steps" if full.mapping_tasks else "")
+        + f" and computes {full_states} states: roughly {hours:.0f} h on the "
         "machine that ran the quick record (an estimate: the stage count is an upper bound, the per-state time "
         "was measured on the quick run's smaller eval and sketch sets). "
-        "Every (seed, A) and (seed, pair) result is written to the truth "
+        "Every (seed, A), (seed, pair) and plan-arm result is written to the truth "
         "store as soon as it is measured, so the run can be finished in several sittings (commit the folder "
-        "between them); sequences are retrained in each sitting.",
+        "between them); only the warm-up is retrained in each sitting.",
     ]
 
 

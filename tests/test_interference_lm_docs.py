@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 from _docs_script import docs_script
 
@@ -63,6 +64,12 @@ def test_setup_and_replay_words_follow_the_record():
     other = copy.deepcopy(lm)
     other["config"]["preregistration_sha256"] = "0" * 64
     assert "does not match" in tool.lm_setup_lines(other)[-1]
+    # a record run under the text up to amendment 1 says it predates amendment 2; the whole text matches
+    text = tool.PREREG.read_bytes()
+    other["config"]["preregistration_sha256"] = hashlib.sha256(text.split(b"\n## Amendment 2", 1)[0]).hexdigest()
+    assert "predates amendment 2" in tool.lm_setup_lines(other)[-1]
+    other["config"]["preregistration_sha256"] = hashlib.sha256(text).hexdigest()
+    assert tool.lm_setup_lines(other)[-1].endswith("matches the committed `PREREGISTRATION.md`.")
     for word, phrase in (
         ("worse", "uniform replay at the same budget left a lower"),
         ("better", "planner's replay left"),

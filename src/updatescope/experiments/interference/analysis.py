@@ -28,6 +28,7 @@ __all__ = [
     "plan_verdicts",
     "proxy_conclusion",
     "eval_bootstrap",
+    "eval_se",
 ]
 
 #: (name, first predictor, second predictor): the pre-registered comparisons, in order
@@ -201,3 +202,12 @@ def eval_bootstrap(diffs: np.ndarray, *, n_boot: int, seed: int) -> dict[str, An
         "eval_ci": [float(lo), float(hi)],
         "by_seed": per_seed.tolist(),
     }
+
+
+def eval_se(diffs: np.ndarray, *, n_boot: int, seed: int) -> float:
+    """Per-example differences (n_eval,) of one seed -> the bootstrap SE of their mean: the sd
+    of the means of ``n_boot`` resamples of the examples (the resampling of
+    :func:`eval_bootstrap`, the same draw for the same ``seed``)."""
+    d = np.asarray(diffs, float)
+    idx = np.random.default_rng(seed).integers(0, d.size, size=(n_boot, d.size))
+    return float(d[idx].mean(-1).std(ddof=1))

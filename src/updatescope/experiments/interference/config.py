@@ -110,9 +110,13 @@ class InterferenceLMConfig:
     word per input class ``classes``): every mapping task sees the same inputs and answers them
     differently.  Pairs are ordered within each group (domain then domain, mapping then mapping).
 
-    A stage is one LoRA fine-tuning (``lora``) of the last ``lora.n_last`` blocks, merged into
-    them before the next stage.  A counts as learned when its eval loss after its stage is
-    below its loss at the base by more than ``min_gain`` nats in every seed.  Exact predictors
+    Before any stage (amendment 2), one LoRA of ``warmup_steps`` steps on the mapping tasks'
+    sketch rows, every input class labelled with every answer word equally often, is merged
+    into the tail: this answer-format warm-up is the base of every task and stage.  A stage is
+    one LoRA fine-tuning (``lora``) of the last ``lora.n_last`` blocks, merged into them before
+    the next stage.  A counts as learned when its eval loss after its stage is below its loss at
+    the base by more than ``min_gain`` nats and by more than twice the bootstrap SE of that
+    gain over its eval rows, in every seed.  Exact predictors
     run on the first ``exact_n`` rows of each sketch stream (None: all).  ``truth_store``: a
     folder where every (seed, pair) result is written as soon as it is measured and read back
     by a rerun with the same configuration."""
@@ -127,8 +131,9 @@ class InterferenceLMConfig:
     eval_rows: int = 24
     sketch_tokens: int = 512
     class_rows: tuple[int, int, int] = (32, 16, 24)  # examples per class: train, sketch, eval
-    lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=24, batch=8, seq_len=64)
-    min_gain: float = 0.0
+    lora: LoRAConfig = LoRAConfig(lr=2e-3, steps=48, batch=8, seq_len=64)
+    warmup_steps: int = 60  # the answer-format warm-up (needed when there are mapping tasks)
+    min_gain: float = 0.02
     sketch_dim: int = 1024
     exact_n: int | None = 128
     seeds: int = 3
@@ -161,6 +166,14 @@ class InterferenceLMConfig:
             raise InputError(f"class_rows must be 3 positive counts (train, sketch, eval), got {self.class_rows}")
         if self.min_gain < 0:
             raise InputError(f"min_gain must be >= 0, got {self.min_gain}")
+        w = self.warmup_steps
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0 or (w == 0 and self.mapping_tasks):
+            raise InputError(f"warmup_steps must be an integer >= 1 (>= 0 without mapping tasks), got {w!r}")
+        if self.mapping_tasks and self.class_rows[1] < len(self.words):
+            raise InputError(
+                f"class_rows[1] (sketch rows per class, the warm-up's rows) must be >= {len(self.words)} "
+                f"(one per answer word), got {self.class_rows[1]}"
+            )
         if not 0 <= self.replay_budget < 1:
             raise InputError(f"replay_budget must lie in [0, 1), got {self.replay_budget}")
         if not 2 <= self.seq_len_tasks <= len(self.domains):
@@ -182,7 +195,8 @@ class InterferenceLMConfig:
             eval_rows=16,
             sketch_tokens=256,
             class_rows=(16, 8, 16),
-            lora=LoRAConfig(lr=1e-3, steps=12, batch=8, seq_len=64),
+            lora=LoRAConfig(lr=2e-3, steps=24, batch=8, seq_len=64),
+            warmup_steps=30,
             exact_n=64,
             seeds=1,
             n_sequences=1,

@@ -1,5 +1,5 @@
 """Interference on SmolLM2 with the LoRA recipe of the selection experiments
-(``reproduce interference-smollm2``; amendment 1 of PREREGISTRATION.md).
+(``reproduce interference-smollm2``; amendments 1 and 2 of PREREGISTRATION.md).
 
 Tasks: built-in domains (next-token loss on document rows) and mappings of one coupling-dark
 family (``"{text}\\n{cue}"`` -> an answer word per input class: the same inputs, different
@@ -9,11 +9,15 @@ those blocks, so the next stage starts from the merged model.  Only those blocks
 the residual stream entering them is captured once per split and every loss, head input and
 fine-tuning runs on the tail (exact, see :mod:`.groundtruth.lora`).
 
+Before anything else, the answer-format warm-up (:func:`warm_up`): one LoRA on the mapping
+tasks' sketch rows, every input class labelled with every answer word equally often, merged
+into the tail; the warmed model is the base of every task, stage and predictor.
+
 Per replicate seed: every task A from the base (θ_A), every partner B of A's group from θ_A
 (θ_AB); forgetting and gain as in the lab, per eval row (the bootstrap unit).  Predictors at θ_A
 (primary) and at the base, by the same code as the lab (:func:`.runner.predictors_from_streams`).
-Then the plan arms on sequences of domains, stages memoised by prefix.  Every (seed, A) and
-(seed, pair) result goes to the truth store when ``truth_store`` is set.
+Then the plan arms on sequences of domains, stages memoised by prefix.  Every (seed, A),
+(seed, pair) and (seed, plan prefix) result goes to the truth store when ``truth_store`` is set.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import functools
 import hashlib
 import inspect
 import json
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +47,10 @@ from updatescope.experiments.interference.config import InterferenceLMConfig
 
 NAME = "interference_smollm2"
 Stage = runner.Stage
+#: the warm-up check: afterwards every mapping's eval loss lies within this many nats of ln(answer words)
+WARM_TOLERANCE = 0.25
+#: the warm-up LoRA's seed offset (coupling-dark's)
+WARM_SEED = 104729
 
 
 def mapping_names(cfg: InterferenceLMConfig) -> list[tuple[str, tuple[int, ...]]]:
@@ -102,6 +111,7 @@ def load_tasks(cfg: InterferenceLMConfig, model: Any, tok: Any, fp: str) -> dict
                 digest[split][d] = texts_digest(docs, tokens)
         family[d], group[d] = info[d].family, "domains"
     maps = mapping_names(cfg)
+    warm, warm_digest = None, None
     if maps:
         ids = mapping_tasks.word_ids(tok, cfg.words)
         n_all = sum(cfg.class_rows)
@@ -117,6 +127,8 @@ def load_tasks(cfg: InterferenceLMConfig, model: Any, tok: Any, fp: str) -> dict
             keep = b["labels"] != IGNORE_INDEX
             if b["labels"].shape[0] != len(texts) or int(keep.sum()) != len(texts):
                 raise RuntimeError("interference: expected one counted answer position per mapping example")
+            if split == "sketch":
+                warm, warm_digest = _warm_rows(cfg, b, keep, ids, texts)
             for name, m in maps:
                 lab = b["labels"].clone()
                 lab[keep] = torch.tensor([ids[a] for a in m])[cls]
@@ -125,7 +137,85 @@ def load_tasks(cfg: InterferenceLMConfig, model: Any, tok: Any, fp: str) -> dict
                     digest[split][name] = texts_digest([*texts, repr(m), cfg.cue, *cfg.words], None)
         for name, _m in maps:
             family[name], group[name] = f"mapping {cfg.cue}", "mappings"
-    return {**data, "digest": digest, "family": family, "group": group, "names": list(family)}
+    return {
+        **data,
+        "digest": digest,
+        "family": family,
+        "group": group,
+        "names": list(family),
+        "warm": warm,
+        "warm_digest": warm_digest,
+    }
+
+
+def _warm_rows(cfg: InterferenceLMConfig, b: Mapping[str, torch.Tensor], keep, ids: list[int], texts: list[str]):
+    """The warm-up rows: per input class its first ⌊n/W⌋·W sketch examples (W answer words),
+    the j-th of class k answered by word (j + k) mod W, so every class meets every word equally
+    often and there is no mapping to learn -> (block inputs, digest of their texts and labels)."""
+    n, w = cfg.class_rows[1], len(cfg.words)
+    per = n // w * w
+    rows = [k * n + j for k in range(len(cfg.classes)) for j in range(per)]
+    answers = [ids[(j + k) % w] for k in range(len(cfg.classes)) for j in range(per)]
+    lab = b["labels"][rows].clone()
+    lab[keep[rows]] = torch.tensor(answers)
+    digest = texts_digest([*(texts[r] for r in rows), json.dumps(answers), cfg.cue], None)
+    return {"hidden": b["hidden"][rows], "mask": b["mask"][rows], "labels": lab}, digest
+
+
+def check_merged(lora_loss: float, merged_loss: float) -> None:
+    """The merged tail must reproduce the LoRA tail's loss (to 1e-3, relative above 1 nat)."""
+    if not abs(lora_loss - merged_loss) <= 1e-3 * max(1.0, abs(lora_loss)):
+        raise RuntimeError(f"warm-up: merged model loss {merged_loss:.5f} != LoRA tail loss {lora_loss:.5f}")
+
+
+def warm_up(cfg: InterferenceLMConfig, model: Any, tasks: Mapping[str, Any], log) -> dict[str, Any] | None:
+    """The answer-format warm-up (amendment 2): one LoRA of ``cfg.warmup_steps`` steps (the
+    stage recipe) on the warm rows, merged into ``model``'s tail in place -> its facts, or None
+    without mapping tasks.  Checked: the merged tail reproduces the LoRA tail's loss (raises
+    otherwise); recorded: every mapping's eval loss before and after against ln(W), and whether
+    all lie within ``WARM_TOLERANCE`` of it (if not, the mapping pairs are refused)."""
+    if tasks.get("warm") is None:
+        return None
+    n, data = cfg.lora.n_last, tasks["warm"]
+    maps = [t for t in tasks["names"] if tasks["group"][t] == "mappings"]
+    t0 = time.perf_counter()
+    before_tail = lora_gt.tail_model(model, n)
+    before = {t: lora_gt.mean_loss(before_tail, tasks["eval"][t]) for t in maps}
+    tail = lora_gt.finetune_from_config(model, data, cfg.lora, seed=cfg.seed + WARM_SEED, steps=cfg.warmup_steps)
+    lora_gt.load_tail_state(model, lora_gt.merged_tail_state(model, tail, n), n)
+    merged_tail = lora_gt.tail_model(model, n)
+    lora_loss, merged_loss = lora_gt.mean_loss(tail, data), lora_gt.mean_loss(merged_tail, data)
+    check_merged(lora_loss, merged_loss)
+    after = {t: lora_gt.mean_loss(merged_tail, tasks["eval"][t]) for t in maps}
+    uniform = math.log(len(cfg.words))
+    facts = {
+        "steps": cfg.warmup_steps,
+        "rows": int(data["labels"].shape[0]),
+        "train_loss_after": lora_loss,
+        "merged_loss": merged_loss,
+        "uniform_loss": uniform,
+        "tolerance": WARM_TOLERANCE,
+        "eval_loss_before": before,
+        "eval_loss_after": after,
+        "passed": all(abs(v - uniform) <= WARM_TOLERANCE for v in after.values()),
+        "seconds": time.perf_counter() - t0,
+    }
+    log(
+        "warm-up: "
+        + ", ".join(f"{t} eval loss {before[t]:.3f} -> {after[t]:.3f}" for t in maps)
+        + f" (ln {len(cfg.words)} = {uniform:.3f}; {'passed' if facts['passed'] else 'FAILED: mapping pairs refused'})"
+    )
+    return facts
+
+
+def warm_refusals(warm: Mapping[str, Any] | None) -> dict[str, str]:
+    """Mapping task -> why it is refused, when the warm-up check failed (else {})."""
+    if warm is None or warm["passed"]:
+        return {}
+    lo, hi = warm["uniform_loss"] - warm["tolerance"], warm["uniform_loss"] + warm["tolerance"]
+    got = ", ".join(f"{v:.3f}" for v in warm["eval_loss_after"].values())
+    why = f"warm-up check failed (mapping eval losses {got} not all within [{lo:.3f}, {hi:.3f}])"
+    return dict.fromkeys(warm["eval_loss_after"], why)
 
 
 class LMStages:
@@ -211,12 +301,19 @@ def make_store(cfg: InterferenceLMConfig, tasks: Mapping[str, Any], fp: str) -> 
     names, dg = tasks["names"], tasks["digest"]
     pairs = {f"{a}__{b}": texts_digest([dg["train"][a], dg["train"][b]], None) for a in names for b in names}
     keep = ("train_rows", "eval_rows", "sketch_tokens", "sketch_dim", "exact_n", "class_rows", "cue", "words")
+    code = "".join(inspect.getsource(f) for f in (LMStages, _warm_rows, warm_up, plan_source))
+    # the warm-up is the base of every result: its recipe (steps, seed, rows; the stage recipe
+    # enters every key) is part of the context, so results of another base are refused
+    warm = None
+    if tasks.get("warm") is not None:
+        warm = {"steps": cfg.warmup_steps, "seed": cfg.seed + WARM_SEED, "rows": tasks["warm_digest"]}
     context = {
         "experiment": NAME,
         "model_fp": fp,
         "code": lora_gt._code_digest(),
-        "runner": hashlib.sha256(inspect.getsource(LMStages).encode()).hexdigest()[:16],
+        "runner": hashlib.sha256(code.encode()).hexdigest()[:16],
         "data": json.loads(json.dumps({k: getattr(cfg, k) for k in keep})),
+        "warm_up": warm,
     }
     return TruthStore(cfg.truth_store, context, {"train": {**dg["train"], **pairs}, "eval": dg["eval"]})
 
@@ -242,7 +339,7 @@ def one_seed(cfg: InterferenceLMConfig, j: int, model, tasks, fp: str, store, lo
             base_preds[p].update(preds[p])
     recipe = _recipe(cfg, seed)
     start_preds: dict[str, dict] = {p: {} for p in runner.PREDICTORS}
-    own, forget, gain = {}, {}, {}
+    own, own_gain, forget, gain = {}, {}, {}, {}
     for a in names:
         mates = groups[group[a]]
         res = None if store is None else store.load(a, seed, mates, recipe)
@@ -258,6 +355,7 @@ def one_seed(cfg: InterferenceLMConfig, j: int, model, tasks, fp: str, store, lo
         for p in runner.PREDICTORS:
             start_preds[p][a] = res["extra"][p]
         own[a] = _mean(at_a[a], counts[a])
+        own_gain[a] = _per_row(base[a], at_a[a], counts[a])  # base - after A's stage, per eval row
         for b in mates:
             if b == a:
                 continue
@@ -273,12 +371,13 @@ def one_seed(cfg: InterferenceLMConfig, j: int, model, tasks, fp: str, store, lo
             forget[key] = _per_row(got["eval"][a], at_a[a], counts[a])
             gain[key] = _per_row(at_a[b], got["eval"][b], counts[b])
         log(f"seed {j + 1}/{cfg.seeds}: A = {a} done ({stages.trained} stages trained, {stages.seconds:.0f}s)")
-    plans = plan_runs(cfg, stages, tasks, tables["domains"], groups["domains"], counts, seed, log, j)
+    plans = plan_runs(cfg, stages, tasks, tables["domains"], groups["domains"], counts, seed, log, j, store)
     stages.load(())  # the base blocks again: the next seed (and the caller) starts from the base
     return {
         "seed": seed,
         "base_loss": {t: _mean(base[t], counts[t]) for t in names},
         "own_loss": own,
+        "own_gain": own_gain,
         "forget": forget,
         "gain": gain,
         "predictors": {"start": start_preds, "base": base_preds},
@@ -288,17 +387,42 @@ def one_seed(cfg: InterferenceLMConfig, j: int, model, tasks, fp: str, store, lo
     }
 
 
-def plan_runs(cfg, stages: LMStages, tasks, table, domains: list[str], counts, seed: int, log, j: int) -> list:
-    """The plan arms of every sequence (the lab's arms, :func:`.runner._plan_arms`)."""
+def plan_source(prefix: tuple[Stage, ...], train_digests: Mapping[str, str]) -> tuple[str, str, list]:
+    """A plan arm's stages -> (its truth-store name ``plan_<sha of the prefix>``, the digest of
+    its training texts, the prefix as JSON).  Arms with the same stages share one entry."""
+    desc = [[t, [[u, r] for u, r in rep]] for t, rep in prefix]
+    text = json.dumps(desc)
+    named = [u for t, rep in prefix for u in (t, *(r[0] for r in rep))]  # trained and replayed tasks
+    digest = texts_digest([text, *(train_digests[t] for t in named)], None)
+    return "plan_" + hashlib.sha256(text.encode()).hexdigest()[:16], digest, desc
+
+
+def plan_runs(
+    cfg, stages: LMStages, tasks, table, domains: list[str], counts, seed: int, log, j: int, store=None
+) -> list:
+    """The plan arms of every sequence (the lab's arms, :func:`.runner._plan_arms`); each arm's
+    final eval losses are read from / written to the truth store under its stage prefix."""
     damage = table.damage("inner").numpy()
     rng = np.random.default_rng(seed + 77)
+    recipe = _recipe(cfg, seed)
     plans = []
     for k, seq in enumerate(runner.draw_sequences(cfg, domains, tasks["family"])):
         idx = [domains.index(t) for t in seq]
         arms = runner._plan_arms(seq, damage[np.ix_(idx, idx)], cfg, rng)
         for arm in arms.values():
             prefix = tuple((t, runner.replay_rows(r, cfg.train_rows)) for t, r in zip(arm["order"], arm["replay"]))
-            final = eval_sums(stages.load(prefix), cfg, tasks, seq)
+            got = None
+            if store is not None:
+                src, digest, desc = plan_source(prefix, tasks["digest"]["train"])
+                store.text_digests["train"][src] = digest  # a plan's "source" is its whole prefix
+                got = store.load(src, seed, seq, recipe)
+            if got is None:
+                t0 = time.perf_counter()
+                got = {"train_after": float("nan"), "eval": eval_sums(stages.load(prefix), cfg, tasks, seq)}
+                got["seconds"] = time.perf_counter() - t0
+                if store is not None:
+                    store.save(src, seed, seq, recipe, {**got, "extra": {"prefix": desc}})
+            final = got["eval"]
             arm["rows"] = [dict(p[1]) for p in prefix]
             arm["final_loss"] = {t: _mean(final[t], counts[t]) for t in seq}
             arm["mean_final_loss"] = float(np.mean(list(arm["final_loss"].values())))
@@ -318,10 +442,22 @@ def run(cfg: InterferenceLMConfig, out_dir: Path) -> Result:
     tasks = load_tasks(cfg, model, tok, fp)
     names = tasks["names"]
     store = make_store(cfg, tasks, fp)
-    per_seed = [one_seed(cfg, j, model, tasks, fp, store, log) for j in range(cfg.seeds)]
+    n = cfg.lora.n_last
+    layers = lora_gt._decoder(model).layers[lora_gt._split_layer(model, n) :]
+    original = {k: v.detach().clone() for k, v in layers.state_dict().items()}
+    try:
+        warm = warm_up(cfg, model, tasks, log)
+        # predictors are labelled with the warmed model's fingerprint (the block inputs were
+        # captured below the tail, which the warm-up leaves alone)
+        fp_base = fp if warm is None else cache_key(fp, "warm-up", cfg.warmup_steps, tasks["warm_digest"])
+        per_seed = [one_seed(cfg, j, model, tasks, fp_base, store, log) for j in range(cfg.seeds)]
+    finally:
+        lora_gt.load_tail_state(model, original, n)  # the caller gets the model as loaded
     group = tasks["group"]
     keys = [analysis.pair_key(a, b) for a in names for b in names if a != b and group[a] == group[b]]
-    metrics = runner.analyse(cfg, per_seed, names, tasks["family"], keys)
+    refused = warm_refusals(warm)
+    metrics = runner.analyse(cfg, per_seed, names, tasks["family"], keys, refused_tasks=refused)
+    metrics["warm_up"] = warm
     metrics["plans"] = runner.analyse_plans(cfg, per_seed)
     metrics["powered"] = not cfg.quick
     metrics["note"] = "quick: 4 domains and 2 mapping tasks, 1 seed, one sequence; not powered" if cfg.quick else ""

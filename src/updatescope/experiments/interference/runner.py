@@ -302,18 +302,50 @@ def _pair_table(per_seed: list[dict], state: str, pred: str, keys: list[str]) ->
     return out
 
 
+def lm_regime(
+    cfg: Any, per_seed: list[dict], names: list[str], refused_tasks: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The SmolLM2 arm's regime rule (amendment 2): A is learned in a seed when its own gain
+    (base loss − loss after its stage) exceeds both ``cfg.min_gain`` and 2 × the bootstrap SE
+    of that gain over its eval rows (``per_seed[s]["own_gain"][A]``, per-row gains).  Tasks in
+    ``refused_tasks`` (task -> reason, e.g. a failed warm-up check) are refused whatever their gain.
+    -> {"learned": {A: [bool per seed]}, "own_gain", "own_gain_se": {A: [per seed]},
+    "reasons": {A: why A is refused} (only refused tasks)}."""
+    learned, gains, ses, reasons = {}, {}, {}, {}
+    for i, a in enumerate(names):
+        gains[a] = [s["base_loss"][a] - s["own_loss"][a] for s in per_seed]
+        ses[a] = [analysis.eval_se(s["own_gain"][a], n_boot=cfg.n_boot, seed=cfg.seed + i) for s in per_seed]
+        learned[a] = [g > cfg.min_gain and g > 2 * se for g, se in zip(gains[a], ses[a])]
+        why = [
+            f"gain {g:+.4f} nats <= min_gain {cfg.min_gain} in seed {s['seed']}"
+            if g <= cfg.min_gain
+            else f"gain {g:+.4f} nats <= 2 x eval SE {2 * se:.4f} in seed {s['seed']}"
+            for g, se, ok, s in zip(gains[a], ses[a], learned[a], per_seed)
+            if not ok
+        ]
+        if refused_tasks and a in refused_tasks:
+            learned[a] = [False] * len(per_seed)
+            why.insert(0, refused_tasks[a])
+        if why:
+            reasons[a] = "; ".join(why)
+    return {"learned": learned, "own_gain": gains, "own_gain_se": ses, "reasons": reasons}
+
+
 def analyse(
     cfg: Any,
     per_seed: list[dict],
     names: list[str],
     family: Mapping[str, str] = TASK_FAMILY,
     keys: list[str] | None = None,
+    refused_tasks: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The record's metrics from the per-seed measurements (see PREREGISTRATION.md).
     ``keys``: the ordered pairs measured (default: every pair of ``names``).  A is learned by
-    the lab's ratio rule, or, for a config with ``min_gain``, when its loss fell by more."""
-    if hasattr(cfg, "min_gain"):
-        learned = {a: [s["own_loss"][a] < s["base_loss"][a] - cfg.min_gain for s in per_seed] for a in names}
+    the lab's ratio rule, or, for a config with ``min_gain`` (the SmolLM2 arm), by
+    :func:`lm_regime` (``refused_tasks``: tasks refused for a reason of the run)."""
+    lm = lm_regime(cfg, per_seed, names, refused_tasks) if hasattr(cfg, "min_gain") else None
+    if lm is not None:
+        learned = lm["learned"]
     else:
         learned = {a: [s["own_loss"][a] <= cfg.learned_ratio * s["base_loss"][a] for s in per_seed] for a in names}
     keys = keys if keys is not None else [analysis.pair_key(a, b) for a in names for b in names if a != b]
@@ -365,6 +397,18 @@ def analyse(
             "n_pairs": len(keys),
             "n_scored": len(scored),
             "refused": [k for k in keys if k not in scored],
+            **(
+                {
+                    "own_gain": lm["own_gain"],
+                    "own_gain_se": lm["own_gain_se"],
+                    "refused_tasks": lm["reasons"],
+                    "refusal_reasons": {
+                        k: "A not learned: " + lm["reasons"][analysis.split_key(k)[0]] for k in keys if k not in scored
+                    },
+                }
+                if lm is not None
+                else {}
+            ),
         },
         "pairs": pairs,
         "noise": {
