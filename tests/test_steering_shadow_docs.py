@@ -32,44 +32,49 @@ def test_shadow_block_is_generated():
     assert "LoRA-shadow stretch goal is not implemented" not in text
 
 
-def _measured(rec):
-    return [d for d, s in rec["metrics"]["shadow"].items() if s is not None]
-
-
 def test_shadow_words_flip_with_the_numbers():
     mod = docs_script("steering_table")
     name, rec = _record()
     r = copy.deepcopy(rec)
     m = r["metrics"]
     n_layers = m["n_layers"]
-    # a refused fine-tune: whatever the record says, set one direction's regime to pass and
-    # give it numbers, so both ways of flipping can be checked on any record
-    d = "positive"
-    if m["shadow"][d] is None:
-        other = _measured(r)
-        m["shadow"][d] = copy.deepcopy(m["shadow"][other[0]]) if other else _fake_shadow(n_layers)
-    m["regime"][d].update(mean=0.5, se=0.01, own_mean=0.6, other_mean=0.1)
-    f = m["shadow"][d]["spans"]["caa"]
+    # whatever the record says, let the pair pass and give every shadow numbers, so both
+    # ways of flipping can be checked on any record
+    for s in ("contrast", "positive", "negative"):
+        if m["shadow"][s] is None:
+            m["shadow"][s] = _fake_shadow(n_layers)
+            if s == "contrast":
+                del m["shadow"][s]["cos_mean_contrast"]
+    m["regime"]["pair"].update(mean=0.5, se=0.01, mean_positive=0.6, mean_negative=0.4)
+    f = m["shadow"]["contrast"]["spans"]["caa"]
     f["null_mean_q"] = [0.01] * n_layers
     f["mean"] = [0.5] * n_layers  # above the null everywhere
-    assert mod.shadow_words(r)[d]["caa"]["mean"] == "spans more than random"
+    assert mod.shadow_words(r)["contrast"]["caa"]["mean"] == "spans more than random"
     text = "\n".join(mod.shadow_block(r, name))
-    assert "spans more than random" in text and "| positive | +0.6000 | +0.1000 | +0.5000 ± 0.0100 | passes |" in text
+    assert "| **FT_pos − FT_neg** (primary) | CAA (k = 1) | 0.500 |" in text
+    assert f"| {m['regime']['pair']['n']} | +0.5000 ± 0.0100 | +0.6000 | +0.4000 | passes |" in text
+    assert "nothing was measured" not in text
     f["mean"] = [0.001] * n_layers  # below it everywhere
-    assert mod.shadow_words(r)[d]["caa"]["mean"] == "no more than random"
+    assert mod.shadow_words(r)["contrast"]["caa"]["mean"] == "no more than random"
     assert "no more than random" in "\n".join(mod.shadow_block(r, name))
     # exactly at a majority of the rule layers, and one short of it
     rl = m["rule_layers"]
     need = len(rl) // 2 + 1
     f["mean"] = [0.5 if x in rl[:need] else 0.001 for x in range(n_layers)]
-    assert mod.shadow_words(r)[d]["caa"]["mean"] == "spans more than random"
+    assert mod.shadow_words(r)["contrast"]["caa"]["mean"] == "spans more than random"
+    assert f"spans more than random ({need} of {len(rl)})" in "\n".join(mod.shadow_block(r, name))
     f["mean"][rl[need - 1]] = 0.001
-    assert mod.shadow_words(r)[d]["caa"]["mean"] == "no more than random"
-    # the regime check fails: every word of that fine-tune is "not measured"
-    m["regime"][d].update(mean=0.01, se=0.02)
-    words = mod.shadow_words(r)[d]
-    assert {w for span in words.values() for w in span.values()} == {"not measured"}
-    assert "refused: not measured" in "\n".join(mod.shadow_block(r, name))
+    assert mod.shadow_words(r)["contrast"]["caa"]["mean"] == "no more than random"
+    # the per-token word follows its own numbers, not the mean shadow's
+    g = m["shadow"]["contrast"]["spans"]["caa+shifts"]
+    g["null_token_q"], g["token"] = [0.01] * n_layers, [0.2] * n_layers
+    assert mod.shadow_words(r)["contrast"]["caa+shifts"]["token"] == "spans more than random"
+    # the pair fails its regime check: every word of every shadow is "not measured"
+    m["regime"]["pair"].update(mean=0.01, se=0.02)
+    words = mod.shadow_words(r)
+    assert {w for sh in words.values() for span in sh.values() for w in span.values()} == {"not measured"}
+    text = "\n".join(mod.shadow_block(r, name))
+    assert "refused: not measured" in text and "nothing was measured" in text
 
 
 def _fake_shadow(n):
@@ -90,5 +95,6 @@ def _fake_shadow(n):
         "relative": [0.1] * n,
         "mean_norm": [1.0] * n,
         "cos_mean_caa": [0.0] * n,
+        "cos_mean_contrast": [0.5] * n,
         "spans": {"caa": copy.deepcopy(span), "caa+shifts": copy.deepcopy(span)},
     }
