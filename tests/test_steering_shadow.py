@@ -9,6 +9,7 @@ import torch
 from _tiny_lm import WordTokenizer, reproduce, tiny_llama
 from updatescope.errors import InputError
 from updatescope.experiments import configure, heads
+from updatescope.experiments import sentiment_texts as texts
 from updatescope.experiments.steering_shadow import spans, verdicts
 
 
@@ -115,6 +116,57 @@ def test_config_refuses_bad_values():
     assert configure("steering-shadow").steps == 60
 
 
+def test_first_dropped_leaves_out_exactly_the_first_real_token():
+    # right padding (rows 0, 1) and left padding (row 2): the first real position differs
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [0, 1, 1, 1]])
+    h = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    w = texts.first_dropped(mask, mask).double()
+    assert w.tolist() == [[0, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
+    got = (h * w[..., None]).sum(1) / w.sum(1, keepdim=True)
+    # the oracle: the plain mean over the listed positions
+    want = torch.stack([h[0, 1:3].mean(0), h[1, 1:4].mean(0), h[2, 2:4].mean(0)])
+    assert torch.allclose(got, want, rtol=0, atol=1e-15)
+    with pytest.raises(InputError):
+        texts.first_dropped(mask, torch.tensor([[1, 0, 0, 0]]))  # nothing would be left
+
+
+def test_skip_first_token_means_and_shift_against_per_position_oracles():
+    pytest.importorskip("transformers")
+    from updatescope.experiments.steering_shadow.runner import token_residuals
+    from updatescope.steering import encode_prompts, gradient_step, pushforward
+
+    model, tok = tiny_llama(), WordTokenizer()
+    sents = ["a b c d", "e f g h i j", "k l m"]
+    ids, mask = encode_prompts(tok, sents, side="right")
+    # the residual at every real token, rows in order; the first token of row i is at offset
+    rows = token_residuals(model, ids, mask, [0], 8)[0].double()
+    starts = [0, *mask.sum(1).cumsum(0).tolist()]
+    every = torch.stack([rows[a:b].mean(0) for a, b in zip(starts, starts[1:])])
+    rest = torch.stack([rows[a + 1 : b].mean(0) for a, b in zip(starts, starts[1:])])
+    # sentiment-steering's call (no skip_first) is the mean over every token, as before
+    default = texts.token_means(model, ids, mask, mask, [0], 8)[0]
+    assert torch.allclose(default, every, rtol=0, atol=1e-5)
+    assert torch.equal(default, texts.token_means(model, ids, mask, mask, [0], 8, skip_first=False)[0])
+    assert torch.allclose(texts.token_means(model, ids, mask, mask, [0], 8, skip_first=True)[0], rest, atol=1e-5)
+    assert not torch.allclose(rest, every, atol=1e-3)  # the first token does move the mean
+    kept = token_residuals(model, ids, mask, [0], 8, skip_first=True)[0].double()
+    assert kept.shape[0] == rows.shape[0] - len(sents)
+    assert torch.equal(kept, torch.cat([rows[a + 1 : b] for a, b in zip(starts, starts[1:])]))
+    # the one-step shift: the per-position pushforward, averaged over positions 1.. of each sentence
+    labels = ids.masked_fill(mask == 0, -100)
+    delta = gradient_step(model, ids, labels, mask, lr=1.0)
+    n = mask.sum(1).tolist()
+    per_pos = [  # per sentence (alone, unpadded), the shift at each of its positions: (n_i, d)
+        torch.stack([pushforward(model, delta, ids[i : i + 1, : n[i]], position=k)[0, 0] for k in range(n[i])])
+        for i in range(3)
+    ]
+    want = torch.stack([p[1:].double().mean(0) for p in per_pos]).mean(0)
+    want_all = torch.stack([p.double().mean(0) for p in per_pos]).mean(0)
+    got = texts.one_step_shift(model, tok, sents, 3, 8, skip_first=True)[0]
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)
+    assert torch.allclose(texts.one_step_shift(model, tok, sents, 3, 8)[0], want_all, rtol=1e-4, atol=1e-6)
+
+
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     pytest.importorskip("gensim")
@@ -141,6 +193,12 @@ def test_steering_shadow_tiny_run(tiny, monkeypatch):
     assert len(c["preregistration_sha256"]) == 64
     assert m["n_layers"] == 1 and m["rule_layers"] == [0] and m["headline_layer"] == 0 and m["d"] == 16
     assert m["n"]["prompts"] == 8 and m["n"]["tokens"] > 8
+    assert c["skip_first_token"]
+    ft = m["first_token"]  # amendment 2's diagnostic, one entry per layer
+    assert len(ft["first_norm"]) == len(ft["other_norm"]) == len(ft["top_share"]) == 1
+    assert ft["first_norm"][0] > 0 and ft["other_norm"][0] > 0 and 0 < ft["top_share"][0] <= 1
+    assert 0 <= ft["top_coordinate"][0] < 16 and -1 <= ft["cos_caa_with_first"][0] <= 1
+    assert 0 <= ft["caa_top_share"][0] <= 1 and 0 <= ft["caa_with_first_top_share"][0] <= 1
     pair = m["regime"]["pair"]
     assert len(pair["d_positive"]) == len(pair["d_negative"]) == 20 and pair["n"] == 40
     assert pair["mean"] == pytest.approx(sum(pair["d_positive"] + pair["d_negative"]) / 40)

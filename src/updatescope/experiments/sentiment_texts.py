@@ -24,6 +24,7 @@ __all__ = [
     "neutral_openings",
     "split_prompts",
     "Vader",
+    "first_dropped",
     "token_means",
     "one_step_shift",
 ]
@@ -122,13 +123,30 @@ class Vader:
         return [self.compound(t) for t in texts]
 
 
+def first_dropped(weights: Tensor, mask: Tensor) -> Tensor:
+    """``weights`` with each row's first real token (its first position where ``mask`` is 1,
+    any padding side) set to 0.  (n, T), (n, T) -> (n, T).  Raises when a row would keep no
+    token."""
+    real = mask.bool()
+    if bool((real.sum(1) < 2).any()):
+        raise InputError("leaving out the first token needs every row to have >= 2 real tokens")
+    first = real & (real.long().cumsum(1) == 1)
+    return weights.masked_fill(first, 0)
+
+
 @torch.no_grad()
-def token_means(model: Any, ids: Tensor, mask: Tensor, weights: Tensor, layers: list[int], bs: int) -> Tensor:
+def token_means(
+    model: Any, ids: Tensor, mask: Tensor, weights: Tensor, layers: list[int], bs: int, skip_first: bool = False
+) -> Tensor:
     """Weighted mean over tokens of decoder-layer outputs.  ids, mask, weights (n, T) ->
-    (len(layers), n, d) float64.  Positions come from the mask (left padding allowed)."""
+    (len(layers), n, d) float64.  Positions come from the mask (left padding allowed).
+    ``skip_first``: each row's first real token gets weight 0 (:func:`first_dropped`) -- in
+    SmolLM2 its residual is a massive activation, hundreds of times the others' norm."""
     from updatescope.steering import decoder_layers
     from updatescope.steering.positions import hidden_of
 
+    if skip_first:
+        weights = first_dropped(weights, mask)
     blocks = decoder_layers(model)
     got: dict[int, Tensor] = {}
     handles = [
@@ -147,10 +165,14 @@ def token_means(model: Any, ids: Tensor, mask: Tensor, weights: Tensor, layers: 
     return torch.cat(out, dim=1)
 
 
-def one_step_shift(model: Any, tok: Any, sentences: list[str], n_pushforward: int, bs: int) -> Tensor:
+def one_step_shift(
+    model: Any, tok: Any, sentences: list[str], n_pushforward: int, bs: int, skip_first: bool = False
+) -> Tensor:
     """The activation shift of one gradient step: δθ = -∇ LM loss (learning rate 1, every
     token of ``sentences``), pushed forward exactly (forward AD, every token) through the
-    first ``n_pushforward`` of them and averaged over tokens, then sentences.  -> (Lyr, d) float64."""
+    first ``n_pushforward`` of them and averaged over tokens, then sentences.  -> (Lyr, d) float64.
+    ``skip_first``: the token average leaves out each sentence's first token (the step itself
+    still learns from every token)."""
     from updatescope.constants import IGNORE_INDEX
     from updatescope.steering import encode_prompts, gradient_step, pushforward
 
@@ -159,4 +181,12 @@ def one_step_shift(model: Any, tok: Any, sentences: list[str], n_pushforward: in
     delta = gradient_step(model, s_ids, labels, s_mask, lr=1.0)
     p_ids, p_mask = s_ids[:n_pushforward], s_mask[:n_pushforward]
     shift = pushforward(model, delta, p_ids, p_mask, position="all", batch_size=bs).double()
+    if skip_first:
+        first_dropped(p_mask, p_mask)  # refuses a one-token sentence
+        # the shift is linear in the tokens it averages: n * mean(all) - first = sum of the rest.
+        # One more forward-AD pass at position 0; the float32 rounding of the first token's
+        # share of mean(all) is ~1e-7 of its (large) norm, small against the rest's sum
+        first = pushforward(model, delta, p_ids, p_mask, position=0, batch_size=bs).double()
+        n = p_mask.sum(1).double()[None, :, None]  # (1, n, 1)
+        shift = (shift * n - first) / (n - 1)
     return shift.mean(1)  # (Lyr, d)

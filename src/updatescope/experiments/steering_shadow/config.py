@@ -43,6 +43,9 @@ class SteeringShadowConfig:
     quantile: float = 0.99  # the null's percentile a span must exceed
     verdict_layers: tuple[int, int] = (6, 18)  # inclusive range of layers the verdict reads
     regime_z: float = 2.0  # the pair's regime check passes when mean d - regime_z * SE > 0
+    # amendment 2: CAA, the one-step shifts' token mean and every shadow leave out each
+    # sequence's first token (SmolLM2's massive activation sits there)
+    skip_first_token: bool = True
     batch_size: int = 16  # rows per forward pass
     seed: int = 0
     quick: bool = False

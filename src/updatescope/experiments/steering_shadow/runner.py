@@ -18,6 +18,9 @@ span?  Analysis fixed in PREREGISTRATION.md (its sha256 is in the record's confi
 4. The share of D_l (per token) and of m_l in span{CAA_l} and span{CAA_l, both shifts_l},
    against random subspaces of the same dimension and, per token, the top-k singular
    directions of D_l itself (:mod:`.spans`); the words come from :mod:`.verdicts`.
+Amendment 2: CAA, the one-step shifts' token mean and every shadow leave out each
+sequence's first token (``skip_first_token``), whose residual in SmolLM2 is a massive
+activation; the record keeps the diagnostic (``metrics.first_token``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads
 from updatescope.experiments import sentiment_texts as texts
 from updatescope.experiments.steering_shadow import figures, spans, verdicts
@@ -53,12 +57,16 @@ def _cos(a: Tensor, b: Tensor) -> list[float]:
 
 
 @torch.no_grad()
-def token_residuals(model: Any, ids: Tensor, mask: Tensor, layers: list[int], bs: int) -> Tensor:
+def token_residuals(
+    model: Any, ids: Tensor, mask: Tensor, layers: list[int], bs: int, skip_first: bool = False
+) -> Tensor:
     """Decoder-layer outputs at every real token, rows in batch order.  ids, mask (n, T)
-    -> (len(layers), mask.sum(), d) float32.  Right padding (default positions)."""
+    -> (len(layers), kept tokens, d) float32.  Right padding (default positions).
+    ``skip_first``: each row's first real token is left out."""
     from updatescope.steering import decoder_layers
     from updatescope.steering.positions import hidden_of
 
+    keep_all = (texts.first_dropped(mask, mask) if skip_first else mask).bool()
     blocks = decoder_layers(model)
     got: dict[int, Tensor] = {}
     handles = [
@@ -67,13 +75,64 @@ def token_residuals(model: Any, ids: Tensor, mask: Tensor, layers: list[int], bs
     out = []
     try:
         for s in range(0, ids.shape[0], bs):
-            keep = mask[s : s + bs].bool()
+            keep = keep_all[s : s + bs]
             model(input_ids=ids[s : s + bs], attention_mask=mask[s : s + bs], use_cache=False)
             out.append(torch.stack([got[x][keep] for x in layers]))
     finally:
         for h in handles:
             h.remove()
     return torch.cat(out, dim=1)
+
+
+@torch.no_grad()
+def first_token_norms(model: Any, ids: Tensor, mask: Tensor, layers: list[int], bs: int) -> dict[str, list]:
+    """Amendment 2's diagnostic, per layer, on right-padded sequences ids, mask (n, T):
+    the mean norm of the first token's residual and of the other real tokens' residuals, the
+    coordinate with the largest share of the first tokens' summed squared norm, and that share.
+    -> {"first_norm", "other_norm", "top_coordinate", "top_share"}, each a list over ``layers``."""
+    from updatescope.steering import decoder_layers
+    from updatescope.steering.positions import hidden_of
+
+    if not bool(mask[:, 0].bool().all()):
+        raise InputError("first_token_norms needs right padding (every row's first position real)")
+    blocks = decoder_layers(model)
+    got: dict[int, Tensor] = {}
+    handles = [
+        blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o).double())) for x in layers
+    ]
+    first_norm = torch.zeros(len(layers), dtype=torch.float64)
+    other_norm = torch.zeros(len(layers), dtype=torch.float64)
+    first_sq: Tensor | None = None  # (Lyr, d) summed squares of the first tokens' coordinates
+    n_other = 0
+    try:
+        for s in range(0, ids.shape[0], bs):
+            m = mask[s : s + bs].bool()
+            model(input_ids=ids[s : s + bs], attention_mask=mask[s : s + bs], use_cache=False)
+            h = torch.stack([got[x] for x in layers])  # (Lyr, B, T, d)
+            first = h[:, :, 0]  # (Lyr, B, d)
+            rest = h[:, :, 1:][:, m[:, 1:]]  # (Lyr, kept, d)
+            first_norm += first.norm(dim=-1).sum(1)
+            other_norm += rest.norm(dim=-1).sum(1)
+            sq = first.pow(2).sum(1)
+            first_sq = sq if first_sq is None else first_sq + sq
+            n_other += rest.shape[1]
+    finally:
+        for h_ in handles:
+            h_.remove()
+    assert first_sq is not None
+    top = first_sq.argmax(1)
+    return {
+        "first_norm": (first_norm / ids.shape[0]).tolist(),
+        "other_norm": (other_norm / max(n_other, 1)).tolist(),
+        "top_coordinate": top.tolist(),
+        "top_share": (first_sq.gather(1, top[:, None])[:, 0] / first_sq.sum(1)).tolist(),
+    }
+
+
+def _coordinate_share(v: Tensor, coords: list[int]) -> list[float]:
+    """Per layer, the share of ``v[l]``'s squared norm in coordinate ``coords[l]``.  v (Lyr, d)."""
+    v = v.double()
+    return (v[torch.arange(v.shape[0]), coords].pow(2) / v.pow(2).sum(1)).tolist()
 
 
 @torch.no_grad()
@@ -206,7 +265,6 @@ def _shadow(
 
 
 def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
-    from updatescope.errors import InputError
     from updatescope.steering import decoder_layers, encode_prompts
 
     t0 = time.perf_counter()
@@ -234,9 +292,21 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
 
     # --- CAA over the fit sentences, its split halves, the one-step shifts
     ids, mask = encode_prompts(tok, fit["positive"] + fit["negative"], side="right")
-    acts = texts.token_means(model, ids, mask, mask, layers, bs)  # (Lyr, 2 n_fit, d)
+    skip = config.skip_first_token
+    acts = texts.token_means(model, ids, mask, mask, layers, bs, skip_first=skip)  # (Lyr, 2 n_fit, d)
     a_pos, a_neg = acts[:, : config.n_fit], acts[:, config.n_fit :]
     caa = a_pos.mean(1) - a_neg.mean(1)  # (Lyr, d)
+    # amendment 2's diagnostic, recorded: the first token's residual against the others', and
+    # CAA with every token (the pre-amendment vector) against the CAA used here
+    first_token = first_token_norms(model, ids, mask, layers, bs)
+    with_first = texts.token_means(model, ids, mask, mask, layers, bs)
+    caa_all = with_first[:, : config.n_fit].mean(1) - with_first[:, config.n_fit :].mean(1)
+    first_token.update(
+        caa_with_first_top_share=_coordinate_share(caa_all, first_token["top_coordinate"]),
+        caa_top_share=_coordinate_share(caa, first_token["top_coordinate"]),
+        cos_caa_with_first=_cos(caa, caa_all),
+    )
+    del with_first
     halves = []
     half = config.n_fit // 2
     for _ in range(texts.SPLITS):
@@ -245,7 +315,10 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
         h2 = a_pos[:, pp[half:]].mean(1) - a_neg[:, pn[half:]].mean(1)
         halves.append(_cos(h1, h2))
     split_half = np.mean(halves, axis=0).tolist()
-    shift = {d: texts.one_step_shift(model, tok, fit[d], config.pushforward_sentences, bs) for d in DIRECTIONS}
+    shift = {
+        d: texts.one_step_shift(model, tok, fit[d], config.pushforward_sentences, bs, skip_first=skip)
+        for d in DIRECTIONS
+    }
     _log("CAA and one-step shifts done")
     bases = []  # per layer: {span: Q (d, k)}
     for x in layers:
@@ -262,7 +335,7 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     )
     _, prompts = texts.split_prompts(openings, 0, config.n_prompts, config.seed)
     p_ids, p_mask = encode_prompts(tok, prompts, side="right")
-    base_h = token_residuals(model, p_ids, p_mask, layers, bs)  # (Lyr, N, d)
+    base_h = token_residuals(model, p_ids, p_mask, layers, bs, skip)  # (Lyr, N, d)
     base_norm = base_h.double().pow(2).sum((1, 2)).sqrt()  # (Lyr,) Frobenius norm of H_l
     h_ids, h_mask = {}, {}
     base_loss = {}
@@ -280,7 +353,7 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
         ft, losses = finetune(model, *f_ids[d], config, config.seed * 100 + j)
         training[d] = {"first": losses[0], "last": losses[-1], "per_step": losses}
         ft_loss[d] = {c: sentence_losses(ft, h_ids[c], h_mask[c], bs) for c in DIRECTIONS}
-        ft_h[d] = token_residuals(ft, p_ids, p_mask, layers, bs)
+        ft_h[d] = token_residuals(ft, p_ids, p_mask, layers, bs, skip)
         del ft
         _log(f"{d}: fine-tuned ({losses[0]:.3f} -> {losses[-1]:.3f})")
     regime = _regime(base_loss, ft_loss, config.regime_z)
@@ -317,6 +390,7 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
             "shift_positive_caa": _cos(shift["positive"], caa),
             "shift_negative_caa": _cos(shift["negative"], -caa),
         },
+        "first_token": first_token,
         "training": training,
         "regime": regime,
         "shadow": shadow,
