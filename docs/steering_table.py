@@ -618,6 +618,34 @@ def _shadow_regime(rec: dict) -> list[str]:
     return rows
 
 
+def _first_token(rec: dict) -> list[str]:
+    """Amendment 2's diagnostic line, from the record (older records have none)."""
+    cfg, m = rec["config"], rec["metrics"]
+    ft = m.get("first_token")
+    if not ft:
+        return []
+    x, last = m["headline_layer"], m["rule_layers"][-1]
+    at = [
+        f"layer {i}: first token {ft['first_norm'][i]:,.0f} against {ft['other_norm'][i]:,.0f} for the others, "
+        f"{100 * ft['top_share'][i]:.1f}% of its squared norm in coordinate {ft['top_coordinate'][i]}; that "
+        f"coordinate holds {100 * ft['caa_with_first_top_share'][i]:.1f}% of CAA over every token and "
+        f"{100 * ft['caa_top_share'][i]:.1f}% of CAA without the first token (cosine of the two "
+        f"{ft['cos_caa_with_first'][i]:+.2f})"
+        for i in dict.fromkeys((x, last))
+    ]
+    left_out = (
+        "CAA, the one-step shifts' token mean and every shadow below leave each sequence's first token out"
+        if cfg.get("skip_first_token")
+        else "nothing below leaves the first token out"
+    )
+    return [
+        "",
+        f"**First token** (amendment 2; mean residual norms on the {2 * m['n']['fit']} fit polarity sentences): "
+        + "; ".join(at)
+        + f". {left_out[0].upper()}{left_out[1:]}.",
+    ]
+
+
 def shadow_block(rec: dict, name: str) -> list[str]:
     v = _shadow_rules()
     cfg, m, env = rec["config"], rec["metrics"], rec["env"]
@@ -626,17 +654,21 @@ def shadow_block(rec: dict, name: str) -> list[str]:
     x = m["headline_layer"]
     rl = m["rule_layers"]
     q = f"{100 * cfg['quantile']:g}th percentile"
+    skip = cfg.get("skip_first_token", False)  # amendment 2; absent from older records
+    amended = "amendments 1 and 2" if skip else "amendment 1"
+    skipped = ", the first token of each left out" if skip else ""
     rows = [
         f"Record `docs/results/{name}.json`: `{cmd}`, {rec['seconds']:.0f} s on 2 CPU cores, commit "
         f"`{env.get('git_commit', '?')[:10]}`{dirty}; model `{cfg['model']}` ({m['n_layers']} layers, width "
-        f"{m['d']}); pre-registration (with amendment 1) sha256 `{(cfg.get('preregistration_sha256') or '?')[:12]}`. "
+        f"{m['d']}); pre-registration (with {amended}) sha256 `{(cfg.get('preregistration_sha256') or '?')[:12]}`. "
         f"{m['n']['fit']} fit + {m['n']['heldout']} held-out polarity sentences per class; LoRA r {cfg['lora_r']}, "
         f"alpha {cfg['lora_alpha']:g} on every projection of every layer, {cfg['steps']} Adam steps of "
         f"{cfg['batch']} sentences at lr {cfg['lr']:g}; shadow on {m['n']['prompts']} neutral news openings "
-        f"({m['n']['tokens']} tokens); {cfg['random_draws']} random subspaces per layer.",
+        f"({m['n']['tokens']} tokens{skipped}); {cfg['random_draws']} random subspaces per layer.",
     ]
     if cfg["quick"]:
         rows[0] += " A quick run checks that the pipeline runs: its words carry no weight."
+    rows += _first_token(rec)
     rows += _shadow_regime(rec)
     pair = m["regime"]["pair"]
     passes = v.regime_passes(pair["mean"], pair["se"], cfg["regime_z"])

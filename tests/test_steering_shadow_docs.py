@@ -69,6 +69,25 @@ def test_shadow_words_flip_with_the_numbers():
     g = m["shadow"]["contrast"]["spans"]["caa+shifts"]
     g["null_token_q"], g["token"] = [0.01] * n_layers, [0.2] * n_layers
     assert mod.shadow_words(r)["contrast"]["caa+shifts"]["token"] == "spans more than random"
+    # the first-token line (amendment 2) reads the record's diagnostic, at the headline and last rule layer
+    m["first_token"] = {
+        k: [v] * n_layers
+        for k, v in (
+            ("first_norm", 23456.0),
+            ("other_norm", 121.0),
+            ("top_coordinate", 507),
+            ("top_share", 0.9),
+            ("caa_with_first_top_share", 0.98),
+            ("caa_top_share", 0.01),
+            ("cos_caa_with_first", 0.2),
+        )
+    }
+    m["first_token"]["first_norm"][rl[-1]] = 98765.0
+    text = "\n".join(mod.shadow_block(r, name))
+    assert f"layer {m['headline_layer']}: first token 23,456 against 121 for the others" in text
+    assert f"layer {rl[-1]}: first token 98,765 against 121" in text and "coordinate 507" in text
+    del m["first_token"]
+    assert "**First token**" not in "\n".join(mod.shadow_block(r, name))
     # the pair fails its regime check: every word of every shadow is "not measured"
     m["regime"]["pair"].update(mean=0.01, se=0.02)
     words = mod.shadow_words(r)
