@@ -94,10 +94,14 @@ def test_coupling_dark_guidance_follows_each_word():
 def test_coupling_dark_unlearned_library_and_prereg_mismatch_are_stated():
     tool, rec = _cd_rec()
     assert "matches the committed" in tool.cd_setup_lines(rec)[-1]
+    assert "decide nothing" not in "".join(tool.cd_verdicts(rec["metrics"]))
     r = copy.deepcopy(rec)
     r["metrics"]["regime"]["adapters_learned_their_mapping"] = False
+    r["metrics"]["regime"]["own_mapping_gain_few_shot"][0] = -0.25
     assert "nothing is decided" in tool.cd_guidance(r)[0]
     assert "not every adapter" in tool.cd_setup_lines(r)[1]
+    assert "1 of" in tool.cd_setup_lines(r)[1] and "-0.250" in tool.cd_setup_lines(r)[1]
+    assert "decide nothing" in tool.cd_verdicts(r["metrics"])[0]
     r["config"]["preregistration_sha256"] = "0" * 64
     assert "does not match" in tool.cd_setup_lines(r)[-1]
     # every router's row says what it sees
