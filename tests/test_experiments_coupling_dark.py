@@ -51,7 +51,14 @@ def tiny(monkeypatch):
     from updatescope.experiments.coupling_dark import runner
 
     monkeypatch.setattr(heads, "load_model", loader())
-    words = {"python": "def return self", "licence": "licence warranty copy", "digits": "1 2 3 4"}
+    words = {
+        "python": "def return self",
+        "licence": "licence warranty copy",
+        "digits": "1 2 3 4",
+        "news": "the minister said",
+        "reviews": "a fine film",
+        "docs": "returns the value",
+    }
 
     def texts(name, n, seed):
         return [f"{words[name]} {name}{i % 5}" for i in range(n)]
@@ -99,6 +106,30 @@ def test_tiny_run_writes_every_method_checks_and_verdicts(tiny, tmp_path, enforc
         assert v["statement"] != mappings.NOT_SCORED
     else:
         assert set(reg["scored_targets"]) == {t for t, r in reg["per_target"].items() if r["passed"]}
+
+
+def test_check_c_compares_with_ln_of_the_answer_words_not_of_the_classes(tiny, tmp_path):
+    """Six classes share three answer words: the warm-up's uniform loss is ln 3, not ln 6."""
+    import math
+
+    settings = {
+        "classes": ["python", "licence", "digits", "news", "reviews", "docs"],
+        "n_fit": 2,
+        "n_sketch": 2,
+        "n_val": 1,
+        "n_eval": 2,
+        "n_warm": 3,
+        "warmup_steps": 1,
+        "lora": {"steps": 1, "batch": 4, "n_last": 1},
+        "sketch_dim": 64,
+        "enforce_checks": False,
+        "n_boot": 20,
+    }
+    m = reproduce("coupling-dark", tmp_path, settings)["metrics"]
+    per = m["warm_up"]["per_family"]["Colour:"]
+    assert per["uniform_loss"] == pytest.approx(math.log(3))
+    for row in m["regime"]["per_target"].values():
+        assert row["warm_loss_gap"] == pytest.approx(per["val_loss_after"] - math.log(3))
 
 
 def test_warm_labels_give_every_class_every_answer_equally_often():

@@ -205,14 +205,16 @@ def warm_up(cfg, model, tok, tasks, blocks_by_family, cls, split, log) -> tuple[
     val = np.flatnonzero(split == 2)
     before_tail, after_tail = lora_gt.tail_model(model, lc.n_last), lora_gt.tail_model(merged, lc.n_last)
     per_family = {}
-    for cue, _w in cfg.families:
+    for cue, words in cfg.families:
         first = next(t for t in tasks.values() if t["family"] == cue)
         lab = torch.tensor(first["label_of_class"])[torch.as_tensor(cls)]
         vd = _relabel(blocks_by_family[cue], val, lab[val])
         per_family[cue] = {
             "val_loss_before": lora_gt.mean_loss(before_tail, vd),
             "val_loss_after": lora_gt.mean_loss(after_tail, vd),
-            "uniform_loss": float(np.log(len(first["words"]))),
+            # ln(number of answers): the family's answer words, not the mapping's per-class list
+            # (with more classes than words a word answers several classes)
+            "uniform_loss": float(np.log(len(words))),
         }
     facts = {
         "steps": cfg.warmup_steps,
