@@ -157,7 +157,8 @@ def verdicts_table(m: dict) -> list[str]:
     lines += [
         "",
         "**Verdict (the pre-registered rule: the coupling adds signal only if A_F − Scov(Γ_e) is "
-        f'"better" after Holm): {v["statement"]}.**',
+        f'"better" after Holm): {v["statement"]}.**'
+        + ("" if m.get("powered") else " This is the quick variant: not powered, so the words carry no weight."),
     ]
     return lines
 

@@ -80,3 +80,10 @@ def test_unscored_record_says_not_decided_and_prereg_mismatch_is_stated():
     other["config"]["preregistration_sha256"] = "0" * 64
     assert "does not match" in tool.setup_lines(other)[-1]
     assert "matches the committed" in tool.setup_lines(cd)[-1]
+
+
+def test_quick_verdict_line_says_it_carries_no_weight():
+    tool, cd, _nat = _recs()
+    assert "carry no weight" in tool.verdicts_table(cd["metrics"])[-1]
+    cd["metrics"]["powered"] = True
+    assert "carry no weight" not in tool.verdicts_table(cd["metrics"])[-1]
