@@ -277,6 +277,16 @@ def criterion_word(forget: dict | None, steps: int | None = None, cap: int | Non
     return "reached" if forget["value"] < forget["target"] else "not reached (stopped at the cap)"
 
 
+def _remeasured(st: dict | None) -> str:
+    """The spectral radius re-measured at θ_forg and at θ_rec, each with its convergence word."""
+    if st is None:
+        return "–"
+    return (
+        f"{st['radius_check']['radius']:.4g} ({radius_word(st['radius_check'])}) / "
+        f"{st['radius_rec']['radius']:.4g} ({radius_word(st['radius_rec'])})"
+    )
+
+
 def radius_word(draw: dict) -> str:
     """Rule: a power-iteration draw "converged" when its recorded relative change of the Rayleigh
     quotient and eigenvector residual are both within the record's tolerances, else "not
@@ -322,13 +332,7 @@ def recovery_regime_rows(m: dict) -> list[str]:
     ]
     for x in m["replicates"]:
         f = x["forget"]
-        st = x.get("stability")
-        again = (
-            "–"
-            if st is None
-            else f"{st['radius_check']['radius']:.4g} ({radius_word(st['radius_check'])}) / "
-            f"{st['radius_rec']['radius']:.4g} ({radius_word(st['radius_rec'])})"
-        )
+        again = _remeasured(x.get("stability"))
         rows.append(
             f"| {x['replicate']} | {x.get('lab_seed', '–')} | {f['steps']} ({f['cap']}) | {f['value']:.3f} / "
             f"{f['target']:.3f} | {criterion_word(f)} | {_draws(x['radius_draws'])} | {again} | {report_word(x)} |"
@@ -638,13 +642,7 @@ def lora_regime_rows(m: dict) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for x in m["replicates"]:
-        f, st = x["forget"], x.get("stability")
-        again = (
-            "–"
-            if st is None
-            else f"{st['radius_check']['radius']:.4g} ({radius_word(st['radius_check'])}) / "
-            f"{st['radius_rec']['radius']:.4g} ({radius_word(st['radius_rec'])})"
-        )
+        f, again = x["forget"], _remeasured(x.get("stability"))
         rows.append(
             f"| {x['replicate']} | {x.get('mt_seed', '–')} | {f['steps']} ({f['cap']}) | {f['value']:.3f} / "
             f"{f['target']:.3f} | {lora_criterion_word(f)} | {_draws(x['radius_draws'])} | {again} | "
