@@ -142,26 +142,17 @@ def token_means(
     (len(layers), n, d) float64.  Positions come from the mask (left padding allowed).
     ``skip_first``: each row's first real token gets weight 0 (:func:`first_dropped`) -- in
     SmolLM2 its residual is a massive activation, hundreds of times the others' norm."""
-    from updatescope.steering import decoder_layers
-    from updatescope.steering.positions import hidden_of
+    from updatescope.steering.positions import layer_outputs_hooked
 
     if skip_first:
         weights = first_dropped(weights, mask)
-    blocks = decoder_layers(model)
-    got: dict[int, Tensor] = {}
-    handles = [
-        blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o).double())) for x in layers
-    ]
     out = []
-    try:
+    with layer_outputs_hooked(model, layers) as got:
         for s in range(0, ids.shape[0], bs):
             m, w = mask[s : s + bs], weights[s : s + bs].double()
             pos = (m.long().cumsum(1) - 1).clamp(min=0)
             model(input_ids=ids[s : s + bs], attention_mask=m, position_ids=pos, use_cache=False)
-            out.append(torch.stack([(got[x] * w[..., None]).sum(1) / w.sum(1, keepdim=True) for x in layers]))
-    finally:
-        for h in handles:
-            h.remove()
+            out.append(torch.stack([(got[x].double() * w[..., None]).sum(1) / w.sum(1, keepdim=True) for x in layers]))
     return torch.cat(out, dim=1)
 
 

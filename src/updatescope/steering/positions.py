@@ -7,7 +7,8 @@ norm, at the last non-pad token of each row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ __all__ = [
     "pad_sequences",
     "hidden_of",
     "with_hidden",
+    "layer_outputs_hooked",
 ]
 
 #: ``"last"`` (last non-pad token), ``"all"`` (mean over non-pad tokens) or an int ``k``
@@ -97,6 +99,21 @@ def resolve_layers(model: nn.Module, layers: int | Sequence[int] | None) -> list
 def hidden_of(output: Any) -> Tensor:
     """The hidden state in a decoder block's output (a tensor, or the first item of a tuple)."""
     return output if isinstance(output, Tensor) else output[0]
+
+
+@contextmanager
+def layer_outputs_hooked(model: nn.Module, layers: Sequence[int]) -> Iterator[dict[int, Tensor]]:
+    """While open, every forward pass of ``model`` stores the hidden state each decoder layer
+    in ``layers`` outputs (whole sequences, the model's dtype) in the yielded dict, keyed by
+    layer index; the hooks are removed on exit."""
+    blocks = decoder_layers(model)
+    got: dict[int, Tensor] = {}
+    handles = [blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o))) for x in layers]
+    try:
+        yield got
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def with_hidden(output: Any, hidden: Tensor) -> Any:

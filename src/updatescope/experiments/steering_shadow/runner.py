@@ -63,24 +63,15 @@ def token_residuals(
     """Decoder-layer outputs at every real token, rows in batch order.  ids, mask (n, T)
     -> (len(layers), kept tokens, d) float32.  Right padding (default positions).
     ``skip_first``: each row's first real token is left out."""
-    from updatescope.steering import decoder_layers
-    from updatescope.steering.positions import hidden_of
+    from updatescope.steering.positions import layer_outputs_hooked
 
     keep_all = (texts.first_dropped(mask, mask) if skip_first else mask).bool()
-    blocks = decoder_layers(model)
-    got: dict[int, Tensor] = {}
-    handles = [
-        blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o).float())) for x in layers
-    ]
     out = []
-    try:
+    with layer_outputs_hooked(model, layers) as got:
         for s in range(0, ids.shape[0], bs):
             keep = keep_all[s : s + bs]
             model(input_ids=ids[s : s + bs], attention_mask=mask[s : s + bs], use_cache=False)
-            out.append(torch.stack([got[x][keep] for x in layers]))
-    finally:
-        for h in handles:
-            h.remove()
+            out.append(torch.stack([got[x].float()[keep] for x in layers]))
     return torch.cat(out, dim=1)
 
 
@@ -90,25 +81,19 @@ def first_token_norms(model: Any, ids: Tensor, mask: Tensor, layers: list[int], 
     the mean norm of the first token's residual and of the other real tokens' residuals, the
     coordinate with the largest share of the first tokens' summed squared norm, and that share.
     -> {"first_norm", "other_norm", "top_coordinate", "top_share"}, each a list over ``layers``."""
-    from updatescope.steering import decoder_layers
-    from updatescope.steering.positions import hidden_of
+    from updatescope.steering.positions import layer_outputs_hooked
 
     if not bool(mask[:, 0].bool().all()):
         raise InputError("first_token_norms needs right padding (every row's first position real)")
-    blocks = decoder_layers(model)
-    got: dict[int, Tensor] = {}
-    handles = [
-        blocks[x].register_forward_hook(lambda m, a, o, x=x: got.__setitem__(x, hidden_of(o).double())) for x in layers
-    ]
     first_norm = torch.zeros(len(layers), dtype=torch.float64)
     other_norm = torch.zeros(len(layers), dtype=torch.float64)
     first_sq: Tensor | None = None  # (Lyr, d) summed squares of the first tokens' coordinates
     n_other = 0
-    try:
+    with layer_outputs_hooked(model, layers) as got:
         for s in range(0, ids.shape[0], bs):
             m = mask[s : s + bs].bool()
             model(input_ids=ids[s : s + bs], attention_mask=mask[s : s + bs], use_cache=False)
-            h = torch.stack([got[x] for x in layers])  # (Lyr, B, T, d)
+            h = torch.stack([got[x].double() for x in layers])  # (Lyr, B, T, d)
             first = h[:, :, 0]  # (Lyr, B, d)
             rest = h[:, :, 1:][:, m[:, 1:]]  # (Lyr, kept, d)
             first_norm += first.norm(dim=-1).sum(1)
@@ -116,9 +101,6 @@ def first_token_norms(model: Any, ids: Tensor, mask: Tensor, layers: list[int], 
             sq = first.pow(2).sum(1)
             first_sq = sq if first_sq is None else first_sq + sq
             n_other += rest.shape[1]
-    finally:
-        for h_ in handles:
-            h_.remove()
     assert first_sq is not None
     top = first_sq.argmax(1)
     return {
