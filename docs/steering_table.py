@@ -564,9 +564,15 @@ SHADOW_LABELS = {
 }
 
 
-def shadow_words(rec: dict) -> dict[str, dict[str, dict[str, str]]]:
-    """Per shadow and span, the word for the mean shadow and the per-token shadow,
-    recomputed from the recorded numbers by ``regime_passes`` (the pair's check) and
+#: the record's shadow measures: without the massive coordinate (primary, amendment 3), then
+#: the full space (secondary; the only one in older records)
+PRIMARY, FULL = "shadow_without_massive", "shadow"
+
+
+def shadow_words(rec: dict, key: str = PRIMARY) -> dict[str, dict[str, dict[str, str]]]:
+    """Per shadow and span, the word for the mean shadow and the per-token shadow of the
+    measures under ``metrics[key]`` (default: without the massive coordinate, the primary
+    ones), recomputed from the recorded numbers by ``regime_passes`` (the pair's check) and
     ``span_word``."""
     v = _shadow_rules()
     cfg, m = rec["config"], rec["metrics"]
@@ -574,7 +580,7 @@ def shadow_words(rec: dict) -> dict[str, dict[str, dict[str, str]]]:
     passes = v.regime_passes(pair["mean"], pair["se"], cfg["regime_z"])
     out: dict[str, dict[str, dict[str, str]]] = {}
     for name in SHADOW_LABELS:
-        sh = m["shadow"].get(name)
+        sh = m.get(key, {}).get(name)
         measured = passes and sh is not None
         out[name] = {}
         for span in SPAN_LABELS:
@@ -646,6 +652,75 @@ def _first_token(rec: dict) -> list[str]:
     ]
 
 
+def _massive(rec: dict) -> list[str]:
+    """Amendment 3's line: the massive coordinate's share of each shadow (older records have none)."""
+    m = rec["metrics"]
+    mv = m.get("massive")
+    if not mv or all(s is None for s in mv["share"].values()):
+        return []
+    x, last = m["headline_layer"], m["rule_layers"][-1]
+    at = []
+    for i in dict.fromkeys((x, last)):
+        shares = ", ".join(
+            f"{SHADOW_LABELS[s].replace('**', '').replace(' (primary)', '')} {100 * sh['token'][i]:.1f}% per token, "
+            f"{100 * sh['mean'][i]:.1f}% of the mean shadow"
+            for s, sh in mv["share"].items()
+            if sh is not None
+        )
+        at.append(f"layer {i}, coordinate {mv['coordinate'][i]}: {shares}")
+    return [
+        "",
+        "**The massive coordinate's share of each shadow** (amendment 3; per layer, the coordinate with the "
+        "largest share of the first tokens' squared norm): " + "; ".join(at) + ".",
+    ]
+
+
+def _fraction_table(rec: dict, key: str, primary: bool) -> list[str]:
+    """The fractions of every shadow and span at the headline layer, with nulls, ceilings and words."""
+    v = _shadow_rules()
+    cfg, m = rec["config"], rec["metrics"]
+    x, rl = m["headline_layer"], m["rule_layers"]
+    q = f"{100 * cfg['quantile']:g}th percentile"
+    rows = [
+        "| shadow | span | mean shadow | random mean, " + q + " | per token | random mean, " + q + " | top-k "
+        "ceiling | verdict, mean shadow (rule layers above random) | verdict, per token |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    words = shadow_words(rec, key)
+    for sname, slabel in SHADOW_LABELS.items():
+        sh = m[key].get(sname)
+        if not primary:
+            slabel = slabel.replace("**", "").replace(" (primary)", "")
+        for span, label in SPAN_LABELS.items():
+            w = words[sname][span]
+            if sh is None or w["mean"] == v.WORDS[2]:
+                rows.append(f"| {slabel} | {label} | — | — | — | — | — | {w['mean']} | {w['token']} |")
+                continue
+            f = sh["spans"][span]
+            above_m = len(v.layers_above(f["mean"], f["null_mean_q"], rl))
+            above_t = len(v.layers_above(f["token"], f["null_token_q"], rl))
+            rows.append(
+                f"| {slabel} | {label} | {f['mean'][x]:.3f} | "
+                f"{f['null_mean_mean'][x]:.4f}, {f['null_mean_q'][x]:.4f} | "
+                f"{f['token'][x]:.4f} | {f['null_token_mean'][x]:.4f}, {f['null_token_q'][x]:.4f} | "
+                f"{f['ceiling_token'][x]:.3f} | {w['mean']} ({above_m} of {len(rl)}) | {w['token']} ({above_t} of "
+                f"{len(rl)}) |"
+            )
+    return rows
+
+
+def _mean_cosines(m: dict, key: str) -> str:
+    x = m["headline_layer"]
+    return "; ".join(
+        f"{SHADOW_LABELS[s].replace('**', '').replace(' (primary)', '')} {sh['cos_mean_caa'][x]:+.2f} "
+        f"(shadow norm {sh['relative'][x]:.3f} of the residual's"
+        + (f"; cosine with the contrast's mean {sh['cos_mean_contrast'][x]:+.2f}" if "cos_mean_contrast" in sh else "")
+        + ")"
+        for s, sh in m[key].items()
+        if sh is not None
+    )
+
+
 def shadow_block(rec: dict, name: str) -> list[str]:
     v = _shadow_rules()
     cfg, m, env = rec["config"], rec["metrics"], rec["env"]
@@ -655,7 +730,8 @@ def shadow_block(rec: dict, name: str) -> list[str]:
     rl = m["rule_layers"]
     q = f"{100 * cfg['quantile']:g}th percentile"
     skip = cfg.get("skip_first_token", False)  # amendment 2; absent from older records
-    amended = "amendments 1 and 2" if skip else "amendment 1"
+    restricted = PRIMARY in m  # amendment 3; absent from older records
+    amended = "amendments 1–3" if restricted else "amendments 1 and 2" if skip else "amendment 1"
     skipped = ", the first token of each left out" if skip else ""
     rows = [
         f"Record `docs/results/{name}.json`: `{cmd}`, {rec['seconds']:.0f} s on 2 CPU cores, commit "
@@ -669,6 +745,7 @@ def shadow_block(rec: dict, name: str) -> list[str]:
     if cfg["quick"]:
         rows[0] += " A quick run checks that the pipeline runs: its words carry no weight."
     rows += _first_token(rec)
+    rows += _massive(rec)
     rows += _shadow_regime(rec)
     pair = m["regime"]["pair"]
     passes = v.regime_passes(pair["mean"], pair["se"], cfg["regime_z"])
@@ -691,52 +768,44 @@ def shadow_block(rec: dict, name: str) -> list[str]:
             "comparing it with CAA would not ask the question. Whether the full run's longer fine-tune changes "
             "that is untested.",
         ]
-    rows += [
-        "",
-        f"**Fractions at layer {x}**, the rule layer ({rl[0]}–{rl[-1]}) where CAA's split-half cosine is highest "
-        f"({sh_cos[x]:.2f}). Random: mean and {q} over random subspaces of the same dimension (expected k/d); "
-        "ceiling: the top-k right singular vectors of the shadow itself (for the mean shadow the ceiling is 1). "
-        "The contrast shadow answers the question; the shadows against the base are secondary (they carry "
-        "the review-text shift both fine-tunes share).",
-        "",
-        "| shadow | span | mean shadow | random mean, " + q + " | per token | random mean, " + q + " | top-k "
-        "ceiling | verdict, mean shadow (rule layers above random) | verdict, per token |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    words = shadow_words(rec)
-    for sname, slabel in SHADOW_LABELS.items():
-        sh = m["shadow"].get(sname)
-        for span, label in SPAN_LABELS.items():
-            w = words[sname][span]
-            if sh is None or w["mean"] == v.WORDS[2]:
-                rows.append(f"| {slabel} | {label} | — | — | — | — | — | {w['mean']} | {w['token']} |")
-                continue
-            f = sh["spans"][span]
-            above_m = len(v.layers_above(f["mean"], f["null_mean_q"], rl))
-            above_t = len(v.layers_above(f["token"], f["null_token_q"], rl))
-            rows.append(
-                f"| {slabel} | {label} | {f['mean'][x]:.3f} | "
-                f"{f['null_mean_mean'][x]:.4f}, {f['null_mean_q'][x]:.4f} | "
-                f"{f['token'][x]:.4f} | {f['null_token_mean'][x]:.4f}, {f['null_token_q'][x]:.4f} | "
-                f"{f['ceiling_token'][x]:.3f} | {w['mean']} ({above_m} of {len(rl)}) | {w['token']} ({above_t} of "
-                f"{len(rl)}) |"
-            )
-    cos = [
-        f"{SHADOW_LABELS[s].replace('**', '').replace(' (primary)', '')} {sh['cos_mean_caa'][x]:+.2f} "
-        f"(shadow norm {sh['relative'][x]:.3f} of the residual's"
-        + (f"; cosine with the contrast's mean {sh['cos_mean_contrast'][x]:+.2f}" if "cos_mean_contrast" in sh else "")
-        + ")"
-        for s, sh in m["shadow"].items()
-        if sh is not None
-    ]
-    if cos and passes:
+    where = (
+        f"the rule layer ({rl[0]}–{rl[-1]}) where CAA's split-half cosine is highest ({sh_cos[x]:.2f}). Random: "
+        f"mean and {q} over random subspaces of the same dimension (expected k/d); ceiling: the top-k right "
+        "singular vectors of the shadow itself (for the mean shadow the ceiling is 1). The contrast shadow answers "
+        "the question; the shadows against the base are secondary (they carry the review-text shift both "
+        "fine-tunes share)."
+    )
+    if restricted:
+        c = m["massive"]["coordinate"][x]
         rows += [
             "",
-            f"Cosine of each mean shadow with ±CAA (toward the positive class for the contrast and FT_pos, the "
-            f"negative for FT_neg) at layer {x}: " + "; ".join(cos) + ".",
+            f"**Fractions without the massive coordinate at layer {x}** (primary, amendment 3: the shadows, CAA "
+            f"and the shifts restricted to the other {m['d'] - 1} coordinates, coordinate {c} left out at this "
+            f"layer; random subspaces drawn in {m['d'] - 1} dimensions), {where}",
+            "",
+            *_fraction_table(rec, PRIMARY, primary=True),
+            "",
+            f"**Full-space fractions at layer {x}** (secondary: coordinate {c} included).",
+            "",
+            *_fraction_table(rec, FULL, primary=False),
         ]
+    else:
+        rows += ["", f"**Fractions at layer {x}**, {where}", "", *_fraction_table(rec, FULL, primary=True)]
+    if passes:
+        for key, space in ((PRIMARY, "without the massive coordinate"), (FULL, "in the full space")):
+            cos = _mean_cosines(m, key) if key in m else ""
+            if cos:
+                rows += [
+                    "",
+                    f"Cosine of each mean shadow with ±CAA {space} (toward the positive class for the contrast and "
+                    f"FT_pos, the negative for FT_neg) at layer {x}: {cos}.",
+                ]
     rule = " ".join(v.span_word.__doc__.split("Rule: ")[1].split())
-    rows += ["", f"Rule: {rule} Rule layers {rl[0]}–{rl[-1]}; every layer is in the JSON under `metrics.shadow`."]
+    rows += [
+        "",
+        f"Rule: {rule} Rule layers {rl[0]}–{rl[-1]}; every layer is in the JSON under `metrics.shadow` (full "
+        "space)" + (" and `metrics.shadow_without_massive` (primary)" if restricted else "") + ".",
+    ]
     return rows
 
 

@@ -68,6 +68,47 @@ def test_random_null_mean_is_k_over_d():
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
+def test_measures_without_a_coordinate_equal_those_on_data_with_it_zeroed():
+    # amendment 3: restricting rows and vectors to the other d - 1 coordinates must give what
+    # the full-space functions give on data whose coordinate c was zeroed beforehand
+    D, g = _shadow(n=40, d=9, seed=4)
+    vecs = torch.randn(2, 3, 9, generator=g, dtype=torch.float64)  # two layers' spans, k = 3
+    shadows = torch.stack([D, 2 * D.flip(0) - 1])  # (Lyr 2, n, d)
+    coords = [4, 0]  # a different coordinate per layer
+    Dr, vr = spans.drop_coordinates(shadows, coords), spans.drop_coordinates(vecs, coords)
+    assert Dr.shape == (2, 40, 8) and vr.shape == (2, 3, 8)
+    for x, c in enumerate(coords):
+        zeroed, vz = shadows[x].clone(), vecs[x].clone()
+        zeroed[:, c], vz[:, c] = 0.0, 0.0
+        gz, gr = zeroed.T @ zeroed, Dr[x].T @ Dr[x]
+        qz, qr = spans.orthonormal(vz), spans.orthonormal(vr[x])
+        for k in (1, 3):
+            assert spans.token_fraction(gr, qr[:, :k]) == pytest.approx(spans.token_fraction(gz, qz[:, :k]), abs=1e-12)
+            assert spans.mean_fraction(Dr[x].mean(0), qr[:, :k]) == pytest.approx(
+                spans.mean_fraction(zeroed.mean(0), qz[:, :k]), abs=1e-12
+            )
+            assert spans.top_k_fraction(gr, k) == pytest.approx(spans.top_k_fraction(gz, k), abs=1e-12)
+        # the other coordinates, in order; the restricted null lives in d - 1 dimensions
+        assert torch.equal(Dr[x], torch.cat([shadows[x][:, :c], shadows[x][:, c + 1 :]], 1))
+        tok, mf = spans.random_null(gr, Dr[x].mean(0), 1, 2000, torch.Generator().manual_seed(x))
+        se = float(mf.std() / math.sqrt(len(mf)))
+        assert abs(float(mf.mean()) - 1 / 8) < 4 * se  # E = k/(d - 1); 4 SE leaves a seed-robust margin
+    # negative control: with the coordinate kept, the fraction differs
+    full = spans.token_fraction(shadows[0].T @ shadows[0], spans.orthonormal(vecs[0]))
+    assert abs(full - spans.token_fraction(Dr[0].T @ Dr[0], spans.orthonormal(vr[0]))) > 1e-3
+    with pytest.raises(InputError):
+        spans.drop_coordinates(shadows, [9, 0])
+    with pytest.raises(InputError):
+        spans.drop_coordinates(shadows, [1])
+
+
+def test_coordinate_share_by_hand():
+    D = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, -2.0]], dtype=torch.float64)
+    # per token: coordinate 0 holds 1 + 9 of 1 + 4 + 9 + 4 = 18; the mean (2, 1, -1): 4 of 6
+    assert spans.coordinate_share(D.T @ D, D.mean(0), 0) == pytest.approx((10 / 18, 4 / 6), abs=1e-15)
+    assert spans.coordinate_share(D.T @ D, D.mean(0), 2) == pytest.approx((4 / 18, 1 / 6), abs=1e-15)
+
+
 def test_verdict_rules():
     layers = verdicts.rule_layers(30, (6, 18))
     assert layers == list(range(6, 19))
@@ -227,6 +268,24 @@ def test_steering_shadow_tiny_run(tiny, monkeypatch):
         assert -1 <= sh["cos_mean_caa"][0] <= 1
     for d in ("positive", "negative"):
         assert -1 <= m["shadow"][d]["cos_mean_contrast"][0] <= 1
+        assert -1 <= m["shadow_without_massive"][d]["cos_mean_contrast"][0] <= 1
+    # amendment 3: the massive coordinate is the first-token diagnostic's, its share of each
+    # shadow is recorded, and every measure again without it (in 15 dimensions) is primary
+    assert m["massive"]["coordinate"] == ft["top_coordinate"]
+    assert set(m["shadow_without_massive"]) == set(m["massive"]["share"]) == set(m["shadow"])
+    for name, sh in m["shadow_without_massive"].items():
+        full, words = m["shadow"][name], m["verdicts_without_massive"][name]
+        assert 0 <= m["massive"]["share"][name]["token"][0] <= 1 and 0 <= m["massive"]["share"][name]["mean"][0] <= 1
+        # the energy left after dropping the coordinate is the full energy less the coordinate's share
+        kept = 1 - m["massive"]["share"][name]["token"][0]
+        assert sh["token_rms"][0] ** 2 == pytest.approx(kept * full["token_rms"][0] ** 2, rel=1e-9)
+        for span, k in (("caa", 1), ("caa+shifts", 3)):
+            v = sh["spans"][span]
+            assert 0 <= v["mean"][0] <= 1 and 0 <= v["token"][0] <= v["ceiling_token"][0] + 1e-12
+            assert v["null_mean_mean"][0] == pytest.approx(k / 15, abs=0.05)
+            for ms in ("mean", "token"):  # the primary words follow the restricted numbers
+                assert words[span][ms] == verdicts.span_word(v[ms], v[f"null_{ms}_q"], [0], True)
+                assert words[span][f"{ms}_layers_above"] == verdicts.layers_above(v[ms], v[f"null_{ms}_q"], [0])
     assert m["figures"] == ["steering_shadow.png"]
     assert (out / "out" / "steering_shadow.png").is_file()
 
@@ -239,5 +298,8 @@ def test_a_refused_pair_measures_nothing_and_draws_no_figure(tiny):
     m = res["metrics"]
     assert not m["regime"]["pair"]["passes"]
     assert all(s is None for s in m["shadow"].values())
-    assert {w for v in m["verdicts"].values() for s in v.values() for w in (s["mean"], s["token"])} == {"not measured"}
+    assert all(s is None for s in m["shadow_without_massive"].values())
+    assert all(s is None for s in m["massive"]["share"].values())
+    for key in ("verdicts", "verdicts_without_massive"):
+        assert {w for v in m[key].values() for s in v.values() for w in (s["mean"], s["token"])} == {"not measured"}
     assert m["figures"] == [] and not (out / "refused" / "steering_shadow.png").exists()

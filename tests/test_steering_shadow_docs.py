@@ -38,24 +38,41 @@ def test_shadow_words_flip_with_the_numbers():
     r = copy.deepcopy(rec)
     m = r["metrics"]
     n_layers = m["n_layers"]
-    # whatever the record says, let the pair pass and give every shadow numbers, so both
-    # ways of flipping can be checked on any record
-    for s in ("contrast", "positive", "negative"):
-        if m["shadow"][s] is None:
-            m["shadow"][s] = _fake_shadow(n_layers)
-            if s == "contrast":
-                del m["shadow"][s]["cos_mean_contrast"]
+    # whatever the record says, let the pair pass and give every shadow numbers, in the full
+    # space and without the massive coordinate (amendment 3), so both ways of flipping can be
+    # checked on any record
+    for key in ("shadow", "shadow_without_massive"):
+        m.setdefault(key, dict.fromkeys(("contrast", "positive", "negative")))
+        for s in ("contrast", "positive", "negative"):
+            if m[key][s] is None:
+                m[key][s] = _fake_shadow(n_layers)
+                if s == "contrast":
+                    del m[key][s]["cos_mean_contrast"]
+    m["massive"] = {
+        "coordinate": [507] * n_layers,
+        "share": {
+            s: {"token": [0.8] * n_layers, "mean": [0.25] * n_layers} for s in ("contrast", "positive", "negative")
+        },
+    }
     m["regime"]["pair"].update(mean=0.5, se=0.01, mean_positive=0.6, mean_negative=0.4)
-    f = m["shadow"]["contrast"]["spans"]["caa"]
+    full = m["shadow"]["contrast"]["spans"]["caa"]
+    full["null_mean_q"], full["mean"] = [0.01] * n_layers, [0.9] * n_layers  # the full space: above everywhere
+    f = m["shadow_without_massive"]["contrast"]["spans"]["caa"]
     f["null_mean_q"] = [0.01] * n_layers
     f["mean"] = [0.5] * n_layers  # above the null everywhere
     assert mod.shadow_words(r)["contrast"]["caa"]["mean"] == "spans more than random"
     text = "\n".join(mod.shadow_block(r, name))
+    # the primary table reads the restricted numbers, the secondary one the full-space numbers
     assert "| **FT_pos − FT_neg** (primary) | CAA (k = 1) | 0.500 |" in text
+    assert "| FT_pos − FT_neg | CAA (k = 1) | 0.900 |" in text
+    assert text.index("(primary) | CAA (k = 1) | 0.500") < text.index("**Full-space fractions")
+    x = m["headline_layer"]
+    assert f"layer {x}, coordinate 507: FT_pos − FT_neg 80.0% per token, 25.0% of the mean shadow" in text
     assert f"| {m['regime']['pair']['n']} | +0.5000 ± 0.0100 | +0.6000 | +0.4000 | passes |" in text
     assert "nothing was measured" not in text
-    f["mean"] = [0.001] * n_layers  # below it everywhere
+    f["mean"] = [0.001] * n_layers  # below it everywhere: the primary word flips, the full-space one does not
     assert mod.shadow_words(r)["contrast"]["caa"]["mean"] == "no more than random"
+    assert mod.shadow_words(r, "shadow")["contrast"]["caa"]["mean"] == "spans more than random"
     assert "no more than random" in "\n".join(mod.shadow_block(r, name))
     # exactly at a majority of the rule layers, and one short of it
     rl = m["rule_layers"]
@@ -66,7 +83,7 @@ def test_shadow_words_flip_with_the_numbers():
     f["mean"][rl[need - 1]] = 0.001
     assert mod.shadow_words(r)["contrast"]["caa"]["mean"] == "no more than random"
     # the per-token word follows its own numbers, not the mean shadow's
-    g = m["shadow"]["contrast"]["spans"]["caa+shifts"]
+    g = m["shadow_without_massive"]["contrast"]["spans"]["caa+shifts"]
     g["null_token_q"], g["token"] = [0.01] * n_layers, [0.2] * n_layers
     assert mod.shadow_words(r)["contrast"]["caa+shifts"]["token"] == "spans more than random"
     # the first-token line (amendment 2) reads the record's diagnostic, at the headline and last rule layer
@@ -90,8 +107,9 @@ def test_shadow_words_flip_with_the_numbers():
     assert "**First token**" not in "\n".join(mod.shadow_block(r, name))
     # the pair fails its regime check: every word of every shadow is "not measured"
     m["regime"]["pair"].update(mean=0.01, se=0.02)
-    words = mod.shadow_words(r)
-    assert {w for sh in words.values() for span in sh.values() for w in span.values()} == {"not measured"}
+    for key in ("shadow_without_massive", "shadow"):
+        words = mod.shadow_words(r, key)
+        assert {w for sh in words.values() for span in sh.values() for w in span.values()} == {"not measured"}
     text = "\n".join(mod.shadow_block(r, name))
     assert "refused: not measured" in text and "nothing was measured" in text
 

@@ -21,6 +21,9 @@ span?  Analysis fixed in PREREGISTRATION.md (its sha256 is in the record's confi
 Amendment 2: CAA, the one-step shifts' token mean and every shadow leave out each
 sequence's first token (``skip_first_token``), whose residual in SmolLM2 is a massive
 activation; the record keeps the diagnostic (``metrics.first_token``).
+Amendment 3: per layer, the first tokens' massive coordinate c_l; its share of every shadow
+(``metrics.massive``), and every measure again without it, in d - 1 coordinates
+(``metrics.shadow_without_massive``, primary; the full-space ``metrics.shadow`` is secondary).
 """
 
 from __future__ import annotations
@@ -226,6 +229,24 @@ def _regime(base_loss: dict[str, Tensor], ft_loss: dict[str, dict[str, Tensor]],
     return {"pair": pair, "per_direction": per_direction}
 
 
+def _bases(caa: Tensor, shift: dict[str, Tensor]) -> list[dict[str, Tensor]]:
+    """Per layer, an orthonormal basis (d, k) of each span.  caa, shift[c] (Lyr, d)."""
+    return [
+        {
+            "caa": spans.orthonormal(caa[x][None]),
+            "caa+shifts": spans.orthonormal(torch.stack([caa[x], shift["positive"][x], shift["negative"][x]])),
+        }
+        for x in range(caa.shape[0])
+    ]
+
+
+def _massive_share(D: Tensor, coords: list[int]) -> dict[str, list[float]]:
+    """Per layer, coordinate ``coords[l]``'s share of shadow D's per-token energy and of its
+    mean's squared norm.  D (Lyr, N, d) -> {"token", "mean"}, each a list over layers."""
+    shares = [spans.coordinate_share(D[x].T @ D[x], D[x].mean(0), c) for x, c in enumerate(coords)]
+    return {"token": [t for t, _ in shares], "mean": [m for _, m in shares]}
+
+
 def _shadow(
     D: Tensor, bases: list, toward: Tensor, base_norm: Tensor, config: SteeringShadowConfig, g: torch.Generator
 ) -> tuple[dict, Tensor]:
@@ -302,14 +323,11 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
         for d in DIRECTIONS
     }
     _log("CAA and one-step shifts done")
-    bases = []  # per layer: {span: Q (d, k)}
-    for x in layers:
-        bases.append(
-            {
-                "caa": spans.orthonormal(caa[x][None]),
-                "caa+shifts": spans.orthonormal(torch.stack([caa[x], shift["positive"][x], shift["negative"][x]])),
-            }
-        )
+    bases = _bases(caa, shift)  # per layer: {span: Q (d, k)}
+    # amendment 3: the same vectors without each layer's massive coordinate, orthonormalised in d - 1
+    massive = first_token["top_coordinate"]
+    caa_r = spans.drop_coordinates(caa, massive)
+    bases_r = _bases(caa_r, {d: spans.drop_coordinates(v, massive) for d, v in shift.items()})
 
     # --- prompts: neutral news openings, as sentiment-steering makes them
     openings = texts.neutral_openings(
@@ -319,6 +337,7 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     p_ids, p_mask = encode_prompts(tok, prompts, side="right")
     base_h = token_residuals(model, p_ids, p_mask, layers, bs, skip)  # (Lyr, N, d)
     base_norm = base_h.double().pow(2).sum((1, 2)).sqrt()  # (Lyr,) Frobenius norm of H_l
+    base_norm_r = spans.drop_coordinates(base_h, massive).double().pow(2).sum((1, 2)).sqrt()
     h_ids, h_mask = {}, {}
     base_loss = {}
     for d in DIRECTIONS:
@@ -343,21 +362,33 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     _log(f"pair regime: d = {pair['mean']:+.4f} ± {pair['se']:.4f} (n {pair['n']}); passes {pair['passes']}")
 
     # amendment 1: nothing is measured unless the pair learned sentiment; the random
-    # subspaces are drawn in the order shadow (contrast, positive, negative), layer, span
+    # subspaces are drawn in the order shadow (contrast, positive, negative), layer, span.
+    # Amendment 3: the restricted nulls (d - 1 dimensions) draw from their own generator, so
+    # the full-space draws, and numbers, are those of the earlier records
     null_g = torch.Generator().manual_seed(config.seed * 1000 + 7)
-    shadow: dict[str, Any] = dict.fromkeys(SHADOWS)
+    null_g_r = torch.Generator().manual_seed(config.seed * 1000 + 11)
+    shadow: dict[str, Any] = dict.fromkeys(SHADOWS)  # full space (secondary)
+    without: dict[str, Any] = dict.fromkeys(SHADOWS)  # without the massive coordinate (primary)
+    share: dict[str, Any] = dict.fromkeys(SHADOWS)
     if pair["passes"]:
-        means = {}
+        means, means_r = {}, {}
         for name in SHADOWS:
             a, b = (ft_h["positive"], ft_h["negative"]) if name == "contrast" else (ft_h[name], base_h)
             sign = -1.0 if name == "negative" else 1.0  # toward the class: CAA points positive
-            shadow[name], means[name] = _shadow(a.double() - b.double(), bases, sign * caa, base_norm, config, null_g)
+            D = a.double() - b.double()
+            shadow[name], means[name] = _shadow(D, bases, sign * caa, base_norm, config, null_g)
+            share[name] = _massive_share(D, massive)
+            D = spans.drop_coordinates(D, massive)
+            without[name], means_r[name] = _shadow(D, bases_r, sign * caa_r, base_norm_r, config, null_g_r)
+            del D
         for d in DIRECTIONS:
             # how much of one fine-tune's mean shadow is the sentiment contrast (the rest: shared text)
             shadow[d]["cos_mean_contrast"] = _cos(means[d], means["contrast"])
+            without[d]["cos_mean_contrast"] = _cos(means_r[d], means_r["contrast"])
     del ft_h
 
     words = _words(shadow, regime, rule_layers)
+    words_r = _words(without, regime, rule_layers)
     head = verdicts.headline_layer(split_half, rule_layers)
     metrics = {
         "n": {"fit": config.n_fit, "heldout": config.n_heldout, "prompts": len(prompts), "tokens": base_h.shape[1]},
@@ -375,6 +406,9 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
         "first_token": first_token,
         "training": training,
         "regime": regime,
+        "massive": {"coordinate": massive, "share": share},
+        "shadow_without_massive": without,
+        "verdicts_without_massive": words_r,
         "shadow": shadow,
         "verdicts": words,
         "prompts": prompts,
@@ -414,27 +448,31 @@ def _print(m: dict[str, Any]) -> None:
 
     x = m["headline_layer"]
     pair = m["regime"]["pair"]
-    rows = []
-    for name, sh in m["shadow"].items():
-        if sh is None:
-            rows.append([name, "—", "not measured", "", "", "", "", ""])
-            continue
-        for s, v in sh["spans"].items():
-            rows.append(
-                [
-                    name,
-                    s,
-                    f"{v['mean'][x]:.3f}",
-                    f"{v['null_mean_q'][x]:.4f}",
-                    f"{v['token'][x]:.4f}",
-                    f"{v['null_token_q'][x]:.4f}",
-                    f"{v['ceiling_token'][x]:.3f}",
-                    m["verdicts"][name][s]["mean"],
-                ]
-            )
-    print_rows(
-        f"shadow fractions at layer {x}; pair regime d = {pair['mean']:+.4f} ± {pair['se']:.4f} "
-        f"({'passes' if pair['passes'] else 'refused'})",
-        ["shadow", "span", "mean frac", "null q", "token frac", "null q", "top-k", "verdict (mean)"],
-        rows,
-    )
+    for key, words, what in (
+        ("shadow_without_massive", "verdicts_without_massive", f"without coordinate {m['massive']['coordinate'][x]}"),
+        ("shadow", "verdicts", "full space, secondary"),
+    ):
+        rows = []
+        for name, sh in m[key].items():
+            if sh is None:
+                rows.append([name, "—", "not measured", "", "", "", "", ""])
+                continue
+            for s, v in sh["spans"].items():
+                rows.append(
+                    [
+                        name,
+                        s,
+                        f"{v['mean'][x]:.3f}",
+                        f"{v['null_mean_q'][x]:.4f}",
+                        f"{v['token'][x]:.4f}",
+                        f"{v['null_token_q'][x]:.4f}",
+                        f"{v['ceiling_token'][x]:.3f}",
+                        m[words][name][s]["mean"],
+                    ]
+                )
+        print_rows(
+            f"shadow fractions at layer {x} ({what}); pair regime d = {pair['mean']:+.4f} ± {pair['se']:.4f} "
+            f"({'passes' if pair['passes'] else 'refused'})",
+            ["shadow", "span", "mean frac", "null q", "token frac", "null q", "top-k", "verdict (mean)"],
+            rows,
+        )

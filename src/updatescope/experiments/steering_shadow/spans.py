@@ -11,14 +11,32 @@ Both read D only through G and m, so the runner keeps (d, d) and (d,) per layer,
 For Q uniform over k-dimensional subspaces (the QR of a Gaussian (d, k) matrix) both
 fractions have expectation exactly k/d (E[Q Q^T] = (k/d) I).  The best any k-dimensional
 span can do for the per-token fraction is the sum of G's k largest eigenvalues over its
-trace (Eckart-Young: the top-k right singular vectors of D)."""
+trace (Eckart-Young: the top-k right singular vectors of D).
+
+Amendment 3 measures everything again without one coordinate c (the model's massive
+activation): :func:`drop_coordinates` restricts rows, vectors and shadows to the other d - 1
+coordinates, and the functions above, given the restricted tensors, give the restricted
+fractions, null (drawn in d - 1 dimensions) and ceiling.  :func:`coordinate_share` is c's
+own share of the shadow."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-__all__ = ["orthonormal", "token_fraction", "mean_fraction", "top_k_fraction", "random_null"]
+from updatescope.errors import InputError
+
+__all__ = [
+    "orthonormal",
+    "token_fraction",
+    "mean_fraction",
+    "top_k_fraction",
+    "random_null",
+    "drop_coordinates",
+    "coordinate_share",
+]
 
 
 def orthonormal(vectors: Tensor) -> Tensor:
@@ -58,3 +76,21 @@ def random_null(gram: Tensor, mean: Tensor, k: int, draws: int, generator: torch
     tok = torch.einsum("bdk,de,bek->b", q, g, q) / torch.trace(g)
     mf = (q.transpose(1, 2) @ m).pow(2).sum(1) / m.pow(2).sum()
     return tok, mf
+
+
+def drop_coordinates(x: Tensor, coords: Sequence[int]) -> Tensor:
+    """Layer l of ``x`` without its coordinate ``coords[l]``.  x (Lyr, ..., d) -> (Lyr, ..., d - 1),
+    same dtype; the other coordinates keep their order."""
+    d = x.shape[-1]
+    if len(coords) != x.shape[0] or not all(0 <= c < d for c in coords):
+        raise InputError(f"need one coordinate in [0, {d}) per layer ({x.shape[0]}), got {list(coords)}")
+    keep = torch.ones(x.shape[0], d, dtype=torch.bool)
+    keep[torch.arange(x.shape[0]), torch.as_tensor(list(coords))] = False
+    return torch.stack([x[i][..., keep[i]] for i in range(x.shape[0])])
+
+
+def coordinate_share(gram: Tensor, mean: Tensor, c: int) -> tuple[float, float]:
+    """Coordinate c's share of the shadow: per token ||D[:, c]||^2 / ||D||_F^2 = G[c, c] / tr(G),
+    and of the mean shadow m[c]^2 / ||m||^2.  G (d, d), m (d,) -> (token share, mean share)."""
+    g, m = gram.double(), mean.double()
+    return float(g[c, c] / torch.trace(g)), float(m[c] ** 2 / m.pow(2).sum())
