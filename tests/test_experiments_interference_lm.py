@@ -56,6 +56,7 @@ SETTINGS = {
     "eval_rows": 3,
     "sketch_tokens": 40,
     "class_rows": [4, 3, 4],
+    "warm_rows": 3,
     "lora": {"steps": 3, "batch": 2, "n_last": 1, "seq_len": 16, "lr": 0.01},
     "sketch_dim": 64,
     "exact_n": 16,
@@ -66,17 +67,31 @@ SETTINGS = {
 def test_config_validates():
     cfg = configure("interference-smollm2")
     assert cfg.seeds >= 3 and cfg.n_sequences >= 2 and cfg.seq_len_tasks == 4
-    # amendment 2's recipe: full 48 steps at 2e-3, warm-up 60; quick 24 steps, warm-up 30
-    assert (cfg.lora.steps, cfg.lora.lr, cfg.warmup_steps, cfg.min_gain) == (48, 2e-3, 60, 0.02)
+    # amendment 3's recipe: full 48 steps at 1e-3 on 128 domain rows, warm-up 60; quick 24 steps, 64 rows, warm-up 30
+    assert (cfg.lora.steps, cfg.lora.lr, cfg.warmup_steps, cfg.min_gain) == (
+        48,
+        1e-3,
+        60,
+        0.02,
+    ) and cfg.train_rows == 128
     quick = configure("interference-smollm2", quick=True)
-    assert (quick.lora.steps, quick.lora.lr, quick.warmup_steps, quick.min_gain) == (24, 2e-3, 30, 0.02)
+    assert (quick.lora.steps, quick.lora.lr, quick.warmup_steps, quick.min_gain) == (
+        24,
+        1e-3,
+        30,
+        0.02,
+    ) and quick.train_rows == 64
     for bad in (0, -1, 2.5, True):
         with pytest.raises(InputError, match="warmup_steps"):
             configure("interference-smollm2", quick=True, settings={"warmup_steps": bad})
     # no mapping tasks: nothing to warm up, 0 steps allowed
     assert configure("interference-smollm2", quick=True, settings={"warmup_steps": 0, "mapping_tasks": 0})
-    with pytest.raises(InputError, match=r"class_rows\[1\]"):
-        configure("interference-smollm2", quick=True, settings={"class_rows": [4, 2, 4]})
+    # amendment 3: the warm-up has examples of its own, at least one per answer word
+    assert (cfg.warm_rows, quick.warm_rows) == (48, 24)
+    for bad in (2, -1, 2.5, True):
+        with pytest.raises(InputError, match="warm_rows"):
+            configure("interference-smollm2", quick=True, settings={"warm_rows": bad})
+    assert configure("interference-smollm2", quick=True, settings={"class_rows": [4, 2, 4]})
     with pytest.raises(InputError, match="min_gain"):
         configure("interference-smollm2", quick=True, settings={"min_gain": -0.1})
     with pytest.raises(InputError, match="seeds must be >= 3"):
@@ -170,6 +185,35 @@ def test_tiny_run_measures_pairs_plans_and_resumes_from_the_truth_store(tiny, tm
     path.write_bytes(gzip.compress(json.dumps(rec_file).encode()))
     with pytest.raises(InputError, match="code_a.json.gz"):
         reproduce("interference-smollm2", tmp_path / "c", {**SETTINGS, "truth_store": str(store)})
+
+
+def test_mapping_stages_see_every_class_and_domains_start_from_the_packaged_model(tiny, tmp_path, monkeypatch):
+    """Amendment 3: a mapping stage trains on all of its train examples, every input class (so
+    every answer word of the mapping) equally often, like the warm-up; the warm-up is the base
+    of the mappings only, so the domains' base losses are those of a run without mappings."""
+    from updatescope.experiments.groundtruth import lora as lora_gt
+
+    seen = []
+    real = lora_gt.finetune_from_config
+
+    def spy(model, data, lc, *, seed, steps=None):
+        keep = data["labels"] != -100
+        if int(keep.sum()) == data["labels"].shape[0]:  # one answer per row: a mapping stage or the warm-up
+            seen.append(torch.bincount(data["labels"][keep]).tolist())
+        return real(model, data, lc, seed=seed, steps=steps)
+
+    monkeypatch.setattr(lora_gt, "finetune_from_config", spy)
+    settings = {**SETTINGS, "n_random_orders": 1}
+    rec = reproduce("interference-smollm2", tmp_path / "a", settings)
+    assert len(seen) == 1 + 2 + 2  # the warm-up, each mapping as A, each ordered mapping pair's B
+    for counts in seen:
+        used = [c for c in counts if c]
+        assert len(used) == 3 and len(set(used)) == 1, counts  # 3 answer words, equally often
+    assert sum(seen[1]) == 3 * SETTINGS["class_rows"][0]  # every train example of the mapping
+    plain = reproduce("interference-smollm2", tmp_path / "b", {**settings, "mapping_tasks": 0})
+    base, base_plain = rec["metrics"]["regime"]["base_loss"], plain["metrics"]["regime"]["base_loss"]
+    assert {t: base[t] for t in base_plain} == base_plain
+    assert rec["metrics"]["warm_up"] is not None and plain["metrics"]["warm_up"] is None
 
 
 def _per_seed(signal: float, own_drop: float, seed: int = 0):

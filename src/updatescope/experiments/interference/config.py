@@ -110,14 +110,16 @@ class InterferenceLMConfig:
     word per input class ``classes``): every mapping task sees the same inputs and answers them
     differently.  Pairs are ordered within each group (domain then domain, mapping then mapping).
 
-    Before any stage (amendment 2), one LoRA of ``warmup_steps`` steps on the mapping tasks'
-    sketch rows, every input class labelled with every answer word equally often, is merged
-    into the tail: this answer-format warm-up is the base of every task and stage.  A stage is
-    one LoRA fine-tuning (``lora``) of the last ``lora.n_last`` blocks, merged into them before
-    the next stage.  A counts as learned when its eval loss after its stage is below its loss at
-    the base by more than ``min_gain`` nats and by more than twice the bootstrap SE of that
-    gain over its eval rows, in every seed.  Exact predictors
-    run on the first ``exact_n`` rows of each sketch stream (None: all).  ``truth_store``: a
+    Before any mapping stage (amendments 2 and 3), one LoRA of ``warmup_steps`` steps on
+    ``warm_rows`` warm-up examples per input class of their own, every input class labelled with
+    every answer word equally often, is merged into the tail: this answer-format warm-up is the
+    base of the mapping tasks; the domain tasks (and the plans) start from the packaged model.
+    A stage is one LoRA fine-tuning (``lora``) of the last ``lora.n_last`` blocks, merged into
+    them before the next stage: a domain stage on its first ``train_rows`` rows, a mapping
+    stage on all of its ``class_rows[0]`` train examples per class.  A counts as learned when
+    its eval loss after its stage is below its loss at the base by more than ``min_gain`` nats
+    and by more than twice the bootstrap SE of that gain over its eval rows, in every seed.
+    Exact predictors run on the first ``exact_n`` rows of each sketch stream (None: all).  ``truth_store``: a
     folder where every (seed, pair) result is written as soon as it is measured and read back
     by a rerun with the same configuration."""
 
@@ -127,12 +129,13 @@ class InterferenceLMConfig:
     cue: str = "Colour:"
     words: tuple[str, ...] = ("red", "green", "blue")
     mapping_tasks: int = 3
-    train_rows: int = 32
+    train_rows: int = 128  # domain stage rows (amendment 3; was 32)
     eval_rows: int = 24
     sketch_tokens: int = 512
     class_rows: tuple[int, int, int] = (32, 16, 24)  # examples per class: train, sketch, eval
-    lora: LoRAConfig = LoRAConfig(lr=2e-3, steps=48, batch=8, seq_len=64)
+    lora: LoRAConfig = LoRAConfig(lr=1e-3, steps=48, batch=8, seq_len=64)
     warmup_steps: int = 60  # the answer-format warm-up (needed when there are mapping tasks)
+    warm_rows: int = 48  # the warm-up's own examples per input class (amendment 3)
     min_gain: float = 0.02
     sketch_dim: int = 1024
     exact_n: int | None = 128
@@ -169,10 +172,11 @@ class InterferenceLMConfig:
         w = self.warmup_steps
         if isinstance(w, bool) or not isinstance(w, int) or w < 0 or (w == 0 and self.mapping_tasks):
             raise InputError(f"warmup_steps must be an integer >= 1 (>= 0 without mapping tasks), got {w!r}")
-        if self.mapping_tasks and self.class_rows[1] < len(self.words):
+        r = self.warm_rows
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0 or (self.mapping_tasks and r < len(self.words)):
             raise InputError(
-                f"class_rows[1] (sketch rows per class, the warm-up's rows) must be >= {len(self.words)} "
-                f"(one per answer word), got {self.class_rows[1]}"
+                f"warm_rows (the warm-up's examples per input class) must be an integer >= {len(self.words)} "
+                f"(one per answer word), got {r!r}"
             )
         if not 0 <= self.replay_budget < 1:
             raise InputError(f"replay_budget must lie in [0, 1), got {self.replay_budget}")
@@ -191,12 +195,13 @@ class InterferenceLMConfig:
         return cls(
             domains=("code_email", "code_asyncio", "wiki_people", "wiki_life_science"),
             mapping_tasks=2,
-            train_rows=16,
+            train_rows=64,
             eval_rows=16,
             sketch_tokens=256,
             class_rows=(16, 8, 16),
-            lora=LoRAConfig(lr=2e-3, steps=24, batch=8, seq_len=64),
+            lora=LoRAConfig(lr=1e-3, steps=24, batch=8, seq_len=64),
             warmup_steps=30,
+            warm_rows=24,
             exact_n=64,
             seeds=1,
             n_sequences=1,

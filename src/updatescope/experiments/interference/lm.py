@@ -1,5 +1,5 @@
 """Interference on SmolLM2 with the LoRA recipe of the selection experiments
-(``reproduce interference-smollm2``; amendments 1 and 2 of PREREGISTRATION.md).
+(``reproduce interference-smollm2``; amendments 1 to 3 of PREREGISTRATION.md).
 
 Tasks: built-in domains (next-token loss on document rows) and mappings of one coupling-dark
 family (``"{text}\\n{cue}"`` -> an answer word per input class: the same inputs, different
@@ -9,9 +9,10 @@ those blocks, so the next stage starts from the merged model.  Only those blocks
 the residual stream entering them is captured once per split and every loss, head input and
 fine-tuning runs on the tail (exact, see :mod:`.groundtruth.lora`).
 
-Before anything else, the answer-format warm-up (:func:`warm_up`): one LoRA on the mapping
-tasks' sketch rows, every input class labelled with every answer word equally often, merged
-into the tail; the warmed model is the base of every task, stage and predictor.
+Before anything else, the answer-format warm-up (:func:`warm_up`): one LoRA on warm-up
+examples of their own, every input class labelled with every answer word equally often,
+merged into the tail; the warmed model is the base of the mapping tasks, their stages and
+predictors, while the domain tasks and the plans start from the packaged model (amendment 3).
 
 Per replicate seed: every task A from the base (θ_A), every partner B of A's group from θ_A
 (θ_AB); forgetting and gain as in the lab, per eval row (the bootstrap unit).  Predictors at θ_A
@@ -114,12 +115,13 @@ def load_tasks(cfg: InterferenceLMConfig, model: Any, tok: Any, fp: str) -> dict
     warm, warm_digest = None, None
     if maps:
         ids = mapping_tasks.word_ids(tok, cfg.words)
-        n_all = sum(cfg.class_rows)
-        per_class = [mapping_tasks.class_texts(c, n_all, cfg.seed + 7 * k) for k, c in enumerate(cfg.classes)]
-        for j, split in enumerate(("train", "sketch", "eval")):
-            lo = sum(cfg.class_rows[:j])
-            texts = [t for pc in per_class for t in pc[lo : lo + cfg.class_rows[j]]]
-            cls = torch.tensor([k for k in range(len(cfg.classes)) for _ in range(cfg.class_rows[j])])
+        counts = (*cfg.class_rows, cfg.warm_rows)  # per class: train, sketch, eval, warm-up (amendment 3)
+        per_class = [mapping_tasks.class_texts(c, sum(counts), cfg.seed + 7 * k) for k, c in enumerate(cfg.classes)]
+        for j, split in enumerate(("train", "sketch", "eval", "warm")):
+            lo = sum(counts[:j])
+            # classes interleaved (row i is of class i mod C), so every prefix of a split is balanced
+            texts = [pc[lo + i] for i in range(counts[j]) for pc in per_class]
+            cls = torch.tensor([k for _ in range(counts[j]) for k in range(len(cfg.classes))])
             full = [tok(mapping_tasks.prompt(t, cfg.cue))["input_ids"] + [0] for t in texts]
             b = lora_gt.capture_block_inputs(
                 model, tok, full, n_last=lc.n_last, fp=fp, positions=[[-1]] * len(full), seq_len=max(map(len, full))
@@ -127,8 +129,9 @@ def load_tasks(cfg: InterferenceLMConfig, model: Any, tok: Any, fp: str) -> dict
             keep = b["labels"] != IGNORE_INDEX
             if b["labels"].shape[0] != len(texts) or int(keep.sum()) != len(texts):
                 raise RuntimeError("interference: expected one counted answer position per mapping example")
-            if split == "sketch":
-                warm, warm_digest = _warm_rows(cfg, b, keep, ids, texts)
+            if split == "warm":
+                warm, warm_digest = _warm_rows(cfg, b, keep, ids, texts, cls)
+                continue
             for name, m in maps:
                 lab = b["labels"].clone()
                 lab[keep] = torch.tensor([ids[a] for a in m])[cls]
@@ -148,14 +151,20 @@ def load_tasks(cfg: InterferenceLMConfig, model: Any, tok: Any, fp: str) -> dict
     }
 
 
-def _warm_rows(cfg: InterferenceLMConfig, b: Mapping[str, torch.Tensor], keep, ids: list[int], texts: list[str]):
-    """The warm-up rows: per input class its first ⌊n/W⌋·W sketch examples (W answer words),
-    the j-th of class k answered by word (j + k) mod W, so every class meets every word equally
-    often and there is no mapping to learn -> (block inputs, digest of their texts and labels)."""
-    n, w = cfg.class_rows[1], len(cfg.words)
-    per = n // w * w
-    rows = [k * n + j for k in range(len(cfg.classes)) for j in range(per)]
-    answers = [ids[(j + k) % w] for k in range(len(cfg.classes)) for j in range(per)]
+def _warm_rows(cfg: InterferenceLMConfig, b: Mapping[str, torch.Tensor], keep, ids: list[int], texts, cls):
+    """The warm-up rows (amendment 3: examples of their own, drawn after the eval examples of
+    each class): per input class its first ⌊n/W⌋·W warm examples (W answer words), the j-th of
+    class k answered by word (j + k) mod W, so every class meets every word equally often and
+    there is no mapping to learn -> (block inputs, digest of their texts and labels)."""
+    w = len(cfg.words)
+    per = cfg.warm_rows // w * w
+    seen = [0] * len(cfg.classes)
+    rows, answers = [], []
+    for i, k in enumerate(cls.tolist()):
+        if seen[k] < per:
+            rows.append(i)
+            answers.append(ids[(seen[k] + k) % w])
+        seen[k] += 1
     lab = b["labels"][rows].clone()
     lab[keep[rows]] = torch.tensor(answers)
     digest = texts_digest([*(texts[r] for r in rows), json.dumps(answers), cfg.cue], None)
@@ -218,23 +227,34 @@ def warm_refusals(warm: Mapping[str, Any] | None) -> dict[str, str]:
     return dict.fromkeys(warm["eval_loss_after"], why)
 
 
-class LMStages:
-    """The merged tail blocks after a sequence of stages from the base, memoised by prefix.
-    A stage is (task, ((replayed task, rows), ...)): it fine-tunes on the task's first
-    ``train_rows`` rows with the replayed tasks' first rows in place of its last ones."""
+def tail_state(model: Any, n_last: int) -> dict[str, torch.Tensor]:
+    """A copy of the last ``n_last`` decoder blocks' weights."""
+    layers = lora_gt._decoder(model).layers[lora_gt._split_layer(model, n_last) :]
+    return {k: v.detach().clone() for k, v in layers.state_dict().items()}
 
-    def __init__(self, model: Any, tasks: Mapping[str, Any], cfg: InterferenceLMConfig, seed: int) -> None:
+
+class LMStages:
+    """The merged tail blocks after a sequence of stages from ``base`` (a tail state; default
+    the model's current one), memoised by prefix.  A stage is (task, ((replayed task, rows),
+    ...)): a domain stage fine-tunes on the task's first ``train_rows`` rows with the replayed
+    tasks' first rows in place of its last ones; a mapping stage on all of its train examples
+    (every input class equally often; amendment 3)."""
+
+    def __init__(
+        self, model: Any, tasks: Mapping[str, Any], cfg: InterferenceLMConfig, seed: int, base: Any = None
+    ) -> None:
         self.model, self.tasks, self.cfg, self.seed = model, tasks, cfg, seed
-        n = cfg.lora.n_last
-        layers = lora_gt._decoder(model).layers[lora_gt._split_layer(model, n) :]
-        self.memo: dict[tuple[Stage, ...], dict[str, torch.Tensor]] = {
-            (): {k: v.detach().clone() for k, v in layers.state_dict().items()}
-        }
+        root = tail_state(model, cfg.lora.n_last) if base is None else base
+        self.memo: dict[tuple[Stage, ...], dict[str, torch.Tensor]] = {(): root}
         self.trained, self.seconds = 0, 0.0
 
     def data(self, stage: Stage) -> dict[str, torch.Tensor]:
         task, replay = stage
         train = self.tasks["train"]
+        if self.tasks["group"][task] == "mappings":
+            if replay:
+                raise ValueError(f"mapping stage {task}: replay is defined for domain stages only")
+            return dict(train[task])
         main = self.cfg.train_rows - sum(r for _, r in replay)
         return _pad_cat([_rows(train[task], main, task)] + [_rows(train[t], r, t) for t, r in replay])
 
@@ -301,9 +321,9 @@ def make_store(cfg: InterferenceLMConfig, tasks: Mapping[str, Any], fp: str) -> 
     names, dg = tasks["names"], tasks["digest"]
     pairs = {f"{a}__{b}": texts_digest([dg["train"][a], dg["train"][b]], None) for a in names for b in names}
     keep = ("train_rows", "eval_rows", "sketch_tokens", "sketch_dim", "exact_n", "class_rows", "cue", "words")
-    code = "".join(inspect.getsource(f) for f in (LMStages, _warm_rows, warm_up, plan_source))
-    # the warm-up is the base of every result: its recipe (steps, seed, rows; the stage recipe
-    # enters every key) is part of the context, so results of another base are refused
+    code = "".join(inspect.getsource(f) for f in (LMStages, _warm_rows, warm_up, plan_source, one_seed))
+    # the warm-up is the base of the mapping results: its recipe (steps, seed, rows; the stage
+    # recipe enters every key) is part of the context, so results of another base are refused
     warm = None
     if tasks.get("warm") is not None:
         warm = {"steps": cfg.warmup_steps, "seed": cfg.seed + WARM_SEED, "rows": tasks["warm_digest"]}
@@ -322,31 +342,36 @@ def _recipe(cfg: InterferenceLMConfig, seed: int) -> dict[str, Any]:
     return json.loads(json.dumps({**dataclasses.asdict(cfg.lora), "replicate_seed": seed}))
 
 
-def one_seed(cfg: InterferenceLMConfig, j: int, model, tasks, fp: str, store, log) -> dict[str, Any]:
-    """Every measurement of replicate ``j`` (the lab's layout, see :func:`.runner.one_seed`)."""
+def one_seed(
+    cfg: InterferenceLMConfig, j: int, model, tasks, bases: Mapping[str, tuple[Any, str]], store, log
+) -> dict[str, Any]:
+    """Every measurement of replicate ``j`` (the lab's layout, see :func:`.runner.one_seed`).
+    ``bases``: group -> (the tail state its tasks start from, that state's fingerprint)."""
     seed = gt_seeds.gt_seed(cfg.seed, j)
     names, group = tasks["names"], tasks["group"]
     counts = {t: (tasks["eval"][t]["labels"] != IGNORE_INDEX).sum(1) for t in names}
     w0, b0 = heads.head_weights(model)
-    stages = LMStages(model, tasks, cfg, seed)
-    base = eval_sums(stages.load(()), cfg, tasks, names)
     groups = {g: [t for t in names if group[t] == g] for g in dict.fromkeys(group.values())}
+    by_group = {g: LMStages(model, tasks, cfg, seed, bases[g][0]) for g in groups}
+    fps = {g: bases[g][1] for g in groups}
+    base: dict[str, torch.Tensor] = {}
     base_preds: dict[str, dict] = {p: {} for p in runner.PREDICTORS}
     tables = {}
     for g, members in groups.items():
-        preds, tables[g] = predictors(model, cfg, tasks, members, cache_key(fp, "base", seed), seed, w0, b0)
+        base.update(eval_sums(by_group[g].load(()), cfg, tasks, members))
+        preds, tables[g] = predictors(model, cfg, tasks, members, cache_key(fps[g], "base", seed), seed, w0, b0)
         for p in runner.PREDICTORS:
             base_preds[p].update(preds[p])
     recipe = _recipe(cfg, seed)
     start_preds: dict[str, dict] = {p: {} for p in runner.PREDICTORS}
     own, own_gain, forget, gain = {}, {}, {}, {}
     for a in names:
-        mates = groups[group[a]]
+        mates, stages = groups[group[a]], by_group[group[a]]
         res = None if store is None else store.load(a, seed, mates, recipe)
         if res is None:
             t0 = time.perf_counter()
             at_a = eval_sums(stages.load(((a, ()),)), cfg, tasks, mates)
-            preds, _ = predictors(model, cfg, tasks, mates, cache_key(fp, a, seed), seed, w0, b0)
+            preds, _ = predictors(model, cfg, tasks, mates, cache_key(fps[group[a]], a, seed), seed, w0, b0)
             row = {p: preds[p][a] for p in runner.PREDICTORS}
             res = {"train_after": float("nan"), "eval": at_a, "seconds": time.perf_counter() - t0, "extra": row}
             if store is not None:
@@ -370,9 +395,11 @@ def one_seed(cfg: InterferenceLMConfig, j: int, model, tasks, fp: str, store, lo
             key = analysis.pair_key(a, b)
             forget[key] = _per_row(got["eval"][a], at_a[a], counts[a])
             gain[key] = _per_row(at_a[b], got["eval"][b], counts[b])
-        log(f"seed {j + 1}/{cfg.seeds}: A = {a} done ({stages.trained} stages trained, {stages.seconds:.0f}s)")
+        trained, secs = sum(s.trained for s in by_group.values()), sum(s.seconds for s in by_group.values())
+        log(f"seed {j + 1}/{cfg.seeds}: A = {a} done ({trained} stages trained, {secs:.0f}s)")
+    stages = by_group["domains"]
     plans = plan_runs(cfg, stages, tasks, tables["domains"], groups["domains"], counts, seed, log, j, store)
-    stages.load(())  # the base blocks again: the next seed (and the caller) starts from the base
+    stages.load(())  # the packaged blocks again (the caller restores them in any case)
     return {
         "seed": seed,
         "base_loss": {t: _mean(base[t], counts[t]) for t in names},
@@ -382,8 +409,8 @@ def one_seed(cfg: InterferenceLMConfig, j: int, model, tasks, fp: str, store, lo
         "gain": gain,
         "predictors": {"start": start_preds, "base": base_preds},
         "plans": plans,
-        "stages_trained": stages.trained,
-        "stage_seconds": stages.seconds,
+        "stages_trained": sum(s.trained for s in by_group.values()),
+        "stage_seconds": sum(s.seconds for s in by_group.values()),
     }
 
 
@@ -443,14 +470,18 @@ def run(cfg: InterferenceLMConfig, out_dir: Path) -> Result:
     names = tasks["names"]
     store = make_store(cfg, tasks, fp)
     n = cfg.lora.n_last
-    layers = lora_gt._decoder(model).layers[lora_gt._split_layer(model, n) :]
-    original = {k: v.detach().clone() for k, v in layers.state_dict().items()}
+    original = tail_state(model, n)
     try:
         warm = warm_up(cfg, model, tasks, log)
-        # predictors are labelled with the warmed model's fingerprint (the block inputs were
+        # the domains start from the packaged model, the mappings from the warmed one (amendment
+        # 3); the warmed model's predictors carry its own fingerprint (the block inputs were
         # captured below the tail, which the warm-up leaves alone)
-        fp_base = fp if warm is None else cache_key(fp, "warm-up", cfg.warmup_steps, tasks["warm_digest"])
-        per_seed = [one_seed(cfg, j, model, tasks, fp_base, store, log) for j in range(cfg.seeds)]
+        bases = {"domains": (original, fp)}
+        if warm is not None:
+            fp_warm = cache_key(fp, "warm-up", cfg.warmup_steps, cfg.lora.lr, tasks["warm_digest"])
+            bases["mappings"] = (tail_state(model, n), fp_warm)
+            lora_gt.load_tail_state(model, original, n)
+        per_seed = [one_seed(cfg, j, model, tasks, bases, store, log) for j in range(cfg.seeds)]
     finally:
         lora_gt.load_tail_state(model, original, n)  # the caller gets the model as loaded
     group = tasks["group"]
