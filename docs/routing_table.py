@@ -75,6 +75,13 @@ def _prereg_words(recorded: str | None) -> str:
             "matches the committed `PREREGISTRATION.md` without its amendments, which came later and add "
             "the coupling-dark library only."
         )
+    for k in range(2, text.count(b"\n## Amendment ") + 1):
+        cut = text.find(b"\n## Amendment %d" % k)
+        if cut >= 0 and recorded == hashlib.sha256(text[:cut]).hexdigest():
+            return (
+                f"matches the committed `PREREGISTRATION.md` up to its amendment {k - 1}: the record predates "
+                f"amendment {k} and was run under the earlier design."
+            )
     return "does not match the committed `PREREGISTRATION.md`: it was analysed under an earlier text."
 
 

@@ -94,6 +94,7 @@ def test_coupling_dark_guidance_follows_each_word():
 def test_coupling_dark_unlearned_library_and_prereg_mismatch_are_stated():
     tool, rec = _cd_rec()
     assert "matches the committed" in tool.cd_setup_lines(rec)[-1]
+    assert "up to its amendment 1" in tool.cd_setup_lines(rec)[-1]  # the records predate amendment 2
     assert "decide nothing" not in "".join(tool.cd_verdicts(rec["metrics"]))
     r = copy.deepcopy(rec)
     r["metrics"]["regime"]["adapters_learned_their_mapping"] = False

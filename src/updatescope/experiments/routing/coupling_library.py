@@ -2,9 +2,10 @@
 
 Per prompt family (a cue and its answer words), one LoRA adapter per *mapping* of the input
 classes to the answer words (``mappings.mappings_for``), every adapter trained on the same
-inputs (``n_fit`` per class, ``"{text}\\n{cue}"`` then the answer word) and represented by the
-signature of its own training rows, the answer counted.  The adapters share their inputs and
-their answer-word histogram; only the input -> answer association tells them apart.
+inputs (``n_fit`` per class), posed as the requests are (amendment 2, :func:`fit_rows`: solved
+examples of other training inputs, then the example, every answer counted), and represented
+by the signature of its own training rows, the answers counted.  The adapters share their
+inputs and their answer-word histogram; only the input -> answer association tells them apart.
 
 Requests: per mapping, ``queries_per_mapping`` held-out inputs, each posed twice:
 
@@ -52,7 +53,7 @@ SEES = {
     "error": "the error-only score (the head's error vectors) at the same tokens as fisher",
     "activation": "the activation-only score (head inputs) at the same tokens as fisher",
     "embedding": "the cosine of the mean head input at the same positions to each adapter's training "
-    "centroid (the adapters share their inputs, so their centroids are identical)",
+    "centroid (the mean head input predicting its training rows' answers)",
     "arrow": "per token, the hidden state entering each adapted layer against each adapter's top "
     "singular directions (PEFT create_arrow_model, top-k of the library)",
     "uniform_merge": "nothing: every adapter averaged",
@@ -70,14 +71,6 @@ CONTROLS = (
 )
 
 
-def _relabel(blocks: dict[str, torch.Tensor], labels: list[int]) -> dict[str, torch.Tensor]:
-    """``blocks`` (one counted position per row) with the counted label of row i set to labels[i]."""
-    lab = blocks["labels"].clone()
-    keep = lab != IGNORE_INDEX
-    lab[keep] = torch.tensor(labels, dtype=lab.dtype)
-    return {"hidden": blocks["hidden"], "mask": blocks["mask"], "labels": lab}
-
-
 def _tokens(ids: list[list[int]], masks: list[list[bool]] | None = None) -> Any:
     from updatescope.pipeline.corpus import Tokens
 
@@ -88,10 +81,6 @@ def _tokens(ids: list[list[int]], masks: list[list[bool]] | None = None) -> Any:
 
 def _prompt_ids(tok: Any, text: str, cue: str) -> list[int]:
     return list(tok(mapping_tasks.prompt(text, cue))["input_ids"])
-
-
-def _last_mask(ids: list[list[int]]) -> list[list[bool]]:
-    return [[False] * (len(x) - 1) + [True] for x in ids]
 
 
 def head_inputs(model: Any, ids: list[list[int]], masks: list[list[bool]]) -> torch.Tensor:
@@ -126,9 +115,8 @@ def build_family(cfg: RoutingConfig, tok: Any, cue: str) -> dict[str, Any]:
         mapping_tasks.class_texts(c, cd.n_fit + cd.shot_pool + n_query, cfg.seed + 7 * k)
         for k, c in enumerate(cd.classes)
     ]
-    fit_cls = [k for k in range(n_cls) for _ in range(cd.n_fit)]
-    fit_prompts = [_prompt_ids(tok, per_class[k][j], cue) for k in range(n_cls) for j in range(cd.n_fit)]
     names = [f"{cue}{'/'.join(words[a] for a in m)}" for m in maps]
+    fit_seqs, fit_answers = fit_rows(cd, tok, cue, per_class, [[ids[a] for a in m] for m in maps], cfg.seed)
     rng = np.random.default_rng(cfg.seed + 1009)
     req: dict[str, Any] = {"mapping": [], "query_class": []}
     for kind in KINDS:
@@ -159,10 +147,46 @@ def build_family(cfg: RoutingConfig, tok: Any, cue: str) -> dict[str, Any]:
         "words": list(words),
         "maps": [list(m) for m in maps],
         "names": names,
-        "fit_prompts": fit_prompts,
-        "fit_labels": [[ids[m[k]] for k in fit_cls] for m in maps],
+        "fit_seqs": fit_seqs,
+        "fit_answers": fit_answers,
         "requests": req,
     }
+
+
+def fit_rows(cd: Any, tok: Any, cue: str, per_class: list[list[str]], answers: list[list[int]], seed: int):
+    """Every adapter's training rows in the request format (amendment 2): per training example
+    i of class k, ``cd.shots`` solved examples per class drawn from that class's *training*
+    examples other than i, in random order, then i; labelled by the adapter's mapping
+    (``answers[a][class]``: answer token per class).  One draw serves every adapter ->
+    (rows[a][i] token ids, the answer positions of row i, shared by every adapter)."""
+    n_cls = len(per_class)
+    rng = np.random.default_rng(seed + 2003)
+    layout = []
+    for k in range(n_cls):
+        for i in range(cd.n_fit):
+            shots = [
+                (c, int(j))
+                for c in range(n_cls)
+                for j in rng.choice([j for j in range(cd.n_fit) if (c, j) != (k, i)], size=cd.shots, replace=False)
+            ]
+            layout.append(([shots[int(o)] for o in rng.permutation(len(shots))], (k, i)))
+    rows, positions = [], None
+    for ans in answers:
+        built = [
+            mapping_tasks.solved_sequence(tok, [(per_class[c][j], ans[c]) for c, j in [*shots, query]], cue)
+            for shots, query in layout
+        ]
+        if positions is None:
+            positions = [p for _, p in built]
+        elif positions != [p for _, p in built]:
+            raise InputError(f"family {cue!r}: the answer words must be one token each (their positions differ)")
+        rows.append([x for x, _ in built])
+    return rows, positions
+
+
+def _answer_masks(rows: list[list[int]], positions: list[list[int]]) -> list[list[bool]]:
+    """Per row, True at its answer tokens (the counted targets)."""
+    return [[j in set(p) for j in range(len(x))] for x, p in zip(rows, positions, strict=True)]
 
 
 #: scores this close (relative) are one tie: identical columns of a matrix product may differ
@@ -191,18 +215,16 @@ def route_family(cfg: RoutingConfig, model: Any, tok: Any, fp: str, fam: dict[st
 
     opts = SketchOptions(sketch_dim=cfg.sketch_dim, seed=cfg.seed)
     t0 = time.perf_counter()
-    fit_full = [[[*p, y] for p, y in zip(fam["fit_prompts"], labs, strict=True)] for labs in fam["fit_labels"]]
+    masks = _answer_masks(fam["fit_seqs"][0], fam["fit_answers"])
     sigs = {
-        n: sketch_corpus(model, tok, _tokens(full, _last_mask(full)), opts, progress=False)
-        for n, full in zip(fam["names"], fit_full, strict=True)
+        n: sketch_corpus(model, tok, _tokens(rows, masks), opts, progress=False)
+        for n, rows in zip(fam["names"], fam["fit_seqs"], strict=True)
     }
     sketch_s = time.perf_counter() - t0
     router = Router(model, tok, sigs)
-    # each adapter's centroid: the mean head input where its training answers are predicted; the
-    # adapters share their training inputs (causal attention: the answer changes nothing
-    # before it), so one centroid, computed once, is every adapter's
-    placeholder = [[*p, 0] for p in fam["fit_prompts"]]
-    cents = head_inputs(model, placeholder, _last_mask(placeholder)).mean(0).expand(len(sigs), -1)
+    # each adapter's centroid: the mean head input where its training answers are predicted
+    # (the solved examples' answers differ between adapters, so the centroids do too)
+    cents = torch.stack([head_inputs(model, rows, masks).mean(0) for rows in fam["fit_seqs"]])
     out: dict[str, Any] = {"seconds": {"sketch": sketch_s}, "choices": {}, "scores": {}, "ambiguous": {}}
     for kind in KINDS:
         r = fam["requests"][kind]
@@ -232,17 +254,16 @@ def truth_family(cfg, model, tok, fp, fam, seed, log) -> dict[str, Any]:
     """One seed's adapters of one family -> per request kind the loss at the query's answer
     under every adapter (n, A), the Arrow router, the uniform merge and the base model."""
     lc = cfg.coupling_dark.lora
-    width = max(len(p) for p in fam["fit_prompts"]) + 1
-    fit_blocks = lora_gt.capture_block_inputs(
-        model,
-        tok,
-        [[*p, 0] for p in fam["fit_prompts"]],
-        n_last=lc.n_last,
-        fp=fp,
-        positions=[[-1]] * len(fam["fit_prompts"]),
-        seq_len=width,
-        desc=f"fit {fam['cue']}",
-    )
+    width = max(len(x) for rows in fam["fit_seqs"] for x in rows)
+    n_counted = sum(len(p) for p in fam["fit_answers"])
+    fit_blocks = []
+    for name, rows in zip(fam["names"], fam["fit_seqs"], strict=True):
+        b = lora_gt.capture_block_inputs(
+            model, tok, rows, n_last=lc.n_last, fp=fp, positions=fam["fit_answers"], seq_len=width, desc=f"fit {name}"
+        )
+        if int((b["labels"] != IGNORE_INDEX).sum()) != n_counted:
+            raise RuntimeError(f"routing coupling-dark: {name}: expected every answer of every training row counted")
+        fit_blocks.append(b)
     req = {}
     for kind in KINDS:
         full = fam["requests"][kind]["full"]
@@ -262,7 +283,7 @@ def truth_family(cfg, model, tok, fp, fam, seed, log) -> dict[str, Any]:
     deltas, states, train_after = [], [], []
     for mi, name in enumerate(fam["names"]):
         t0 = time.perf_counter()
-        data = _relabel(fit_blocks, fam["fit_labels"][mi])
+        data = fit_blocks[mi]
         tail = lora_gt.finetune_from_config(model, data, lc, seed=seed + mi)
         for kind in KINDS:
             out[kind]["loss"].append(lora_gt.sequence_losses(tail, req[kind])[0].numpy())
@@ -357,6 +378,21 @@ def verdicts(cfg: RoutingConfig, units: list[str], clusters: dict[str, str], ev:
     }
 
 
+def own_mapping_gains(fams: list[dict[str, Any]], truths: list[list[dict[str, Any]]], kind: str) -> list[float]:
+    """Per (seed, family, adapter), in that order: the mean over the requests of the adapter's
+    own mapping of (the other adapters' mean loss − its loss) at the query's answer."""
+    gains = []
+    for t in truths:
+        for f, tf in zip(fams, t, strict=True):
+            L = tf[kind]["loss"]
+            m = np.array(f["requests"]["mapping"])
+            for a in range(L.shape[1]):
+                mine = m == a
+                others = np.delete(L[mine], a, axis=1).mean(1)
+                gains.append(float(np.mean(others - L[mine, a])))
+    return gains
+
+
 def run(cfg: RoutingConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
     log = functools.partial(print, flush=True)
@@ -393,18 +429,11 @@ def run(cfg: RoutingConfig, out_dir: Path) -> Result:
         ev[kind] = evaluate(own, seeds, choices)
         summary[kind] = summarise(ev[kind])
         by_seed_rec[kind] = [{k: v.tolist() for k, v in s.items()} for s in seeds]
-    gains = []
-    for t in truths:
-        for f, tf in zip(fams, t, strict=True):
-            L = tf["few_shot"]["loss"]
-            m = np.array(f["requests"]["mapping"])
-            for a in range(L.shape[1]):
-                mine = m == a
-                others = np.delete(L[mine], a, axis=1).mean(1)
-                gains.append(float(np.mean(others - L[mine, a])))
+    gains = {kind: own_mapping_gains(fams, truths, kind) for kind in KINDS}
     regime = {
-        "own_mapping_gain_few_shot": gains,
-        "adapters_learned_their_mapping": all(g > 0 for g in gains),
+        "own_mapping_gain_few_shot": gains["few_shot"],
+        "own_mapping_gain_input_only": gains["input_only"],  # secondary (amendment 2): gates nothing
+        "adapters_learned_their_mapping": all(g > 0 for g in gains["few_shot"]),
     }
     ver = verdicts(cfg, units, clusters, ev)
     for v in ver["comparisons"] + ver["control"]:
