@@ -103,6 +103,32 @@ def test_training_rows_are_posed_as_requests_and_differ_only_in_their_answers():
         assert sum(row[s : s + len(body)] == body for s in range(len(row))) == 1
 
 
+def test_truth_store_resumes_every_seed_and_family_and_refuses_another_configuration(tiny, tmp_path, monkeypatch):
+    import json
+
+    from updatescope.errors import InputError
+    from updatescope.experiments.routing import coupling_library
+
+    store = tmp_path / "store"
+    settings = {**SETTINGS, "truth_store": str(store)}
+    first = reproduce("routing", tmp_path / "a", settings)
+    files = sorted(store.iterdir())
+    assert len(files) == 1 and files[0].name.startswith("seed") and "Colour" in files[0].name
+
+    def no_training(*_a, **_k):
+        raise AssertionError("the stored ground truth should have been read")
+
+    monkeypatch.setattr(coupling_library, "truth_family", no_training)
+    again = reproduce("routing", tmp_path / "b", settings)
+    for part in ("summary", "regime", "verdicts", "truth"):
+        assert again["metrics"][part] == first["metrics"][part]
+    rec = json.loads(files[0].read_text())
+    rec["key"] = "0" * 64
+    files[0].write_text(json.dumps(rec))
+    with pytest.raises(InputError, match=files[0].name):
+        reproduce("routing", tmp_path / "c", settings)
+
+
 def test_ties_charge_the_mean_of_the_tied_adapters():
     import numpy as np
     import torch
@@ -134,6 +160,7 @@ def test_ties_charge_the_mean_of_the_tied_adapters():
         ('coupling_dark.classes=["python","licence"]', "evenly"),
         ("coupling_dark.shots=17", "shot_pool"),
         ("coupling_dark.queries_per_mapping=0", "queries_per_mapping"),
+        ("truth_store=store", "truth_store"),  # the default design is the domain library
     ],
 )
 def test_bad_settings_get_one_line_and_exit_2(tmp_path, item, message):

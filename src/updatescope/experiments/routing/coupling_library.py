@@ -26,6 +26,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
+import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ import torch
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads, mapping_tasks, mappings
+from updatescope.experiments.caching import cache_key
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
 from updatescope.experiments.routing import runner as domains_runner
@@ -303,6 +307,61 @@ def truth_family(cfg, model, tok, fp, fam, seed, log) -> dict[str, Any]:
     return out
 
 
+#: the ground-truth code's digest, part of every stored truth's key
+_TRUTH_CODE = hashlib.sha256(inspect.getsource(truth_family).encode()).hexdigest()[:16]
+
+
+def store_path(cfg: RoutingConfig, fp: str, fam: dict[str, Any], seed: int) -> tuple[Path, str] | None:
+    """Where one (seed, family)'s ground truth lives in ``cfg.truth_store``, and its key: the
+    recipe, the tokens of the training rows and of the requests, the model, the fine-tuning
+    code, the family and the seed.  None without a store."""
+    if cfg.truth_store is None:
+        return None
+    rows = {"fit": fam["fit_seqs"], "answers": fam["fit_answers"], "requests": fam["requests"]}
+    key = cache_key(
+        "routing coupling-dark truth v1",
+        dataclasses.asdict(cfg.coupling_dark),
+        cfg.arrow_top_k,
+        hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest(),
+        fp,
+        lora_gt._code_digest(),
+        _TRUTH_CODE,
+        fam["cue"],
+        seed,
+    )
+    slug = re.sub(r"[^A-Za-z0-9]+", "", fam["cue"]) or "family"
+    return Path(cfg.truth_store) / f"seed{seed}-{slug}-{key[:16]}.json", key
+
+
+def stored_truth(cfg, model, tok, fp, fam, seed, log) -> dict[str, Any]:
+    """:func:`truth_family`, read from / written to ``cfg.truth_store`` when it is set (a file
+    whose key differs from the run's is refused in one line naming it)."""
+    from updatescope.records import write_json_atomic
+
+    where = store_path(cfg, fp, fam, seed)
+    if where is None:
+        return truth_family(cfg, model, tok, fp, fam, seed, log)
+    path, key = where
+    if path.is_file():
+        try:
+            got = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise InputError(f"truth store {path}: not a readable truth file ({exc})") from exc
+        if got.get("key") != key:
+            raise InputError(f"truth store {path}: its key does not match this run; move it away")
+        log(f"{fam['cue']} seed {seed}: ground truth loaded from {path}")
+        out: dict[str, Any] = {k: {n: np.asarray(v) for n, v in got[k].items()} for k in KINDS}
+        out["train_loss_after"] = got["train_loss_after"]
+        return out
+    out = truth_family(cfg, model, tok, fp, fam, seed, log)
+    rec = {k: {n: np.asarray(v).tolist() for n, v in out[k].items()} for k in KINDS}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(
+        {"key": key, "family": fam["cue"], "seed": seed, **rec, "train_loss_after": out["train_loss_after"]}, path
+    )
+    return out
+
+
 def evaluate(own: np.ndarray, by_seed: list[dict[str, Any]], choices: dict[str, list[list[int]]]) -> dict[str, Any]:
     """Per request and router: routed loss (nats at the query's answer, mean over seeds) and,
     for the choosers, the share of their (tied) choices that is the oracle's / the request's
@@ -407,7 +466,7 @@ def run(cfg: RoutingConfig, out_dir: Path) -> Result:
     for j in range(cfg.gt_seeds):
         s = gt_seeds.gt_seed(cfg.seed, j)
         log(f"coupling-dark library: seed {j + 1}/{cfg.gt_seeds} ({s})")
-        truths.append([truth_family(cfg, model, tok, fp, f, s, log) for f in fams])
+        truths.append([stored_truth(cfg, model, tok, fp, f, s, log) for f in fams])
     # requests of every family in one list; adapters are indexed within their family
     if len({len(f["names"]) for f in fams}) != 1:
         raise InputError("coupling_dark.families must have the same number of mappings (answer words)")
