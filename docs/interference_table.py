@@ -191,6 +191,18 @@ def prereg_line(rec: dict) -> str:
     )
 
 
+def _warm_words(warm: dict | None) -> str:
+    """The answer-format warm-up's check, from the record (records before amendment 2 have none)."""
+    if not warm:
+        return ""
+    got = ", ".join(f"{v:.3f}" for v in warm["eval_loss_after"].values())
+    lo, hi = warm["uniform_loss"] - warm["tolerance"], warm["uniform_loss"] + warm["tolerance"]
+    return (
+        f" Answer-format warm-up ({warm['steps']} steps on {warm['rows']} rows): mapping eval losses "
+        f"{got} against [{lo:.3f}, {hi:.3f}], check {'passed' if warm['passed'] else 'failed'}."
+    )
+
+
 def pairs_table(rec: dict) -> list[str]:
     m = rec["metrics"]
     lines = [
@@ -323,8 +335,11 @@ def lm_setup_lines(rec: dict) -> list[str]:
             else "the quick variant: not powered, its words carry no weight."
         ),
         f"- Regime: A counts as learned when its eval loss after its stage is below its loss at the base by more "
-        f"than {reg['min_gain']} nats in every seed; {reg['n_scored']} of {reg['n_pairs']} ordered pairs scored"
-        + (f", refused: {', '.join(f'`{k}`' for k in reg['refused'])}." if reg["refused"] else "."),
+        f"than {reg['min_gain']} nats"
+        + (" and by more than twice its evaluation SE" if "own_gain_se" in reg else "")
+        + f" in every seed; {reg['n_scored']} of {reg['n_pairs']} ordered pairs scored"
+        + (f", refused: {', '.join(f'`{k}`' for k in reg['refused'])}." if reg["refused"] else ".")
+        + _warm_words(m.get("warm_up")),
         f"- Measured forgetting (seed mean): {_f(noise['mean_forgetting_same_family'])} nats for same-family pairs, "
         f"{_f(noise['mean_forgetting_other_family'])} for the others, {_f(map_forget)} for the same-input mapping "
         f"pairs; spread over pairs (sd) {_f(noise['sd_forgetting_over_pairs'], '{:.3f}')}, median "

@@ -8,7 +8,7 @@ import hashlib
 
 from _docs_script import docs_script
 
-RECORD = "interference_smollm2_quick"
+RECORD = "interference_smollm2_quick_amendment3"  # the pilot of the recipe in force
 
 
 def _tool():
@@ -21,7 +21,7 @@ def test_guide_renders_the_smollm2_record():
     text = (tool.DOC).read_text()
     for kind in ("interferencelmsetup", "interferencepairs", "interferenceverdicts", "interferenceplans"):
         assert f"<!-- generated: {kind} {RECORD} -->" in text
-    assert "interferencewarning interference_full+interference_smollm2_quick" in text
+    assert f"interferencewarning interference_full+{RECORD}" in text
     assert lm["env"]["git_dirty"] is False
 
 
@@ -56,6 +56,11 @@ def test_setup_and_replay_words_follow_the_record():
     refused["metrics"]["regime"]["refused"] = [key]
     assert f"refused: `{key}`" in tool.lm_setup_lines(refused)[1]
     assert "matches the committed" in tool.lm_setup_lines(lm)[-1]
+    # the warm-up's check is read from the record (amendment 2 on), and flips with it
+    assert "check passed" in tool.lm_setup_lines(lm)[1]
+    failed = copy.deepcopy(lm)
+    failed["metrics"]["warm_up"]["passed"] = False
+    assert "check failed" in tool.lm_setup_lines(failed)[1]
     noisy = copy.deepcopy(lm)
     noisy["metrics"]["noise"]["median_eval_ci_half_width"] = 10.0
     assert "barely moves its own loss" in tool.lm_setup_lines(noisy)[-2]
