@@ -68,19 +68,9 @@ def test_config_validates():
     cfg = configure("interference-smollm2")
     assert cfg.seeds >= 3 and cfg.n_sequences >= 2 and cfg.seq_len_tasks == 4
     # amendment 3's recipe: full 48 steps at 1e-3 on 128 domain rows, warm-up 60; quick 24 steps, 64 rows, warm-up 30
-    assert (cfg.lora.steps, cfg.lora.lr, cfg.warmup_steps, cfg.min_gain) == (
-        48,
-        1e-3,
-        60,
-        0.02,
-    ) and cfg.train_rows == 128
+    recipe = lambda c: (c.lora.steps, c.lora.lr, c.warmup_steps, c.min_gain, c.train_rows)  # noqa: E731
     quick = configure("interference-smollm2", quick=True)
-    assert (quick.lora.steps, quick.lora.lr, quick.warmup_steps, quick.min_gain) == (
-        24,
-        1e-3,
-        30,
-        0.02,
-    ) and quick.train_rows == 64
+    assert recipe(cfg) == (48, 1e-3, 60, 0.02, 128) and recipe(quick) == (24, 1e-3, 30, 0.02, 64)
     for bad in (0, -1, 2.5, True):
         with pytest.raises(InputError, match="warmup_steps"):
             configure("interference-smollm2", quick=True, settings={"warmup_steps": bad})
