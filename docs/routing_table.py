@@ -172,7 +172,13 @@ def cd_setup_lines(rec: dict) -> list[str]:
         f"- Design: {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} "
         f"({', '.join(f['cue'] + ' ' + '/'.join(f['words']) for f in fams)}), each a library of "
         f"{len(fams[0]['names'])} adapters, one per mapping of the classes {', '.join(fams[0]['classes'])} to its "
-        f"answer words, all trained on the same {cd['n_fit']} inputs per class; {c['gt_seeds']} training seed(s); "
+        f"answer words, all trained on the same {cd['n_fit']} inputs per class"
+        + (
+            " posed as requests are (amendment 2)"
+            if "own_mapping_gain_input_only" in m["regime"]
+            else " posed alone (amendment 1)"
+        )
+        + f"; {c['gt_seeds']} training seed(s); "
         f"{n_req} requests, each posed few-shot ({cd['shots']} solved example(s) per class, then the query) and "
         "input-only; "
         + (
@@ -184,7 +190,7 @@ def cd_setup_lines(rec: dict) -> list[str]:
         + ("every adapter" if learned else "not every adapter")
         + " gave its own mapping's few-shot requests a lower loss than the other adapters' mean, on every seed"
         + ("." if learned else _cd_regime_misses(m["regime"]["own_mapping_gain_few_shot"])),
-        "- Pre-registration (amendment 1): the record's sha256 " + _prereg_words(c.get("preregistration_sha256")),
+        "- Pre-registration: the record's sha256 " + _prereg_words(c.get("preregistration_sha256")),
     ]
 
 

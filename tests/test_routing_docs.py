@@ -95,6 +95,10 @@ def test_coupling_dark_unlearned_library_and_prereg_mismatch_are_stated():
     tool, rec = _cd_rec()
     assert "matches the committed" in tool.cd_setup_lines(rec)[-1]
     assert "up to its amendment 1" in tool.cd_setup_lines(rec)[-1]  # the records predate amendment 2
+    assert "posed alone (amendment 1)" in tool.cd_setup_lines(rec)[0]
+    a2 = copy.deepcopy(rec)  # a record of amendment 2 carries the input-only gains too
+    a2["metrics"]["regime"]["own_mapping_gain_input_only"] = a2["metrics"]["regime"]["own_mapping_gain_few_shot"]
+    assert "posed as requests are (amendment 2)" in tool.cd_setup_lines(a2)[0]
     assert "decide nothing" not in "".join(tool.cd_verdicts(rec["metrics"]))
     r = copy.deepcopy(rec)
     r["metrics"]["regime"]["adapters_learned_their_mapping"] = False
