@@ -76,6 +76,8 @@ class CouplingDarkLibrary:
                 )
         if self.shots > self.shot_pool:
             raise InputError(f"coupling_dark.shots ({self.shots}) exceeds coupling_dark.shot_pool ({self.shot_pool})")
+        if self.shots >= self.n_fit:  # a training row's solved examples are the class's other training inputs
+            raise InputError(f"coupling_dark.shots ({self.shots}) must be below coupling_dark.n_fit ({self.n_fit})")
 
 
 @dataclass(frozen=True)
