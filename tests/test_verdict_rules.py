@@ -168,8 +168,14 @@ def test_lora_static_planes_table_and_prose_flip_together(ll):
     m = _lora("lora_recovery_quick")
     row = lambda: _verdict(_row(ll.lora_recovery_table(m), "| static planes capture little (4-dim task plane, LoRA"))  # noqa: E731
     line = lambda: ll.plane_verdicts(m)[0]  # noqa: E731
+    assert row().startswith("not reproduced") and f"**{row()}**" in line()  # the record's own word, both places
+    m["summary"]["task_plane.capture_forg"].update(mean=0.40, se=0.03)
+    m["summary"]["task_plane.capture_mt"].update(mean=0.45, se=0.02)
     word = "not reproduced: local above the paper's ≈ 15% by 2 SE; local ≈ (within 2 SE) pre-interference"
     assert row() == word and f"**{word}**" in line()
+    m["summary"]["task_plane.capture_forg"].update(mean=0.40, se=0.01)
+    m["summary"]["task_plane.capture_mt"].update(mean=0.48, se=0.01)
+    assert row() == "not reproduced: local above the paper's ≈ 15% by 2 SE; local < pre-interference"
     m["summary"]["task_plane.capture_forg"].update(mean=0.12, se=0.02)
     m["summary"]["task_plane.capture_mt"].update(mean=0.01, se=0.005)
     assert row() == "little; local > pre-interference"

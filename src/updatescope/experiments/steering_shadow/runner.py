@@ -267,6 +267,36 @@ def _shadow(
     return rec, m
 
 
+def _measure_shadows(ft_h: dict[str, Tensor], base_h: Tensor, full: tuple, restricted: tuple, massive, config):
+    """Every shadow (contrast, then each fine-tune against the base) measured in the full space
+    and without each layer's massive coordinate, plus that coordinate's share of it ->
+    (full-space measures, restricted measures, shares).  ``full`` / ``restricted``: (span
+    bases per layer, CAA, the base residuals' norm) in that space.  The random subspaces are
+    drawn in the order shadow, layer, span; the restricted nulls (d − 1 dimensions) draw from
+    their own generator (amendment 3), so the full-space draws are those of earlier records."""
+    null_g = torch.Generator().manual_seed(config.seed * 1000 + 7)
+    null_g_r = torch.Generator().manual_seed(config.seed * 1000 + 11)
+    (bases, caa, base_norm), (bases_r, caa_r, base_norm_r) = full, restricted
+    shadow: dict[str, Any] = {}
+    without: dict[str, Any] = {}
+    share: dict[str, Any] = {}
+    means, means_r = {}, {}
+    for name in SHADOWS:
+        a, b = (ft_h["positive"], ft_h["negative"]) if name == "contrast" else (ft_h[name], base_h)
+        sign = -1.0 if name == "negative" else 1.0  # toward the class: CAA points positive
+        D = a.double() - b.double()
+        shadow[name], means[name] = _shadow(D, bases, sign * caa, base_norm, config, null_g)
+        share[name] = _massive_share(D, massive)
+        D = spans.drop_coordinates(D, massive)
+        without[name], means_r[name] = _shadow(D, bases_r, sign * caa_r, base_norm_r, config, null_g_r)
+        del D
+    for d in DIRECTIONS:
+        # how much of one fine-tune's mean shadow is the sentiment contrast (the rest: shared text)
+        shadow[d]["cos_mean_contrast"] = _cos(means[d], means["contrast"])
+        without[d]["cos_mean_contrast"] = _cos(means_r[d], means_r["contrast"])
+    return shadow, without, share
+
+
 def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     from updatescope.steering import decoder_layers, encode_prompts
 
@@ -361,30 +391,14 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     pair = regime["pair"]
     _log(f"pair regime: d = {pair['mean']:+.4f} ± {pair['se']:.4f} (n {pair['n']}); passes {pair['passes']}")
 
-    # amendment 1: nothing is measured unless the pair learned sentiment; the random
-    # subspaces are drawn in the order shadow (contrast, positive, negative), layer, span.
-    # Amendment 3: the restricted nulls (d - 1 dimensions) draw from their own generator, so
-    # the full-space draws, and numbers, are those of the earlier records
-    null_g = torch.Generator().manual_seed(config.seed * 1000 + 7)
-    null_g_r = torch.Generator().manual_seed(config.seed * 1000 + 11)
+    # amendment 1: nothing is measured unless the pair learned sentiment
     shadow: dict[str, Any] = dict.fromkeys(SHADOWS)  # full space (secondary)
     without: dict[str, Any] = dict.fromkeys(SHADOWS)  # without the massive coordinate (primary)
     share: dict[str, Any] = dict.fromkeys(SHADOWS)
     if pair["passes"]:
-        means, means_r = {}, {}
-        for name in SHADOWS:
-            a, b = (ft_h["positive"], ft_h["negative"]) if name == "contrast" else (ft_h[name], base_h)
-            sign = -1.0 if name == "negative" else 1.0  # toward the class: CAA points positive
-            D = a.double() - b.double()
-            shadow[name], means[name] = _shadow(D, bases, sign * caa, base_norm, config, null_g)
-            share[name] = _massive_share(D, massive)
-            D = spans.drop_coordinates(D, massive)
-            without[name], means_r[name] = _shadow(D, bases_r, sign * caa_r, base_norm_r, config, null_g_r)
-            del D
-        for d in DIRECTIONS:
-            # how much of one fine-tune's mean shadow is the sentiment contrast (the rest: shared text)
-            shadow[d]["cos_mean_contrast"] = _cos(means[d], means["contrast"])
-            without[d]["cos_mean_contrast"] = _cos(means_r[d], means_r["contrast"])
+        shadow, without, share = _measure_shadows(
+            ft_h, base_h, (bases, caa, base_norm), (bases_r, caa_r, base_norm_r), massive, config
+        )
     del ft_h
 
     words = _words(shadow, regime, rule_layers)
