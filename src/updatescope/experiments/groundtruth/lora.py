@@ -466,12 +466,18 @@ def transfer_from_config(
     )
 
 
+def tail_state(model: nn.Module, n_last: int) -> dict[str, Tensor]:
+    """A copy of the state dict of ``model``'s last ``n_last`` blocks (keys relative to those
+    blocks); :func:`load_tail_state` puts it back."""
+    layers = _decoder(model).layers[_split_layer(model, n_last) :]
+    return {k: v.detach().clone() for k, v in layers.state_dict().items()}
+
+
 def merged_tail_state(model: nn.Module, tail: nn.Module, n_last: int) -> dict[str, Tensor]:
     """The state dict of ``model``'s last ``n_last`` blocks with the LoRA deltas of ``tail``
     (:func:`finetune_lora`) added to their weights (keys relative to those blocks).  Load it
     with :func:`load_tail_state` to continue from the merged model."""
-    layers = _decoder(model).layers[_split_layer(model, n_last) :]
-    state = {k: v.detach().clone() for k, v in layers.state_dict().items()}
+    state = tail_state(model, n_last)
     n = 0
     for name, mod in tail.model.layers.named_modules():
         if hasattr(mod, "get_delta_weight") and hasattr(mod, "base_layer"):

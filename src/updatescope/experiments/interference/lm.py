@@ -227,12 +227,6 @@ def warm_refusals(warm: Mapping[str, Any] | None) -> dict[str, str]:
     return dict.fromkeys(warm["eval_loss_after"], why)
 
 
-def tail_state(model: Any, n_last: int) -> dict[str, torch.Tensor]:
-    """A copy of the last ``n_last`` decoder blocks' weights."""
-    layers = lora_gt._decoder(model).layers[lora_gt._split_layer(model, n_last) :]
-    return {k: v.detach().clone() for k, v in layers.state_dict().items()}
-
-
 class LMStages:
     """The merged tail blocks after a sequence of stages from ``base`` (a tail state; default
     the model's current one), memoised by prefix.  A stage is (task, ((replayed task, rows),
@@ -244,7 +238,7 @@ class LMStages:
         self, model: Any, tasks: Mapping[str, Any], cfg: InterferenceLMConfig, seed: int, base: Any = None
     ) -> None:
         self.model, self.tasks, self.cfg, self.seed = model, tasks, cfg, seed
-        root = tail_state(model, cfg.lora.n_last) if base is None else base
+        root = lora_gt.tail_state(model, cfg.lora.n_last) if base is None else base
         self.memo: dict[tuple[Stage, ...], dict[str, torch.Tensor]] = {(): root}
         self.trained, self.seconds = 0, 0.0
 
@@ -470,7 +464,7 @@ def run(cfg: InterferenceLMConfig, out_dir: Path) -> Result:
     names = tasks["names"]
     store = make_store(cfg, tasks, fp)
     n = cfg.lora.n_last
-    original = tail_state(model, n)
+    original = lora_gt.tail_state(model, n)
     try:
         warm = warm_up(cfg, model, tasks, log)
         # the domains start from the packaged model, the mappings from the warmed one (amendment
@@ -479,7 +473,7 @@ def run(cfg: InterferenceLMConfig, out_dir: Path) -> Result:
         bases = {"domains": (original, fp)}
         if warm is not None:
             fp_warm = cache_key(fp, "warm-up", cfg.warmup_steps, cfg.lora.lr, tasks["warm_digest"])
-            bases["mappings"] = (tail_state(model, n), fp_warm)
+            bases["mappings"] = (lora_gt.tail_state(model, n), fp_warm)
             lora_gt.load_tail_state(model, original, n)
         per_seed = [one_seed(cfg, j, model, tasks, bases, store, log) for j in range(cfg.seeds)]
     finally:

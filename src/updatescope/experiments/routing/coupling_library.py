@@ -190,7 +190,11 @@ def fit_rows(cd: Any, tok: Any, cue: str, per_class: list[list[str]], answers: l
 
 def _answer_masks(rows: list[list[int]], positions: list[list[int]]) -> list[list[bool]]:
     """Per row, True at its answer tokens (the counted targets)."""
-    return [[j in set(p) for j in range(len(x))] for x, p in zip(rows, positions, strict=True)]
+    out = []
+    for x, p in zip(rows, positions, strict=True):
+        counted = set(p)
+        out.append([j in counted for j in range(len(x))])
+    return out
 
 
 #: scores this close (relative) are one tie: identical columns of a matrix product may differ
