@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from updatescope.cli import main
+from updatescope.errors import InputError
 
 peft = pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
@@ -140,6 +141,68 @@ def test_each_domain_goes_to_its_own_adapter_and_only_shared_signatures_are_flag
     both = twin.route(lib["texts"])
     assert [c.ambiguous for c in both] == [True] * 3 + [False] * 3
     assert all(c.gap == 0 for c in both[:3])
+
+
+def test_large_bank_path_matches_the_exact_path_on_its_candidates():
+    """CandidateAccumulator (bank scores from mean features, errors for the candidates only)
+    against RouteAccumulator's per-token terms for every adapter: same scores for every
+    adapter, same se / activation / error / paired gap errors on the candidates, NaN elsewhere,
+    the same choices; groups split across batches and requests with 0 or 1 counted tokens."""
+    from updatescope.select.route import CandidateAccumulator, RouteAccumulator, bank_terms
+
+    g = torch.Generator().manual_seed(0)
+    a, m, c = 40, 24, 6
+    bank = torch.randn(a, 3, m, generator=g, dtype=torch.float64)
+    counts = [5, 0, 1, 9, 3, 12, 2]
+    feats = torch.randn(sum(counts), 3, m, generator=g, dtype=torch.float32)
+    names = [f"a{i}" for i in range(a)]
+    ex = RouteAccumulator(names, counts)
+    ca = CandidateAccumulator(names, counts, bank, candidates=c, group_tokens=7)
+    for s in range(0, feats.shape[0], 4):
+        ex.update(bank_terms(feats[s : s + 4], bank))
+        ca.update(feats[s : s + 4])
+    want, got = ex.compute(), ca.compute()
+    close = dict(rtol=1e-12, atol=1e-12, equal_nan=True)
+    torch.testing.assert_close(got.score, want.score, **close)
+    assert got.candidates.shape == (len(counts), c) and got.cross.shape == (len(counts), c, c)
+    for d, n in enumerate(counts):
+        cand = got.candidates[d]
+        if n == 0:
+            assert (cand == -1).all() and got.score[d].isnan().all()
+            continue
+        assert torch.equal(cand, torch.argsort(-want.score[d], stable=True)[:c])  # the best c
+        rest = torch.ones(a, dtype=torch.bool)
+        rest[cand] = False
+        for field in ("se", "activation", "error"):
+            torch.testing.assert_close(getattr(got, field)[d, cand], getattr(want, field)[d, cand], **close)
+            assert getattr(got, field)[d, rest].isnan().all()
+        for x, y in ((0, 1), (1, 4), (0, c - 1)):
+            gw, pw = want.gap_se(d, int(cand[x]), int(cand[y]))
+            gg, pg = got.gap_se(d, int(cand[x]), int(cand[y]))
+            assert pw and pg and (gw == pytest.approx(gg, rel=1e-9) or (gw != gw and gg != gg))
+    for x, y in zip(want.choose(2), got.choose(2)):
+        assert (x.adapters, x.ambiguous, x.paired) == (y.adapters, y.ambiguous, y.paired)
+        assert x.gap == pytest.approx(y.gap, rel=1e-9, nan_ok=True)
+    with pytest.raises(RuntimeError, match="counted tokens"):
+        CandidateAccumulator(names, [2], bank).update(feats[:3])
+
+
+def test_router_switches_to_the_large_bank_path_beyond_its_limit(lib):
+    from updatescope.pipeline import Router
+
+    sigs = {**lib["sigs"], "code_twin": lib["sigs"]["code"]}
+    small = Router(lib["model"], lib["tok"], sigs)
+    large = Router(lib["model"], lib["tok"], sigs, paired_limit=2, candidates=2)
+    want, got = small.score(lib["texts"]), large.score(lib["texts"])
+    assert want.candidates is None and got.candidates is not None
+    torch.testing.assert_close(got.score, want.score, rtol=1e-9, atol=1e-12)
+    # the third-best adapter is outside every request's 2 candidates: its se is not computed
+    assert (got.se.isnan().sum(dim=1) == 1).all()
+    assert [(c.adapters, c.ambiguous) for c in small.route(lib["texts"])] == [
+        (c.adapters, c.ambiguous) for c in large.route(lib["texts"])
+    ]
+    with pytest.raises(InputError, match="candidates"):
+        Router(lib["model"], lib["tok"], sigs, candidates=1)
 
 
 def test_top_k_weights_follow_positive_scores():

@@ -23,7 +23,15 @@ from updatescope.errors import IncompatibleSignatureError, InputError
 from updatescope.pipeline.corpus import Corpus, Tokens
 from updatescope.pipeline.score import _tokens, head_basis, token_features
 from updatescope.select.documents import MIN_TOKENS
-from updatescope.select.route import RouteAccumulator, RouteChoice, RouteScores, direction_bank
+from updatescope.select.route import (
+    CANDIDATES,
+    PAIRED_LIMIT,
+    CandidateAccumulator,
+    RouteAccumulator,
+    RouteChoice,
+    RouteScores,
+    direction_bank,
+)
 from updatescope.sketch.signature import Signature
 
 __all__ = ["Router"]
@@ -37,6 +45,9 @@ class Router:
     a one-line ``InputError`` naming the adapter and the field otherwise, before any pass.
     top_k: adapters per request (weighted when > 1); min_tokens: requests with fewer counted
     tokens are flagged ``short``; token_budget, dtype: batching and forward precision.
+    A bank of more than ``paired_limit`` adapters is scored through
+    :class:`~updatescope.select.route.CandidateAccumulator` (errors for each request's
+    ``candidates`` best adapters only; see :mod:`updatescope.select.route`).
     """
 
     def __init__(
@@ -50,6 +61,8 @@ class Router:
         token_budget: int = 1024,
         dtype: Any = None,
         fingerprint: str | None = None,
+        paired_limit: int = PAIRED_LIMIT,
+        candidates: int = CANDIDATES,
     ) -> None:
         if not isinstance(adapters, Mapping) or not adapters:
             raise InputError("adapters must be a non-empty mapping of name -> Signature")
@@ -75,9 +88,13 @@ class Router:
         except IncompatibleSignatureError as exc:
             raise InputError(f"the adapter signatures were not made with this model: {exc}") from None
         self.names = tuple(names)
-        self.bank = direction_bank([adapters[n] for n in names])  # (A, 3, m) float64
+        # (A, 3, m) float64, a view of kind-major storage: each kind's directions are contiguous
+        self.bank = direction_bank([adapters[n] for n in names]).transpose(0, 1).contiguous().transpose(0, 1)
         self.top_k, self.min_tokens = top_k, min_tokens
         self.token_budget, self.dtype = token_budget, dtype
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 2:
+            raise InputError(f"candidates must be an integer of at least 2, got {candidates!r}")
+        self.paired_limit, self.candidates = paired_limit, candidates
         self._mixes: dict[tuple[tuple[str, ...], tuple[float, ...]], str] = {}
 
     def __len__(self) -> int:
@@ -98,7 +115,12 @@ class Router:
         tokens = _tokens(requests, self.tokenizer, positions)
         counted = tokens.counted()
         keep = [i for i, c in enumerate(counted) if c > 0]
-        acc = RouteAccumulator(self.names, counted, min_tokens=self.min_tokens)
+        large = len(self.names) > self.paired_limit
+        acc = (
+            CandidateAccumulator(self.names, counted, self.bank, min_tokens=self.min_tokens, candidates=self.candidates)
+            if large
+            else RouteAccumulator(self.names, counted, min_tokens=self.min_tokens)
+        )
         stream = token_features(
             self.model,
             self.tokenizer,
@@ -112,6 +134,9 @@ class Router:
             desc="route",
         )
         for feats in stream:
+            if large:
+                acc.update(feats)
+                continue
             f = feats.to(torch.float64)
             v = self.bank.to(f.device)
             # one (n, m) × (m, A) product per kind

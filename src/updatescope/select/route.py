@@ -11,9 +11,19 @@ Standard errors.  ``se`` is sd_t(c_t,a)/√n_D per adapter, as for documents (to
 as independent: a lower bound).  Two adapters are compared on the same tokens, so the
 difference of their scores has the paired error se(a−b) = sd_t(c_t,a − c_t,b)/√n_D; it is
 computed from the per-request sums of products Σ_t c_t,a c_t,b, kept while the bank has at
-most ``PAIRED_LIMIT`` adapters (the (A, A) sums per request grow as A²).  Beyond that the
-unpaired √(se_a² + se_b²) is used, which is larger when the two adapters' terms are positively
-correlated (the usual case), so the flag below fires more often, never less.
+most ``PAIRED_LIMIT`` adapters (the (A, A) sums per request grow as A²).  A
+:class:`RouteAccumulator` given a larger bank falls back to the unpaired √(se_a² + se_b²),
+which is larger when the two adapters' terms are positively correlated (the usual case), so
+the flag below fires more often, never less; the ``Router`` uses the large-bank path instead.
+
+Large banks.  Beyond ``PAIRED_LIMIT`` adapters, :class:`CandidateAccumulator` scores a group of
+requests at once: the joint score of every adapter is the request's mean joint feature times
+the bank, one (D, m) × (m, A) product per group (the bank is read once per group, not once per
+token), which gives the same value as the mean of the per-token terms.  Per-token terms are then
+computed against each request's ``CANDIDATES`` best adapters only (by joint score): their
+standard errors, their activation and error scores and the paired sums of products among them,
+so the gap between the best and the runner-up keeps its paired error at any bank size.  Outside
+a request's candidates, ``se``, ``activation`` and ``error`` are NaN (not computed).
 
 Choice.  Top adapter: the largest score (first in bank order on a tie).  Top-k: the k largest,
 with weights proportional to their positive scores (a non-positive score gets weight 0; when
@@ -35,16 +45,21 @@ from updatescope.select.documents import MIN_TOKENS, target_directions
 from updatescope.sketch.signature import Signature
 
 __all__ = [
+    "CANDIDATES",
     "PAIRED_LIMIT",
+    "CandidateAccumulator",
     "RouteAccumulator",
     "RouteChoice",
     "RouteScores",
+    "bank_choice",
     "bank_terms",
     "direction_bank",
     "route_weights",
 ]
 
 PAIRED_LIMIT = 256  # banks up to this size keep the per-request (A, A) sums for paired errors
+CANDIDATES = 16  # larger banks: per request, the adapters whose errors are computed
+GROUP_TOKENS = 4096  # larger banks: counted tokens whose joint features are held before scoring
 
 
 def direction_bank(targets: Sequence[Signature]) -> Tensor:
@@ -105,7 +120,10 @@ class RouteScores:
     """Scores of D requests against A adapters: ``score``, ``se``, ``activation``, ``error``,
     each (D, A) float64; ``tokens`` (D,) int64; ``short`` (D,) bool; ``names`` (A adapter
     names); ``cross`` (D, A, A) sums of products of the joint per-token terms, or None when
-    the bank is larger than ``PAIRED_LIMIT``."""
+    the bank is larger than ``PAIRED_LIMIT``; ``candidates`` (D, C) int64: for a large bank
+    (:class:`CandidateAccumulator`), each request's best C adapters by joint score, best
+    first (-1 for a request with no counted token), to which ``cross`` (D, C, C) and the
+    defined entries of ``se``, ``activation`` and ``error`` belong; None otherwise."""
 
     names: tuple[str, ...]
     score: Tensor
@@ -115,6 +133,7 @@ class RouteScores:
     tokens: Tensor
     short: Tensor
     cross: Tensor | None
+    candidates: Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.score.shape[0])
@@ -124,6 +143,15 @@ class RouteScores:
         n = float(self.tokens[d])
         if n < 2:
             return float("nan"), self.cross is not None
+        if self.candidates is not None:
+            where = {int(x): i for i, x in enumerate(self.candidates[d].tolist())}
+            if a not in where or b not in where:
+                return float((self.se[d, a] ** 2 + self.se[d, b] ** 2).sqrt()), False  # NaN outside
+            s, c = self.score[d] * n, self.cross[d]
+            a_, b_ = where[a], where[b]
+            sum_sq = c[a_, a_] + c[b_, b_] - 2 * c[a_, b_]
+            mean = (s[a] - s[b]) / n
+            return (max(float(sum_sq - n * mean**2), 0.0) / (n - 1) / n) ** 0.5, True
         if self.cross is None:
             return float((self.se[d, a] ** 2 + self.se[d, b] ** 2).sqrt()), False
         s = self.score[d] * n  # sums of the joint terms
@@ -209,4 +237,140 @@ class RouteAccumulator:
             self.counts.clone(),
             self.counts < self.min_tokens,
             cross,
+        )
+
+
+def _best(scores: Tensor, c: int) -> Tensor:
+    """Per row, the indices of the c largest finite scores, best first, the first in bank order
+    on a tie (as ``argsort(-scores, stable=True)[:, :c]``, without sorting every adapter).
+    scores (G, A) -> (G, c) int64."""
+    key = torch.where(torch.isfinite(scores), scores, torch.full_like(scores, -torch.inf))
+    edge = torch.topk(key, c, dim=1).values[:, -1:]  # the c-th largest value per row
+    out = []
+    for row, e in zip(key, edge):
+        near = torch.nonzero(row >= e).flatten()  # ascending: bank order among ties
+        out.append(near[torch.argsort(-row[near], stable=True)[:c]])
+    return torch.stack(out)
+
+
+def bank_choice(mean_joint: Tensor, joint: Tensor, c: int) -> tuple[Tensor, Tensor]:
+    """Every adapter's joint score for a group of requests, and each request's c best adapters:
+    the part of large-bank routing whose cost grows with the bank.
+
+    mean_joint (G, m) float64, the requests' mean joint features; joint (A, m) float64, the
+    bank's joint directions -> scores (G, A), candidates (G, c) best first."""
+    scores = mean_joint @ joint.T
+    return scores, _best(scores, c)
+
+
+class CandidateAccumulator:
+    """Scores of requests against a large bank, fed the per-token features ``(n, 3, m)`` one
+    captured batch at a time (the rule is in the module docstring); ``compute()`` gives
+    ``RouteScores`` with ``candidates`` set.
+
+    counts: counted tokens per request (D,), in stream order; bank: (A, 3, m) float64 (a view of
+    a kind-major (3, A, m) tensor, as the Router's, spares a copy of the joint directions).  The
+    joint features of at most about ``group_tokens`` counted tokens are held at once (a
+    request is never split: a longer one is held whole)."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        counts: Sequence[int],
+        bank: Tensor,
+        *,
+        min_tokens: int = MIN_TOKENS,
+        candidates: int = CANDIDATES,
+        group_tokens: int = GROUP_TOKENS,
+    ) -> None:
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 2:
+            raise InputError(f"candidates must be an integer of at least 2, got {candidates!r}")
+        self.names = tuple(names)
+        self.counts = torch.tensor(list(counts), dtype=torch.int64)
+        self.bank = bank.to(torch.float64)
+        # the joint kind's directions, contiguous for the product (no copy for a kind-major bank,
+        # such as the Router's)
+        self.joint = self.bank[:, 0].contiguous()
+        self.min_tokens, self.group_tokens = min_tokens, group_tokens
+        d, a = len(self.counts), len(self.names)
+        if self.bank.shape[0] != a:
+            raise InputError(f"the bank has {self.bank.shape[0]} directions for {a} adapter names")
+        self.c = min(candidates, a)
+        nan = float("nan")
+        self.score = torch.full((d, a), nan, dtype=torch.float64)
+        self.se = torch.full((d, a), nan, dtype=torch.float64)
+        self.activation = torch.full((d, a), nan, dtype=torch.float64)
+        self.error = torch.full((d, a), nan, dtype=torch.float64)
+        self.cand = torch.full((d, self.c), -1, dtype=torch.int64)
+        self.cross = torch.zeros(d, self.c, self.c, dtype=torch.float64)
+        self.owner = torch.repeat_interleave(torch.arange(d), self.counts)
+        self.ends = torch.cumsum(self.counts, 0)  # a request is complete once the stream passes its end
+        self.done = 0
+        self.sums = torch.zeros(d, 3, self.bank.shape[-1], dtype=torch.float64)
+        self.held: dict[int, list[Tensor]] = {}  # request -> its joint features so far
+        self.held_tokens = 0
+
+    def update(self, feats: Tensor) -> CandidateAccumulator:
+        """feats (n, 3, m): the next n counted tokens of the stream.  In place; returns self."""
+        n = feats.shape[0]
+        if self.done + n > len(self.owner):
+            raise RuntimeError(f"got {self.done + n} feature rows for {len(self.owner)} counted tokens")
+        feats = feats.to("cpu")
+        who = self.owner[self.done : self.done + n]
+        self.sums.index_add_(0, who, feats.to(torch.float64))
+        ids, runs = torch.unique_consecutive(who, return_counts=True)
+        start = 0
+        for d, r in zip(ids.tolist(), runs.tolist()):
+            self.held.setdefault(d, []).append(feats[start : start + r, 0].to(torch.float64, copy=True))
+            start += r
+        self.done += n
+        self.held_tokens += n
+        if self.held_tokens >= self.group_tokens:
+            self._flush()
+        return self
+
+    def _flush(self) -> None:
+        """Score the held requests whose tokens have all arrived, in one product with the bank."""
+        ready = [d for d in self.held if int(self.ends[d]) <= self.done]
+        if not ready:
+            return
+        idx = torch.tensor(ready)
+        n = self.counts[idx].to(torch.float64)
+        means = self.sums[idx] / n[:, None, None]  # (G, 3, m)
+        scores, order = bank_choice(means[:, 0], self.joint, self.c)  # (G, A), (G, C)
+        self.score[idx] = scores
+        rows, flat = idx[:, None], order.flatten()
+        # activation and error scores of the candidates, from the mean features
+        for field, k in ((self.activation, 1), (self.error, 2)):
+            v = self.bank[:, k].index_select(0, flat).view(*order.shape, -1)  # (G, C, m)
+            field[rows, order] = torch.einsum("gcm,gm->gc", v, means[:, k])
+        self.cand[idx] = order
+        for g, d in enumerate(ready):
+            cand = order[g]
+            parts = self.held.pop(d)
+            f = parts[0] if len(parts) == 1 else torch.cat(parts)  # (n_d, m) float64
+            terms = f @ self.joint[cand].T  # (n_d, C) per-token joint terms of the candidates
+            nd = float(n[g])
+            # the scores stay the bank product's (identical directions keep identical scores,
+            # so the choice's best two are the first two candidates)
+            if nd > 1:
+                var = (terms.square().sum(0) - nd * self.score[d, cand].square()).clamp(min=0) / (nd - 1)
+                self.se[d, cand] = (var / nd).sqrt()
+            self.cross[d] = terms.T @ terms
+            self.held_tokens -= f.shape[0]
+
+    def compute(self) -> RouteScores:
+        if self.done != len(self.owner):
+            raise RuntimeError(f"captured {self.done} records for {len(self.owner)} counted tokens")
+        self._flush()
+        return RouteScores(
+            self.names,
+            self.score.clone(),
+            self.se.clone(),
+            self.activation.clone(),
+            self.error.clone(),
+            self.counts.clone(),
+            self.counts < self.min_tokens,
+            self.cross.clone(),
+            self.cand.clone(),
         )
