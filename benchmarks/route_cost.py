@@ -260,7 +260,7 @@ def table(paths: list[str]) -> str:
         lines.append(
             f"\n- threads {rec['config']['threads']}, torch {env.get('torch', '?')}, "
             f"{rec['config']['reps']} rounds over {lat['requests']} requests, load average "
-            f"{lat['loadavg_before'][0]:.1f} → {lat['loadavg_after'][0]:.1f} (other jobs on the 2 cores); "
+            f"{lat['loadavg_before'][0]:.1f} → {lat['loadavg_after'][0]:.1f}; "
             f"commit {str(env.get('git_commit', '?'))[:7]}"
         )
     return "\n".join(lines)
