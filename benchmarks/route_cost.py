@@ -233,7 +233,7 @@ def table(paths: list[str]) -> str:
             f"| (i) routing per request, {lat['adapters']} adapters, {lat['request_tokens']} tokens, SmolLM2 "
             f"| forward {lat['bare_forward_s']['median'] * 1e3:.0f} ms, "
             f"routed {lat['routed_s']['median'] * 1e3:.0f} ms: "
-            f"extra **{e['median']:.0%}** of the forward ({e['min']:.0%}–{e['max']:.0%}; fastest routed over fastest "
+            f"extra **{e['median']:.1%}** of the forward ({e['min']:.0%}–{e['max']:.0%}; fastest routed over fastest "
             f"forward {lat['extra_of_fastest']:+.0%}); features alone "
             f"{lat['features_over_forward']:.0%}, bank product alone {lat['bank_product_over_forward']:.2%} "
             f"| ≤ 5 %: {'met' if e['median'] <= 0.05 else '**not met**'} |",
