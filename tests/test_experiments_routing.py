@@ -109,3 +109,49 @@ def test_config_refuses_overlap_and_small_libraries():
         RoutingConfig(library=("a",), outside=())
     with pytest.raises(InputError, match="arrow_top_k"):
         RoutingConfig(library=("a", "b"), outside=(), arrow_top_k=3)
+
+
+def test_truth_store_reads_a_finished_seed_back_and_refills_a_missing_adapter(tiny, tmp_path, monkeypatch):
+    """Domains design with ``truth_store``: one file per (seed, adapter) and one per seed for
+    the whole library; a rerun reads every seed back without training (same truth, same
+    verdicts), a seed missing one adapter file is trained again and only that file written,
+    and a file of another configuration is refused in one line."""
+    import gzip
+    import json
+
+    from updatescope.errors import InputError
+    from updatescope.experiments.routing import runner
+
+    store = tmp_path / "store"
+    settings = {**SETTINGS, "gt_seeds": 2, "truth_store": str(store)}
+    first = reproduce("routing", tmp_path / "a", settings)
+    files = sorted(p.relative_to(store).as_posix() for p in store.rglob("*.json.gz"))
+    seeds = [f["seed"] for f in first["metrics"]["seeds"]]
+    want = [f"seed{s}/{n}.json.gz" for s in seeds for n in ("_library", *SETTINGS["library"])]
+    assert files == sorted(want)
+    assert not any(f["from_truth_store"] for f in first["metrics"]["seeds"])
+
+    def no_training(*a, **k):
+        raise AssertionError("a stored seed was trained again")
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "library_seed", no_training)
+        again = reproduce("routing", tmp_path / "b", settings)
+    assert all(f["from_truth_store"] for f in again["metrics"]["seeds"])
+    for k in ("truth", "verdicts", "summary"):
+        assert again["metrics"][k] == first["metrics"][k]
+    assert again["metrics"]["regime"] == first["metrics"]["regime"]
+
+    gone = store / f"seed{seeds[1]}" / f"{SETTINGS['library'][1]}.json.gz"
+    kept = {p: p.read_bytes() for p in store.rglob("*.json.gz") if p != gone}
+    gone.unlink()
+    refill = reproduce("routing", tmp_path / "c", settings)
+    assert [f["from_truth_store"] for f in refill["metrics"]["seeds"]] == [True, False]
+    assert gone.exists() and all(p.read_bytes() == b for p, b in kept.items())
+    assert refill["metrics"]["truth"]["loss_by_seed"] == first["metrics"]["truth"]["loss_by_seed"]
+
+    rec = json.loads(gzip.decompress(gone.read_bytes()))
+    rec["key"] = "0" * 64
+    gone.write_bytes(gzip.compress(json.dumps(rec).encode()))
+    with pytest.raises(InputError, match="computed for another configuration"):
+        reproduce("routing", tmp_path / "d", settings)

@@ -104,8 +104,9 @@ class RoutingConfig:
     #: "domains": the library of domain adapters; "coupling_dark": the coupling-dark library
     design: Literal["domains", "coupling_dark"] = "domains"
     coupling_dark: CouplingDarkLibrary = CouplingDarkLibrary()
-    #: coupling-dark design: a folder where each (seed, family)'s ground truth is written as soon
-    #: as it is measured and read back by a rerun of the same configuration (None: no store)
+    #: a folder where the ground truth is written as soon as it is measured and read back by a
+    #: rerun of the same configuration (None: no store): per (seed, family) for the coupling-dark
+    #: design; per seed, one file per adapter and one for the whole library, for the domains
     truth_store: str | None = None
 
     def __post_init__(self) -> None:
@@ -122,8 +123,6 @@ class RoutingConfig:
             raise InputError(f"arrow_top_k ({self.arrow_top_k}) exceeds the library ({len(self.library)} adapters)")
         if self.design not in ("domains", "coupling_dark"):
             raise InputError(f"design must be 'domains' or 'coupling_dark', got {self.design!r}")
-        if self.truth_store is not None and self.design != "coupling_dark":
-            raise InputError("truth_store is kept for design=coupling_dark only")
         if self.request_tokens < 8:
             raise InputError(f"request_tokens must be at least 8, got {self.request_tokens}")
 

@@ -24,6 +24,7 @@ ground truth cheap.  Analysis: PREREGISTRATION.md.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -236,7 +237,7 @@ def library_seed(model, fp, cfg, train, req, seed, log) -> dict[str, Any]:
             }
 
         res = cached("routing-adapter", _adapter_key(fp, cfg, d, seed + k, train[d], req), build)
-        out[d] = res
+        out[d] = {**res, "seconds": time.perf_counter() - t0}
         log(
             f"adapter {d} (seed {seed + k}): train loss after {float(res['train_after']):.3f} "
             f"({time.perf_counter() - t0:.1f}s)"
@@ -386,6 +387,103 @@ def verdicts(cfg, doms, ev) -> dict[str, Any]:
     }
 
 
+MERGED = ("uniform_merge", "arrow")  # a seed's losses that need every adapter of the library
+_SEED_FILE = "_library"  # the truth-store source name of those
+
+
+def truth_store(cfg: RoutingConfig, fp: str, train_text: dict[str, list[str]], requests: list[list[int]]):
+    """The run's :class:`TruthStore` (None without ``truth_store``): per seed, one file per
+    adapter (its summed loss on every request) and one for the library as a whole (uniform
+    merge and Arrow, which need every adapter's weights), keyed by the recipe, the texts, the
+    request tokens, the fine-tuning code and the model."""
+    if cfg.truth_store is None:
+        return None
+    from updatescope.experiments.groundtruth.store import TruthStore, texts_digest
+
+    req = hashlib.sha256(json.dumps(requests).encode()).hexdigest()[:16]
+    train = {d: texts_digest(train_text[d], cfg.train_tokens) for d in cfg.library}
+    train[_SEED_FILE] = hashlib.sha256(json.dumps(train, sort_keys=True).encode()).hexdigest()[:16]
+    context = {
+        "experiment": "routing domains truth v1",
+        "fingerprint": fp,
+        "code": lora_gt._code_digest(),
+        "arrow_top_k": cfg.arrow_top_k,
+        "library": list(cfg.library),
+    }
+    return TruthStore(
+        cfg.truth_store, context, {"train": train, "eval": {"requests": req, **dict.fromkeys(MERGED, req)}}
+    )
+
+
+def _recipe(cfg: RoutingConfig, adapter_seed: int | None) -> dict[str, Any]:
+    return {**dataclasses.asdict(cfg.lora), "targets": list(cfg.lora.targets), "adapter_seed": adapter_seed}
+
+
+def seed_truth(model, fp, cfg, train, req, seed, store, *, check_folder: bool, log) -> tuple[dict[str, Any], Any]:
+    """One seed's ground truth: "loss" (n, A), "uniform_merge", "arrow" (n,), "train_after"
+    {domain: loss}, "arrow_seconds", "stored" (every part read from the store); and the PEFT
+    folder check's loss difference (``check_folder``; read back from the store with the seed,
+    whose writer ran the check before saving it).  With a store, a complete seed is read back
+    without fine-tuning; otherwise the library is trained (stored adapters' losses are kept as
+    stored) and the missing files are written."""
+    lib_seeds = {d: seed + k for k, d in enumerate(cfg.library)}
+    got = {}
+    if store is not None:
+        for d in cfg.library:
+            got[d] = store.load(d, seed, ["requests"], _recipe(cfg, lib_seeds[d]))
+        got[_SEED_FILE] = store.load(_SEED_FILE, seed, list(MERGED), _recipe(cfg, None))
+    if got and all(v is not None for v in got.values()):
+        log(f"seed {seed}: ground truth read from {cfg.truth_store}")
+        whole = got[_SEED_FILE]
+        return {
+            "loss": np.stack([got[d]["eval"]["requests"].numpy() for d in cfg.library], axis=1),
+            **{k: whole["eval"][k].numpy() for k in MERGED},
+            "train_after": {d: got[d]["train_after"] for d in cfg.library},
+            "arrow_seconds": float(whole["extra"]["arrow_seconds"]),
+            "stored": True,
+        }, whole["extra"].get("folder_check")
+    lib = library_seed(model, fp, cfg, train, req, seed, log)
+    lc = cfg.lora
+    for d in cfg.library:
+        if got.get(d) is None and store is not None:
+            res = {"train_after": float(lib[d]["train_after"]), "seconds": lib[d]["seconds"]}
+            store.save(d, seed, ["requests"], _recipe(cfg, lib_seeds[d]), res | {"eval": {"requests": lib[d]["loss"]}})
+    losses = {d: got[d]["eval"]["requests"] if got.get(d) is not None else lib[d]["loss"] for d in cfg.library}
+    deltas = [lib[d]["deltas"] for d in cfg.library]
+    merged = tail_with_deltas(model, lc.n_last, deltas, [1.0 / len(deltas)] * len(deltas))
+    t1 = time.perf_counter()
+    arrow = arrow_losses(model, cfg, [lib[d]["state"] for d in cfg.library], req, seed)
+    arrow_s = time.perf_counter() - t1
+    folder_err = None
+    if check_folder:
+        first = cfg.library[0]
+        folder_err = check_adapter_folder(model, cfg, lib[first]["state"], req, lib[first]["loss"])
+        if folder_err > 1e-3:
+            raise RuntimeError(f"routing: a PEFT adapter folder does not reproduce its adapter ({folder_err:.2e})")
+    out = {
+        "loss": np.stack([torch.as_tensor(losses[d]).numpy() for d in cfg.library], axis=1),
+        "uniform_merge": lora_gt.sequence_losses(merged, req)[0].numpy(),
+        "arrow": arrow.numpy(),
+        "train_after": {d: float(lib[d]["train_after"]) for d in cfg.library},
+        "arrow_seconds": arrow_s,
+        "stored": False,
+    }
+    if store is not None and got.get(_SEED_FILE) is None:
+        store.save(
+            _SEED_FILE,
+            seed,
+            list(MERGED),
+            _recipe(cfg, None),
+            {
+                "train_after": float("nan"),
+                "seconds": arrow_s,
+                "eval": {k: torch.as_tensor(out[k]) for k in MERGED},
+                "extra": {"arrow_seconds": arrow_s, "folder_check": folder_err},
+            },
+        )
+    return out, folder_err
+
+
 def run(cfg: RoutingConfig, out_dir: Path) -> Result:
     if cfg.design == "coupling_dark":
         from updatescope.experiments.routing.coupling_library import run as run_coupling_dark
@@ -419,35 +517,18 @@ def run(cfg: RoutingConfig, out_dir: Path) -> Result:
     counts = (req["labels"] != -100).sum(1).numpy().astype(float)
     base = lora_gt.sequence_losses(lora_gt.tail_model(model, lc.n_last), req)[0].numpy()
     choices = route_all(cfg, model, tok, fp, train_text, requests, log)
-    by_seed, facts = [], []
+    store = truth_store(cfg, fp, train_text, requests)
+    by_seed, facts, folder_err = [], [], None
     for j in range(cfg.gt_seeds):
         s = gt_seeds.gt_seed(cfg.seed, j)
         log(f"adapter library: seed {j + 1}/{cfg.gt_seeds} ({s})")
-        lib = library_seed(model, fp, cfg, train, req, s, log)
-        deltas = [lib[d]["deltas"] for d in cfg.library]
-        states = [lib[d]["state"] for d in cfg.library]
-        merged = tail_with_deltas(model, lc.n_last, deltas, [1.0 / len(deltas)] * len(deltas))
-        t1 = time.perf_counter()
-        arrow = arrow_losses(model, cfg, states, req, s)
-        arrow_s = time.perf_counter() - t1
-        if j == 0:
-            first = cfg.library[0]
-            folder_err = check_adapter_folder(model, cfg, lib[first]["state"], req, lib[first]["loss"])
-            if folder_err > 1e-3:
-                raise RuntimeError(f"routing: a PEFT adapter folder does not reproduce its adapter ({folder_err:.2e})")
-        by_seed.append(
-            {
-                "seed": s,
-                "loss": np.stack([lib[d]["loss"].numpy() for d in cfg.library], axis=1),
-                "base": base,
-                "uniform_merge": lora_gt.sequence_losses(merged, req)[0].numpy(),
-                "arrow": arrow.numpy(),
-            }
-        )
+        truth, err = seed_truth(model, fp, cfg, train, req, s, store, check_folder=j == 0, log=log)
+        folder_err = err if j == 0 else folder_err
+        by_seed.append({"seed": s, "loss": truth["loss"], "base": base, **{k: truth[k] for k in MERGED}})
         facts.append(
             {
                 "seed": s,
-                "train_loss_after": {d: float(lib[d]["train_after"]) for d in cfg.library},
+                "train_loss_after": truth["train_after"],
                 "own_domain_gain": {
                     d: float(
                         np.mean(
@@ -460,7 +541,8 @@ def run(cfg: RoutingConfig, out_dir: Path) -> Result:
                     )
                     for k, d in enumerate(cfg.library)
                 },
-                "arrow_seconds": arrow_s,
+                "arrow_seconds": truth["arrow_seconds"],
+                "from_truth_store": truth["stored"],
             }
         )
     ev = evaluate(cfg, doms, counts, by_seed, choices)
