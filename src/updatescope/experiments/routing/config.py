@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from updatescope.constants import DEFAULT_SKETCH_DIM
@@ -123,6 +124,8 @@ class RoutingConfig:
             raise InputError(f"arrow_top_k ({self.arrow_top_k}) exceeds the library ({len(self.library)} adapters)")
         if self.design not in ("domains", "coupling_dark"):
             raise InputError(f"design must be 'domains' or 'coupling_dark', got {self.design!r}")
+        if self.truth_store is not None and Path(self.truth_store).exists() and not Path(self.truth_store).is_dir():
+            raise InputError(f"truth_store {self.truth_store}: exists and is not a folder")
         if self.request_tokens < 8:
             raise InputError(f"request_tokens must be at least 8, got {self.request_tokens}")
 
