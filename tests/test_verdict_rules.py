@@ -213,6 +213,7 @@ def test_seconds_line_reads_the_record(ll):
 def test_schedules_verdict_flips(ll):
     m = _metrics("schedules_quick")
     line = lambda: ll.schedules_table(m)[-1]  # noqa: E731
+    m["summary"]["paired"]["recovery_cost"]["ci"] = [-5.0, 9.0]
     assert line().endswith("**not shown**.")
     m["summary"]["paired"]["recovery_cost"]["ci"] = [-50.0, -10.0]
     assert line().endswith("**more robust**.")
@@ -220,7 +221,11 @@ def test_schedules_verdict_flips(ll):
     assert line().endswith("**opposite**.")
     m["regime"]["passed"] = False
     assert "**cannot be decided" in line()
-    assert ll.schedules_table(_metrics("schedules_full_replay"))[-1].endswith("**more robust**.")
+    # a record's own line carries the word its interval gives
+    full = _metrics("schedules_full_replay")
+    lo, hi = full["summary"]["paired"]["recovery_cost"]["ci"]
+    word = "more robust" if hi < 0 else "opposite" if lo > 0 else "not shown"
+    assert ll.schedules_table(full)[-1].endswith(f"**{word}**.")
 
 
 # ------------------------------------------------------------------ steering
@@ -303,6 +308,7 @@ def test_llm_search_claim_words_follow_the_record_verdicts(ll):
 
 def test_schedules_claim_word_follows_the_paired_interval(ll):
     m = _metrics("schedules_full_replay")
+    m["summary"]["paired"]["recovery_cost"]["ci"] = [-50.0, -10.0]
     assert "**reproduced on the synthetic lab**" in ll.schedules_claim(m)[0]
     m["summary"]["paired"]["recovery_cost"]["ci"] = [5.0, 9.0]
     assert "**contradicted**" in ll.schedules_claim(m)[0]
