@@ -30,6 +30,7 @@ from updatescope.select.route import (
     RouteAccumulator,
     RouteChoice,
     RouteScores,
+    check_candidates,
     direction_bank,
 )
 from updatescope.sketch.signature import Signature
@@ -92,9 +93,7 @@ class Router:
         self.bank = direction_bank([adapters[n] for n in names]).transpose(0, 1).contiguous().transpose(0, 1)
         self.top_k, self.min_tokens = top_k, min_tokens
         self.token_budget, self.dtype = token_budget, dtype
-        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 2:
-            raise InputError(f"candidates must be an integer of at least 2, got {candidates!r}")
-        self.paired_limit, self.candidates = paired_limit, candidates
+        self.paired_limit, self.candidates = paired_limit, check_candidates(candidates)
         self._mixes: dict[tuple[tuple[str, ...], tuple[float, ...]], str] = {}
 
     def __len__(self) -> int:

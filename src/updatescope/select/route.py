@@ -53,6 +53,7 @@ __all__ = [
     "RouteScores",
     "bank_choice",
     "bank_terms",
+    "check_candidates",
     "direction_bank",
     "route_weights",
 ]
@@ -143,20 +144,16 @@ class RouteScores:
         n = float(self.tokens[d])
         if n < 2:
             return float("nan"), self.cross is not None
+        # where a and b sit in cross[d]: the bank's order, or a large bank's candidates
         if self.candidates is not None:
             where = {int(x): i for i, x in enumerate(self.candidates[d].tolist())}
-            if a not in where or b not in where:
-                return float((self.se[d, a] ** 2 + self.se[d, b] ** 2).sqrt()), False  # NaN outside
-            s, c = self.score[d] * n, self.cross[d]
-            a_, b_ = where[a], where[b]
-            sum_sq = c[a_, a_] + c[b_, b_] - 2 * c[a_, b_]
-            mean = (s[a] - s[b]) / n
-            return (max(float(sum_sq - n * mean**2), 0.0) / (n - 1) / n) ** 0.5, True
-        if self.cross is None:
+        else:
+            where = {} if self.cross is None else {a: a, b: b}
+        if a not in where or b not in where:  # unpaired (NaN outside a large bank's candidates)
             return float((self.se[d, a] ** 2 + self.se[d, b] ** 2).sqrt()), False
         s = self.score[d] * n  # sums of the joint terms
-        c = self.cross[d]
-        sum_sq = c[a, a] + c[b, b] - 2 * c[a, b]
+        c, i, j = self.cross[d], where[a], where[b]
+        sum_sq = c[i, i] + c[j, j] - 2 * c[i, j]
         mean = (s[a] - s[b]) / n
         var = max(float(sum_sq - n * mean**2), 0.0) / (n - 1)
         return (var / n) ** 0.5, True
@@ -240,6 +237,14 @@ class RouteAccumulator:
         )
 
 
+def check_candidates(candidates: int) -> int:
+    """A large bank's candidates per request: an integer of at least 2 (the best and the
+    runner-up), else a one-line ``InputError``."""
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 2:
+        raise InputError(f"candidates must be an integer of at least 2, got {candidates!r}")
+    return candidates
+
+
 def _best(scores: Tensor, c: int) -> Tensor:
     """Per row, the indices of the c largest finite scores, best first, the first in bank order
     on a tie (as ``argsort(-scores, stable=True)[:, :c]``, without sorting every adapter).
@@ -283,8 +288,7 @@ class CandidateAccumulator:
         candidates: int = CANDIDATES,
         group_tokens: int = GROUP_TOKENS,
     ) -> None:
-        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 2:
-            raise InputError(f"candidates must be an integer of at least 2, got {candidates!r}")
+        check_candidates(candidates)
         self.names = tuple(names)
         self.counts = torch.tensor(list(counts), dtype=torch.int64)
         self.bank = bank.to(torch.float64)

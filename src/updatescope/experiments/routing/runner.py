@@ -229,15 +229,17 @@ def library_seed(model, fp, cfg, train, req, seed, log) -> dict[str, Any]:
 
         def build(d: str = d, k: int = k) -> dict[str, Any]:
             tail = lora_gt.finetune_from_config(model, train[d], lc, seed=seed + k)
-            return {
+            res = {
                 "loss": lora_gt.sequence_losses(tail, req)[0],
                 "train_after": lora_gt.mean_loss(tail, train[d]),
                 "deltas": deltas_of(tail),
                 "state": adapter_state(tail),
             }
+            return res | {"seconds": time.perf_counter() - t0}  # fine-tuning and evaluation, when computed
 
         res = cached("routing-adapter", _adapter_key(fp, cfg, d, seed + k, train[d], req), build)
-        out[d] = {**res, "seconds": time.perf_counter() - t0}
+        # a cache entry written before "seconds" was kept: the time it took to load instead
+        out[d] = {**res, "seconds": res.get("seconds", time.perf_counter() - t0)}
         log(
             f"adapter {d} (seed {seed + k}): train loss after {float(res['train_after']):.3f} "
             f"({time.perf_counter() - t0:.1f}s)"
@@ -464,7 +466,9 @@ def seed_truth(model, fp, cfg, train, req, seed, store, *, check_folder: bool, l
         "loss": np.stack([torch.as_tensor(losses[d]).numpy() for d in cfg.library], axis=1),
         "uniform_merge": lora_gt.sequence_losses(merged, req)[0].numpy(),
         "arrow": arrow.numpy(),
-        "train_after": {d: float(lib[d]["train_after"]) for d in cfg.library},
+        "train_after": {
+            d: got[d]["train_after"] if got.get(d) is not None else float(lib[d]["train_after"]) for d in cfg.library
+        },
         "arrow_seconds": arrow_s,
         "stored": False,
     }
@@ -523,7 +527,8 @@ def run(cfg: RoutingConfig, out_dir: Path) -> Result:
         s = gt_seeds.gt_seed(cfg.seed, j)
         log(f"adapter library: seed {j + 1}/{cfg.gt_seeds} ({s})")
         truth, err = seed_truth(model, fp, cfg, train, req, s, store, check_folder=j == 0, log=log)
-        folder_err = err if j == 0 else folder_err
+        if j == 0:
+            folder_err = err
         by_seed.append({"seed": s, "loss": truth["loss"], "base": base, **{k: truth[k] for k in MERGED}})
         facts.append(
             {
