@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from updatescope.capture.chunks import target_mask
 from updatescope.constants import IGNORE_INDEX
 from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads, mapping_tasks, mappings
@@ -188,15 +189,6 @@ def fit_rows(cd: Any, tok: Any, cue: str, per_class: list[list[str]], answers: l
     return rows, positions
 
 
-def _answer_masks(rows: list[list[int]], positions: list[list[int]]) -> list[list[bool]]:
-    """Per row, True at its answer tokens (the counted targets)."""
-    out = []
-    for x, p in zip(rows, positions, strict=True):
-        counted = set(p)
-        out.append([j in counted for j in range(len(x))])
-    return out
-
-
 #: scores this close (relative) are one tie: identical columns of a matrix product may differ
 #: in their last bits
 TIE = 1e-12
@@ -223,7 +215,9 @@ def route_family(cfg: RoutingConfig, model: Any, tok: Any, fp: str, fam: dict[st
 
     opts = SketchOptions(sketch_dim=cfg.sketch_dim, seed=cfg.seed)
     t0 = time.perf_counter()
-    masks = _answer_masks(fam["fit_seqs"][0], fam["fit_answers"])
+    # per row, True at its answer tokens (the counted targets)
+    rows0 = zip(fam["fit_seqs"][0], fam["fit_answers"], strict=True)
+    masks = [target_mask(len(x), p, i) for i, (x, p) in enumerate(rows0)]
     sigs = {
         n: sketch_corpus(model, tok, _tokens(rows, masks), opts, progress=False)
         for n, rows in zip(fam["names"], fam["fit_seqs"], strict=True)
