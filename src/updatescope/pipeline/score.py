@@ -89,13 +89,15 @@ def token_features(
     desc: str = "score",
 ) -> Iterator[Tensor]:
     """Joint, activation and error features ``(n, 3, m)`` of the counted tokens of ``entries``
-    (in that order, the capture's stream order), one captured batch at a time: the forward pass
-    that document scores and routing share."""
+    (in that order, the capture's stream order), a cache-sized chunk of a captured batch at a
+    time: the forward pass that document scores and routing share."""
     from updatescope.capture.causal_lm import capture_causal_lm
-    from updatescope.sketch.fishersketch import features
-    from updatescope.sketch.inputs import softmax_minus_onehot
+    from updatescope.constants import IGNORE_INDEX
+    from updatescope.sketch.fishersketch import error_chunks, features
 
     with torch.inference_mode():
+        # every position of a batch, as views (compact=False): the counted rows' errors are
+        # made a cache-sized chunk at a time in a reused buffer, not from an (n, K) copy
         for acts, logits, labels in capture_causal_lm(
             model,
             [tokens.ids[i] for i in entries],
@@ -106,9 +108,11 @@ def token_features(
             progress=progress,
             desc=desc,
             head=head,
+            compact=False,
         ):
-            errors = softmax_minus_onehot(logits, labels)
-            yield features(config, acts.to(errors.dtype), errors)
+            kept = (labels != IGNORE_INDEX).nonzero().squeeze(1)
+            for a, errors in error_chunks(acts, logits, labels, kept, logits.device):
+                yield features(config, a.to(errors.dtype), errors)
 
 
 def score_documents(

@@ -15,7 +15,7 @@ float rounding.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -84,6 +84,27 @@ def _row_chunks(kept: Tensor, n: int, rows: int) -> list[slice | Tensor]:
         first, last = int(ks[b]), int(ks[e - 1]) + 1
         out.extend(slice(i, min(i + rows, last)) for i in range(first, last, rows))
     return out
+
+
+def error_chunks(
+    acts: Tensor, logits: Tensor, labels: Tensor, kept: Tensor, device: torch.device
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """``(acts, softmax(logits) − onehot(labels))`` of the ``kept`` rows (sorted indices), one
+    cache-sized chunk at a time, in row order.
+
+    Runs of kept rows are read in place (scattered rows are gathered a chunk at a time), and
+    each chunk's errors are written to this thread's reused scratch buffer on ``device``: no
+    (n, K) copy of the logits and no fresh (n, K) allocation per batch.  A chunk's errors are
+    overwritten by the next chunk, so use them before asking for it."""
+    rows = max(1, min(_ACC_ROWS, _LOGIT_ELEMS // logits.shape[1]))
+    for sel in _row_chunks(kept, logits.shape[0], rows):
+        if isinstance(sel, slice):  # a run of kept rows: views, no copy
+            zc, yc, ac = logits[sel], labels[sel], acts[sel]
+        else:  # scattered kept rows: gather one cache-sized chunk at a time
+            zc, yc, ac = logits[sel], labels[sel], acts[sel.to(acts.device)]
+        zc = zc.to(device)
+        buf = scratch("logits.err", tuple(zc.shape), error_dtype(zc.dtype), device)
+        yield ac, softmax_minus_onehot(zc, yc.to(device), out=buf)
 
 
 def with_bias(cfg: SketchConfig, acts: Tensor) -> Tensor:
@@ -195,15 +216,7 @@ class FisherSketch:
             return self
         dt = compute_dtype(a, z)
         part = self._new_part()
-        rows = max(1, min(_ACC_ROWS, _LOGIT_ELEMS // self.config.out_dim))
-        for sel in _row_chunks(kept, z.shape[0], rows):
-            if isinstance(sel, slice):  # a run of kept rows: views, no copy
-                zc, yc, ac = z[sel], y[sel], a[sel]
-            else:  # scattered kept rows: gather one cache-sized chunk at a time
-                zc, yc, ac = z[sel], y[sel], a[sel.to(a.device)]
-            zc = zc.to(self.device)
-            buf = scratch("logits.err", tuple(zc.shape), error_dtype(zc.dtype), self.device)
-            e = softmax_minus_onehot(zc, yc.to(self.device), out=buf)
+        for ac, e in error_chunks(a, z, y, kept, self.device):
             self._accumulate(part, ac.to(self.device, dt), e.to(dt))
         self._commit(part, batch, checks=())  # logits were checked above: only overflow is left
         return self
