@@ -8,12 +8,13 @@ import hashlib
 
 from _docs_script import docs_script
 
-RECORD = "interference_smollm2_quick_amendment3"  # the pilot of the recipe in force
+RECORD = "interference_smollm2_full"  # the powered record of the recipe in force
+PILOT = "interference_smollm2_quick_amendment3"  # its quick pilot, whose cost estimate the guide keeps
 
 
-def _tool():
+def _tool(record: str = RECORD):
     tool = docs_script("interference_table")
-    return tool, tool._blocks.load(RECORD), tool._blocks.load("interference_full")
+    return tool, tool._blocks.load(record), tool._blocks.load("interference_full")
 
 
 def test_guide_renders_the_smollm2_record():
@@ -22,6 +23,7 @@ def test_guide_renders_the_smollm2_record():
     for kind in ("interferencelmsetup", "interferencepairs", "interferenceverdicts", "interferenceplans"):
         assert f"<!-- generated: {kind} {RECORD} -->" in text
     assert f"interferencewarning interference_full+{RECORD}" in text
+    assert f"<!-- generated: interferencelmcost {PILOT} -->" in text
     assert lm["env"]["git_dirty"] is False
 
 
@@ -47,10 +49,10 @@ def test_warning_says_what_smollm2_showed():
 
 def test_setup_and_replay_words_follow_the_record():
     tool, lm, _lab = _tool()
-    assert "not powered" in tool.lm_setup_lines(lm)[0]
-    powered = copy.deepcopy(lm)
-    powered["metrics"]["powered"] = True
-    assert "powered as pre-registered" in tool.lm_setup_lines(powered)[0]
+    assert "powered as pre-registered" in tool.lm_setup_lines(lm)[0]
+    quick = copy.deepcopy(lm)
+    quick["metrics"]["powered"] = False
+    assert "not powered" in tool.lm_setup_lines(quick)[0]
     refused = copy.deepcopy(lm)
     key = next(iter(refused["metrics"]["pairs"]))
     refused["metrics"]["regime"]["refused"] = [key]
@@ -87,7 +89,7 @@ def test_setup_and_replay_words_follow_the_record():
 
 
 def test_cost_estimate_follows_the_measured_cost():
-    tool, lm, _lab = _tool()
+    tool, lm, _lab = _tool(PILOT)
     base = " ".join(tool.lm_cost_lines(lm))
     slower = copy.deepcopy(lm)
     slower["metrics"]["stage_seconds"] *= 3
