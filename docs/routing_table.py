@@ -78,9 +78,10 @@ def _prereg_words(recorded: str | None) -> str:
     for k in range(2, text.count(b"\n## Amendment ") + 1):
         cut = text.find(b"\n## Amendment %d" % k)
         if cut >= 0 and recorded == hashlib.sha256(text[:cut]).hexdigest():
+            title = text[cut:].split(b"\n", 2)[1].decode().split(":", 1)[-1].strip()
             return (
                 f"matches the committed `PREREGISTRATION.md` up to its amendment {k - 1}: the record predates "
-                f"amendment {k} and was run under the earlier design."
+                f'amendment {k} ("{title}") and was run under the text before it.'
             )
     return "does not match the committed `PREREGISTRATION.md`: it was analysed under an earlier text."
 

@@ -155,3 +155,46 @@ def test_truth_store_reads_a_finished_seed_back_and_refills_a_missing_adapter(ti
     gone.write_bytes(gzip.compress(json.dumps(rec).encode()))
     with pytest.raises(InputError, match="computed for another configuration"):
         reproduce("routing", tmp_path / "d", settings)
+
+
+def test_requests_take_later_windows_only_for_a_domain_short_of_documents(monkeypatch):
+    """Amendment 3: opening windows first, in document order; a short domain adds the second
+    windows of its documents, then the third; one that still falls short is refused."""
+    from updatescope.data import domains
+    from updatescope.errors import InputError
+    from updatescope.experiments.routing.config import RoutingConfig
+    from updatescope.experiments.routing.runner import build_requests
+
+    n = 8  # tokens per request
+    lengths = {"long": [20, 8, 16, 16, 24], "short": [36, 8, 16], "outside": [8, 24, 8, 8, 8]}
+    words: list[str] = []  # token id = index of the word, so every id says where it came from
+
+    def load(name, split="eval", max_chars=None):
+        return [" ".join(f"{name}:{i}:{t}" for t in range(m)) for i, m in enumerate(lengths[name])]
+
+    def tok(text, add_special_tokens=True):
+        out = []
+        for w in text.split():
+            if w not in words:
+                words.append(w)
+            out.append(words.index(w))
+        return {"input_ids": out}
+
+    monkeypatch.setattr(domains, "load_domain", load)
+    cfg = RoutingConfig(
+        library=("long", "short"), outside=("outside",), request_tokens=n, requests_per_domain=4, arrow_top_k=1
+    )
+    ids, doms = build_requests(cfg, tok)
+    assert doms == ["long"] * 4 + ["short"] * 4 + ["outside"] * 4
+    assert all(len(r) == n for r in ids)
+    starts = [words[r[0]] for r in ids]
+    # each request is one contiguous window of one document
+    assert all(words[r[-1]].rsplit(":", 1)[0] == words[r[0]].rsplit(":", 1)[0] for r in ids)
+    # "long" has 5 documents of >= 8 tokens: the opening windows of its first 4, as before
+    assert starts[:4] == ["long:0:0", "long:1:0", "long:2:0", "long:3:0"]
+    # "short" has 3: their openings, then the second window of its first document
+    assert starts[4:8] == ["short:0:0", "short:1:0", "short:2:0", "short:0:8"]
+    assert starts[8:] == ["outside:0:0", "outside:1:0", "outside:2:0", "outside:3:0"]
+    lengths["short"] = [12, 8, 4]
+    with pytest.raises(InputError, match="domain short: 2 disjoint windows of 8 tokens"):
+        build_requests(cfg, tok)

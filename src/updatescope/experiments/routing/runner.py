@@ -60,26 +60,31 @@ COMPARISONS = (
 
 
 def build_requests(cfg: RoutingConfig, tok: Any) -> tuple[list[list[int]], list[str]]:
-    """The first ``request_tokens`` token ids of held-out documents, ``requests_per_domain``
-    per domain (documents shorter than that are skipped) -> (ids per request, domain each)."""
+    """``requests_per_domain`` requests of ``request_tokens`` token ids per domain -> (ids per
+    request, domain each).  First the opening window of each held-out document long enough for
+    one, in document order; a domain still short of requests then adds its documents' further
+    disjoint windows (the second window of each document in order, then the third, ...:
+    amendment 3), and one that still falls short is refused."""
     from updatescope.data.domains import load_domain
 
     ids, doms = [], []
+    n, want = cfg.request_tokens, cfg.requests_per_domain
     for d in (*cfg.library, *cfg.outside):
-        got = 0
-        for doc in load_domain(d, "eval"):
-            x = tok(doc, add_special_tokens=True)["input_ids"]
-            if len(x) >= cfg.request_tokens:
-                ids.append([int(v) for v in x[: cfg.request_tokens]])
-                doms.append(d)
-                got += 1
-                if got == cfg.requests_per_domain:
-                    break
-        if got < cfg.requests_per_domain:
+        docs = [tok(doc, add_special_tokens=True)["input_ids"] for doc in load_domain(d, "eval")]
+        got: list[list[int]] = []
+        depth = max((len(x) // n for x in docs), default=0)
+        for k in range(depth):  # window k of every document that has one, documents in order
+            for x in docs:
+                if len(got) < want and len(x) >= (k + 1) * n:
+                    got.append([int(v) for v in x[k * n : (k + 1) * n]])
+            if len(got) == want:
+                break
+        if len(got) < want:
             raise InputError(
-                f"domain {d}: {got} eval documents of at least {cfg.request_tokens} tokens, "
-                f"need {cfg.requests_per_domain}"
+                f"domain {d}: {len(got)} disjoint windows of {n} tokens in its eval documents, need {want}"
             )
+        ids.extend(got)
+        doms.extend([d] * want)
     return ids, doms
 
 
