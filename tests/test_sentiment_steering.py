@@ -30,20 +30,22 @@ def tiny(monkeypatch, tmp_path):
     return tmp_path
 
 
+TINY = {
+    "n_select": 4,
+    "n_test": 6,
+    "new_tokens": 3,
+    "steer_layers": [0, 9],
+    "scales": [0.5, 2.0],
+    "step_sentences": 4,
+    "pushforward_sentences": 3,
+    "judge_folds": 3,
+    "batch_size": 4,
+    "max_ppl_ratio": 1e6,
+}
+
+
 def test_sentiment_steering_tiny_run(tiny):
-    cfg = {
-        "n_select": 4,
-        "n_test": 6,
-        "new_tokens": 3,
-        "steer_layers": [0, 9],
-        "scales": [0.5, 2.0],
-        "step_sentences": 4,
-        "pushforward_sentences": 3,
-        "judge_folds": 3,
-        "batch_size": 4,
-        "max_ppl_ratio": 1e6,
-    }
-    res = reproduce("sentiment-steering", tiny / "out", cfg)
+    res = reproduce("sentiment-steering", tiny / "out", TINY)
     m, c = res["metrics"], res["config"]
     assert c["steer_layers_used"] == [0] and c["judge_layer_used"] == 0  # a 1-layer model
     assert m["n"]["select"] == 4 and m["n"]["test"] == 6 and m["n"]["polarity"] == [100, 100]
@@ -90,6 +92,27 @@ def test_sentiment_steering_tiny_run(tiny):
     assert (tiny / "out" / "sentiment_steering_tradeoff.png").is_file()
 
 
+def test_run_store_resumes_every_pass_and_records_the_same(tiny, monkeypatch):
+    from updatescope.experiments.sentiment_steering.runner import Generator
+
+    store = tiny / "store"
+    first = reproduce("sentiment-steering", tiny / "a", {**TINY, "run_store": str(store)})
+    files = sorted(store.iterdir())
+    # base and prompting on both splits, 3 methods x 2 directions x 2 cells, the test runs
+    assert len(files) >= 1 + 2 + 12 + 1 and all(f.name.startswith("pass-") for f in files)
+
+    def no_generation(*a, **k):
+        raise AssertionError("a stored pass was generated again")
+
+    monkeypatch.setattr(Generator, "_run", no_generation)
+    again = reproduce("sentiment-steering", tiny / "b", {**TINY, "run_store": str(store)})
+    assert again["metrics"] == first["metrics"]
+    assert sorted(store.iterdir()) == files
+    # another input (here the continuation length) is another pass, not a stale read
+    with pytest.raises(AssertionError, match="generated again"):
+        reproduce("sentiment-steering", tiny / "c", {**TINY, "new_tokens": 2, "run_store": str(store)})
+
+
 def test_config_refuses_bad_values():
     with pytest.raises(InputError):
         configure("sentiment-steering", settings={"scales": [-0.5]})
@@ -99,6 +122,8 @@ def test_config_refuses_bad_values():
         configure("sentiment-steering", settings={"n_test": 50})  # a full run needs >= 200 test prompts
     with pytest.raises(InputError):
         configure("sentiment-steering", settings={"max_ppl_ratio": 0.5})
+    with pytest.raises(InputError, match="run_store"):
+        configure("sentiment-steering", settings={"run_store": __file__})  # a file, not a folder
     assert configure("sentiment-steering", quick=True).n_test == 40  # the quick run keeps a test split
 
 

@@ -7,19 +7,22 @@ that determines them, so a second run is a file read.  Deleting the folder only 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from updatescope.errors import InputError
 from updatescope.paths import cache_dir
 from updatescope.records import write_bytes_atomic
 
-__all__ = ["cache_key", "cache_file", "cached"]
+__all__ = ["cache_key", "cache_file", "cached", "stored_json"]
 
 
 def cache_key(*parts: Any) -> str:
@@ -48,3 +51,33 @@ def cached(kind: str, key: str, build: Callable[[], Any], *, use_cache: bool = T
         torch.save(obj, buf)
         write_bytes_atomic(buf.getvalue(), path)  # concurrent runs never see half a file
     return obj
+
+
+def stored_json(directory: str | Path | None, kind: str, parts: dict[str, Any], build: Callable[[], Any]) -> Any:
+    """``build()``'s JSON result, kept in ``directory`` (None: not kept) as
+    ``<kind>-<key>.json.gz`` with ``key = cache_key(parts)``: a small committed file that lets
+    a long run resume on another machine.  The file holds ``{"kind", "key_parts", "result"}``;
+    a rerun with the same ``parts`` reads it back, any other ``parts`` (another config, code,
+    model or input bits) names another file and is computed afresh.  A file that does not read
+    back as gzip JSON, or whose stored parts are not ``parts``, is refused with one line naming
+    it (nothing is overwritten)."""
+    if directory is None:
+        return build()
+    norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
+    path = Path(directory) / f"{kind}-{cache_key(norm)}.json.gz"
+    if path.exists():
+        if not path.is_file():
+            raise InputError(f"{path}: not a regular file")
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                obj = json.load(fh)
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as e:
+            raise InputError(f"{path}: not a readable stored result ({type(e).__name__})") from None
+        if not isinstance(obj, dict) or obj.get("kind") != kind or obj.get("key_parts") != norm or "result" not in obj:
+            raise InputError(f"{path}: its stored key parts are not this run's; move it away to recompute")
+        return obj["result"]
+    result = build()
+    body = json.dumps({"kind": kind, "key_parts": norm, "result": result}, sort_keys=True, allow_nan=True)
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(gzip.compress(body.encode("utf-8"), mtime=0), path)
+    return json.loads(body)["result"]  # what a resumed run reads back, so both runs record the same

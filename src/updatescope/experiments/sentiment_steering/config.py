@@ -4,6 +4,7 @@ Torch-free."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from updatescope.errors import InputError
 from updatescope.experiments.configs import check_positive, check_seed
@@ -55,6 +56,10 @@ class SentimentSteeringConfig:
     batch_size: int = 32
     seed: int = 0
     quick: bool = False
+    #: a folder where each generation pass (prompts x vector x layer x scale) is kept as soon as
+    #: it is judged, and read back by a rerun with the same inputs (None: nothing kept), so a run
+    #: of many hours resumes across sittings and machines
+    run_store: str | None = None
 
     def __post_init__(self) -> None:
         check_positive(
@@ -96,6 +101,10 @@ class SentimentSteeringConfig:
                 raise InputError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if "{direction}" not in self.prompt_prefix:
             raise InputError(f"prompt_prefix must contain {{direction}}, got {self.prompt_prefix!r}")
+        if self.run_store is not None and (
+            not str(self.run_store).strip() or (Path(self.run_store).exists() and not Path(self.run_store).is_dir())
+        ):
+            raise InputError(f"run_store {self.run_store!r}: must name a folder")
         if self.n_test < 200 and not self.quick:
             raise InputError(f"n_test must be >= 200 for a recorded full run, got {self.n_test}")
 

@@ -27,6 +27,8 @@ and norm, which is more than the whole grid costs here.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import sys
 import time
@@ -92,6 +94,7 @@ class Generator:
         self.pad = int(pad if pad is not None else (self.eos if self.eos is not None else 0))
         self.vader: Any = None
         self.judge: Any = None
+        self.key_base: dict[str, Any] = {}  # what every stored pass shares (see ``store_context``)
 
     def _generate(self, prompts: list[str]) -> list[list[int]]:
         from updatescope.steering import encode_prompts
@@ -120,14 +123,28 @@ class Generator:
     ) -> dict[str, Any]:
         """Continue ``prompts`` (with ``prefix`` in front, for generation only), steered by
         ``scale`` x mean residual norm x unit(``vec``) at ``layer``; judge and score each
-        continuation given the bare prompt.  -> per-prompt lists."""
+        continuation given the bare prompt.  -> per-prompt lists, read from ``run_store`` when
+        this pass (same prompts, vector bits, layer, absolute scale and context) is kept there."""
+        from updatescope.experiments.caching import stored_json
+
+        unit = None if vec is None else (vec / vec.norm()).float()
+        parts = {
+            **self.key_base,
+            "prompts": _digest(json.dumps(prompts).encode()),
+            "prefix": prefix,
+            "vector": None if unit is None else _digest(unit.contiguous().numpy().tobytes()),
+            "layer": None if unit is None else layer,
+            "scale": None if unit is None else scale * float(self.resid[layer]),
+        }
+        return stored_json(self.cfg.run_store, "pass", parts, lambda: self._run(prompts, unit, layer, scale, prefix))
+
+    def _run(self, prompts: list[str], unit: Tensor | None, layer: int, scale: float, prefix: str) -> dict[str, Any]:
         from updatescope.steering import pad_sequences, steer
 
         gen_prompts = [prefix + p for p in prompts]
-        if vec is None:
+        if unit is None:
             conts = self._generate(gen_prompts)
         else:
-            unit = (vec / vec.norm()).float()
             with steer(
                 self.model, unit, layers=layer, scale=scale * float(self.resid[layer]), positions=self.cfg.positions
             ):
@@ -146,6 +163,37 @@ class Generator:
     def _decode(self, ids: list[int]) -> str:
         ids = [i for i in ids if i != self.eos]
         return self.tok.decode(ids, skip_special_tokens=True).strip()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def store_context(model: Any, tok: Any, config: SentimentSteeringConfig, judge_layer: int, judge: Any) -> dict:
+    """The key parts every stored generation pass of a run shares: the model's fingerprint, the
+    digest of the code a pass runs, VADER's version, the trained judge's bits and the config
+    fields a pass reads."""
+    import inspect
+    from importlib.metadata import PackageNotFoundError, version
+
+    from updatescope.models.hf import head_fingerprint
+    from updatescope.steering import inject, positions
+
+    try:
+        vader = version("vaderSentiment")
+    except PackageNotFoundError:
+        vader = None
+    code = "".join(inspect.getsource(x) for x in (Generator, continuation_stats, inject, positions, texts.Vader))
+    arrays = () if judge is None else (judge.mean, judge.std, judge.w, np.asarray([judge.b]))
+    judge_bits = b"".join(np.ascontiguousarray(a, np.float64).tobytes() for a in arrays)
+    return {
+        "model": head_fingerprint(model, tok),
+        "code": _digest(code.encode()),
+        "vader": vader,
+        "judge": None if judge is None else _digest(judge_bits),
+        "judge_layer": judge_layer,
+        **{k: getattr(config, k) for k in ("new_tokens", "positions", "batch_size")},
+    }
 
 
 def _signed(res: dict[str, Any], direction: str, key: str) -> np.ndarray:
@@ -206,6 +254,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     gen = Generator(model, tok, config, judge_layer, resid)
     gen.vader = vader
     gen.judge = judge
+    gen.key_base = store_context(model, tok, config, judge_layer, judge)
     d = v_caa.shape[1]
     g = torch.Generator().manual_seed(config.seed * 1000 + 1)  # the random vectors, one per direction
     vectors = {
