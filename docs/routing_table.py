@@ -149,7 +149,25 @@ def guidance(rec: dict) -> list[str]:
             out.append(f"FisherSketch and {said} show no difference")
     marg = [o for o in ("error-only", "activation-only") if words.get(o) == "better"]
     tail = f"the joint score beats {' and '.join(marg)}" if marg else "the joint score does not beat its marginals"
-    return [f"- `{name}`{weight}: " + "; ".join(out) + f"; {tail}."]
+    return [f"- `{name}`{weight}: " + "; ".join(out) + f"; {tail}." + _cluster_caveat(m)]
+
+
+def _cluster_caveat(m: dict) -> str:
+    """The decided comparisons whose pre-registered secondary test, the bootstrap clustered
+    over domains, puts zero inside its 95% interval (none: no sentence)."""
+    covered = [
+        row["comparison"].removeprefix("FisherSketch vs ")
+        for row in m["verdicts"]["comparisons"]
+        if row["word"] in ("better", "worse")
+        and row["clustered_bootstrap"]["ci95"] is not None
+        and row["clustered_bootstrap"]["ci95"][0] <= 0 <= row["clustered_bootstrap"]["ci95"][1]
+    ]
+    if not covered:
+        return ""
+    return (
+        f" The secondary bootstrap clustered over domains covers zero for {', '.join(covered)}: those"
+        " differences hold over these requests, not shown to hold across domains."
+    )
 
 
 #: the domain library's labels, with the every-token joint score after the joint one and the

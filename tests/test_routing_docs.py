@@ -44,6 +44,20 @@ def test_guidance_follows_each_word():
     assert "does not beat its marginals" in tool.guidance(r)[0]
 
 
+def test_cluster_caveat_names_decided_comparisons_whose_clustered_interval_covers_zero():
+    tool, rec = _rec()
+    r = copy.deepcopy(rec)
+    rows = r["metrics"]["verdicts"]["comparisons"]
+    for row in rows:
+        row["word"], row["clustered_bootstrap"]["ci95"] = "better", [0.01, 0.2]
+    assert "clustered over domains" not in tool.guidance(r)[0]
+    rows[0]["clustered_bootstrap"]["ci95"] = [-0.05, 0.2]
+    said = tool.guidance(r)[0]
+    assert "covers zero for embedding centroid:" in said
+    rows[0]["word"] = "no difference"  # an undecided comparison needs no caveat
+    assert "clustered over domains" not in tool.guidance(r)[0]
+
+
 def test_unlearned_library_is_not_decided_and_prereg_mismatch_is_stated():
     tool, rec = _rec()
     r = copy.deepcopy(rec)
