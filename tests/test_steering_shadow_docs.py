@@ -135,3 +135,19 @@ def _fake_shadow(n):
         "cos_mean_contrast": [0.5] * n,
         "spans": {"caa": copy.deepcopy(span), "caa+shifts": copy.deepcopy(span)},
     }
+
+
+def test_a_failed_regime_says_what_the_full_run_showed():
+    mod = docs_script("steering_table")
+    _, rec = _record()
+    r = copy.deepcopy(rec)
+    r["config"]["quick"] = True
+    assert mod._regime_followup(r) == "Whether the full run's longer fine-tune changes that is untested."
+    r["config"]["quick"] = False
+    r["metrics"]["training"] = {"positive": {"first": 5.0, "last": 0.4}, "negative": {"first": 5.0, "last": 0.5}}
+    r["metrics"]["regime"]["per_direction"] = {
+        d: {"own_mean": -1.9, "other_mean": -2.1} for d in ("positive", "negative")
+    }
+    assert "memorised their sentences" in mod._regime_followup(r)
+    r["metrics"]["regime"]["per_direction"]["negative"]["own_mean"] = 0.2  # one class's own loss improved
+    assert mod._regime_followup(r) == "The full run's longer fine-tune did not change that."
