@@ -30,8 +30,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ from typing import Any
 import torch
 
 from updatescope.errors import InputError
+from updatescope.records import write_bytes_atomic
 
 __all__ = ["FORMAT", "TruthStore", "texts_digest"]
 
@@ -139,13 +138,4 @@ class TruthStore:
             rec["extra"] = res["extra"]
         path = self.path(source, seed)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = gzip.compress(json.dumps(rec, sort_keys=True).encode(), mtime=0)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_bytes_atomic(gzip.compress(json.dumps(rec, sort_keys=True).encode(), mtime=0), path)
