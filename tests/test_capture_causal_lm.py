@@ -199,3 +199,24 @@ def test_uncompacted_batches_hold_the_same_records(tiny, kw):
     torch.testing.assert_close(fy[keep], labels, rtol=0, atol=0)
     torch.testing.assert_close(fa[keep], acts, rtol=0, atol=0)
     torch.testing.assert_close(fz[keep], logits, rtol=0, atol=0)
+
+
+def test_capture_runs_in_eval_mode_and_restores_training(tiny):
+    """The forward runs with dropout off whatever mode the model is in; a model in training
+    mode is put back in it afterwards, one in eval mode is left untouched (a submodule left in
+    training mode under an eval root is switched to eval, as ``eval()`` would)."""
+    seen = []
+    hook = tiny.model.layers[0].register_forward_pre_hook(lambda mod, args: seen.append(mod.training))
+    try:
+        tiny.train()
+        list(capture_causal_lm(tiny, _docs([9]), progress=False))
+        assert seen == [False] and tiny.training and all(m.training for m in tiny.modules())
+        tiny.eval()
+        tiny.model.layers[1].train()
+        list(capture_causal_lm(tiny, _docs([9]), progress=False))
+        assert seen == [False, False] and not any(m.training for m in tiny.modules())
+        list(capture_causal_lm(tiny, _docs([9]), progress=False))
+        assert seen == [False, False, False] and not any(m.training for m in tiny.modules())
+    finally:
+        hook.remove()
+        tiny.eval()

@@ -146,3 +146,24 @@ def test_strided_inputs_equal_contiguous(error_map, k):
     for err in (e, e_t):
         s1, s2 = make(a, err), make(a.contiguous(), err.contiguous())
         assert torch.allclose(s1.sums, s2.sums, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("act_map,error_map", [("stack", "srht"), ("dense", "spread"), ("dense", "countsketch")])
+def test_tagged_features_equal_fresh_features(act_map, error_map):
+    """``features(..., tag=)`` (what the scoring and routing stream uses) gives the same bits as
+    the fresh call, whatever the workspace held, and its result is the workspace's."""
+    from updatescope.sketch.config import SketchConfig
+    from updatescope.sketch.fishersketch import features
+
+    cfg = SketchConfig(act_dim=40, out_dim=300, sketch_dim=64, seed=5, act_map=act_map, error_map=error_map)
+    g = torch.Generator().manual_seed(6)
+    workspace.release()
+    for n in (23, 4):  # a smaller second call reuses the larger buffers
+        a = torch.randn(n, 40, generator=g)
+        e = torch.softmax(torch.randn(n, 300, generator=g), dim=1)
+        ref = features(cfg, a, e)
+        _poison()
+        got = features(cfg, a, e, tag="f")
+        assert got.shape == (n, 3, 64)
+        assert torch.equal(got, ref)
+    assert features(cfg, a, e, tag="f").data_ptr() == got.data_ptr()  # reused, not reallocated

@@ -32,6 +32,7 @@ from updatescope.select.route import (
     RouteScores,
     check_candidates,
     direction_bank,
+    joint_ranking_bank,
 )
 from updatescope.sketch.signature import Signature
 
@@ -94,6 +95,7 @@ class Router:
         self.top_k, self.min_tokens = top_k, min_tokens
         self.token_budget, self.dtype = token_budget, dtype
         self.paired_limit, self.candidates = paired_limit, check_candidates(candidates)
+        self._joint: torch.Tensor | None = None  # a large bank's float32 ranking copy, made on first use
         self._mixes: dict[tuple[tuple[str, ...], tuple[float, ...]], str] = {}
 
     def __len__(self) -> int:
@@ -115,11 +117,14 @@ class Router:
         counted = tokens.counted()
         keep = [i for i, c in enumerate(counted) if c > 0]
         large = len(self.names) > self.paired_limit
-        acc = (
-            CandidateAccumulator(self.names, counted, self.bank, min_tokens=self.min_tokens, candidates=self.candidates)
-            if large
-            else RouteAccumulator(self.names, counted, min_tokens=self.min_tokens)
-        )
+        if large and self._joint is None:
+            self._joint = joint_ranking_bank(self.bank)  # one float32 copy, kept for every call
+        acc: CandidateAccumulator | RouteAccumulator
+        if large:
+            opts = dict(min_tokens=self.min_tokens, candidates=self.candidates, joint=self._joint)
+            acc = CandidateAccumulator(self.names, counted, self.bank, **opts)
+        else:
+            acc = RouteAccumulator(self.names, counted, min_tokens=self.min_tokens)
         stream = token_features(
             self.model,
             self.tokenizer,

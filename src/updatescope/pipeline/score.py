@@ -90,7 +90,8 @@ def token_features(
 ) -> Iterator[Tensor]:
     """Joint, activation and error features ``(n, 3, m)`` of the counted tokens of ``entries``
     (in that order, the capture's stream order), a cache-sized chunk of a captured batch at a
-    time: the forward pass that document scores and routing share."""
+    time: the forward pass that document scores and routing share.  Each yielded tensor lives
+    in the thread's workspace and is overwritten by the next one: use (or copy) it first."""
     from updatescope.capture.causal_lm import capture_causal_lm
     from updatescope.constants import IGNORE_INDEX
     from updatescope.sketch.fishersketch import error_chunks, features
@@ -112,7 +113,7 @@ def token_features(
         ):
             kept = (labels != IGNORE_INDEX).nonzero().squeeze(1)
             for a, errors in error_chunks(acts, logits, labels, kept, logits.device):
-                yield features(config, a.to(errors.dtype), errors)
+                yield features(config, a.to(errors.dtype), errors, tag="token_features")
 
 
 def score_documents(

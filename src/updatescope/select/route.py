@@ -17,15 +17,22 @@ which is larger when the two adapters' terms are positively correlated (the usua
 the flag below fires more often, never less; the ``Router`` uses the large-bank path instead.
 
 Large banks.  Beyond ``PAIRED_LIMIT`` adapters, :class:`CandidateAccumulator` scores a group of
-requests at once: the joint score of every adapter is the request's mean joint feature times
-the bank, one (D, m) × (m, A) product per group (the bank is read once per group, not once per
-token), which gives the same value as the mean of the per-token terms.  Per-token terms are then
-computed against each request's ``CANDIDATES`` best adapters only (by joint score): their
-standard errors, their activation and error scores and the paired sums of products among them,
-so the gap between the best and the runner-up keeps its paired error at any bank size.  Outside
-a request's candidates, ``se``, ``activation`` and ``error`` are NaN (not computed).
+requests at once, as a coarse ranking and an exact re-scoring.  The joint score of every
+adapter is the request's mean joint feature times the bank (the same value as the mean of the
+per-token terms), one (A, m) × (m, D) product per group in float32 against a float32 copy of
+the bank's joint directions (the bank is read once per group, not once per token): a score off
+the float64 value by float32 rounding (about 1e-7 of |mean||v_a|) is enough to rank.  Each
+request's ``CANDIDATES`` best adapters by that ranking are then scored again in float64 from
+the same mean features, re-ordered by those exact scores (bank order among ties), and get their
+per-token terms: standard errors, activation and error scores and the paired sums of products
+among them, so the gap between the best and the runner-up keeps its paired error at any bank
+size.  ``score`` holds the exact values on the candidates and the float32 ranking values
+elsewhere; outside a request's candidates, ``se``, ``activation`` and ``error`` are NaN (not
+computed), and the choice below is made among the candidates (they are the best by at least
+float32 rounding).
 
-Choice.  Top adapter: the largest score (first in bank order on a tie).  Top-k: the k largest,
+Choice.  Top adapter: the largest score (first in bank order on a tie), among a large bank's
+candidates when top-k is at most their number.  Top-k: the k largest,
 with weights proportional to their positive scores (a non-positive score gets weight 0; when
 none of the k is positive, equal weights), summing to 1.
 Ambiguity: a request is flagged when best − runner-up ≤ ``z``·se(best − runner-up)
@@ -55,6 +62,7 @@ __all__ = [
     "bank_terms",
     "check_candidates",
     "direction_bank",
+    "joint_ranking_bank",
     "route_weights",
 ]
 
@@ -158,6 +166,14 @@ class RouteScores:
         var = max(float(sum_sq - n * mean**2), 0.0) / (n - 1)
         return (var / n) ** 0.5, True
 
+    def _pool(self, d: int, top_k: int) -> Tensor | None:
+        """The adapters request d chooses among: a large bank's candidates when there are at least
+        max(top_k, 2) of them and the request has counted tokens, else None (the whole row)."""
+        if self.candidates is None or self.candidates.shape[1] < max(top_k, 2):
+            return None
+        cand = self.candidates[d]
+        return None if bool((cand < 0).any()) else cand
+
     def choose(self, top_k: int = 1, z: float = 2.0) -> list[RouteChoice]:
         """Per request: the top adapter or the weighted top-k, and the ambiguity flag."""
         if not z > 0:
@@ -165,11 +181,17 @@ class RouteScores:
         out = []
         for d in range(len(self)):
             row = self.score[d]
-            idx, weights = route_weights(row, top_k)
+            pool = self._pool(d, top_k)
+            if pool is None:
+                idx, weights = route_weights(row, top_k)
+            else:  # among a large bank's candidates, whose scores are exact
+                sub, weights = route_weights(row[pool], top_k)
+                idx = [int(pool[i]) for i in sub]
             if len(self.names) < 2:
                 gap, gse, paired, amb = float("nan"), float("nan"), self.cross is not None, False
             else:
-                first, second = route_weights(row, 2)[0]
+                best = route_weights(row if pool is None else row[pool], 2)[0]
+                first, second = best if pool is None else (int(pool[best[0]]), int(pool[best[1]]))
                 gap = float(row[first] - row[second])
                 gse, paired = self.gap_se(d, first, second)
                 # undefined scores or error: nothing tells the adapters apart
@@ -262,10 +284,31 @@ def bank_choice(mean_joint: Tensor, joint: Tensor, c: int) -> tuple[Tensor, Tens
     """Every adapter's joint score for a group of requests, and each request's c best adapters:
     the part of large-bank routing whose cost grows with the bank.
 
-    mean_joint (G, m) float64, the requests' mean joint features; joint (A, m) float64, the
-    bank's joint directions -> scores (G, A), candidates (G, c) best first."""
-    scores = mean_joint @ joint.T
+    mean_joint (G, m), the requests' mean joint features; joint (A, m), the bank's joint
+    directions, float32 (the coarse ranking) or float64 (exact) -> scores (G, A) float64,
+    computed in joint's dtype; candidates (G, c) best first."""
+    if joint.dtype == torch.float64:
+        scores = mean_joint.to(torch.float64) @ joint.T
+    else:
+        # bank-major: with a few requests the (A, m) × (m, G) product reads the bank once
+        scores = (joint @ mean_joint.to(joint.dtype).T).T.to(torch.float64)
     return scores, _best(scores, c)
+
+
+def joint_ranking_bank(bank: Tensor) -> Tensor:
+    """The bank's joint directions in float32, (A, m) contiguous: what a large bank's coarse
+    ranking reads (a sixth of the float64 bank's bytes)."""
+    return bank[:, 0].to(torch.float32).contiguous()
+
+
+def _exact_order(exact: Tensor, cand: Tensor) -> Tensor:
+    """Per row, the positions that sort candidates by their exact scores, best first, bank
+    order among ties (undefined scores last).  exact (G, C) float64, cand (G, C) bank indices
+    -> (G, C) int64."""
+    by_bank = torch.argsort(cand, dim=1)
+    key = exact.gather(1, by_bank)
+    key = torch.where(torch.isfinite(key), key, torch.full_like(key, -torch.inf))
+    return by_bank.gather(1, torch.argsort(-key, dim=1, stable=True))
 
 
 class CandidateAccumulator:
@@ -273,10 +316,11 @@ class CandidateAccumulator:
     captured batch at a time (the rule is in the module docstring); ``compute()`` gives
     ``RouteScores`` with ``candidates`` set.
 
-    counts: counted tokens per request (D,), in stream order; bank: (A, 3, m) float64 (a view of
-    a kind-major (3, A, m) tensor, as the Router's, spares a copy of the joint directions).  The
-    joint features of at most about ``group_tokens`` counted tokens are held at once (a
-    request is never split: a longer one is held whole)."""
+    counts: counted tokens per request (D,), in stream order; bank: (A, 3, m) float64; joint:
+    the bank's joint directions in float32, (A, m) contiguous, for the coarse ranking (made from
+    the bank when not given: a caller scoring many groups against one bank, as the Router,
+    keeps one copy).  The joint features of at most about ``group_tokens`` counted tokens are
+    held at once (a request is never split: a longer one is held whole)."""
 
     def __init__(
         self,
@@ -287,17 +331,16 @@ class CandidateAccumulator:
         min_tokens: int = MIN_TOKENS,
         candidates: int = CANDIDATES,
         group_tokens: int = GROUP_TOKENS,
+        joint: Tensor | None = None,
     ) -> None:
         check_candidates(candidates)
         self.names = tuple(names)
         self.counts = torch.tensor(list(counts), dtype=torch.int64)
         self.bank = bank.to(torch.float64)
-        # the joint kind's directions, contiguous for the product (no copy for a kind-major bank,
-        # such as the Router's)
-        self.joint = self.bank[:, 0].contiguous()
+        self.joint = joint_ranking_bank(self.bank) if joint is None else joint
         self.min_tokens, self.group_tokens = min_tokens, group_tokens
         d, a = len(self.counts), len(self.names)
-        if self.bank.shape[0] != a:
+        if self.bank.shape[0] != a or self.joint.shape != (a, self.bank.shape[-1]):
             raise InputError(f"the bank has {self.bank.shape[0]} directions for {a} adapter names")
         self.c = min(candidates, a)
         nan = float("nan")
@@ -325,7 +368,9 @@ class CandidateAccumulator:
         ids, runs = torch.unique_consecutive(who, return_counts=True)
         start = 0
         for d, r in zip(ids.tolist(), runs.tolist()):
-            self.held.setdefault(d, []).append(feats[start : start + r, 0].to(torch.float64, copy=True))
+            # held as they come (float32 from the capture): half the bytes of float64 to keep and
+            # to read back; each request's are widened once, when its terms are computed
+            self.held.setdefault(d, []).append(feats[start : start + r, 0].clone())
             start += r
         self.done += n
         self.held_tokens += n
@@ -334,31 +379,32 @@ class CandidateAccumulator:
         return self
 
     def _flush(self) -> None:
-        """Score the held requests whose tokens have all arrived, in one product with the bank."""
+        """Score the held requests whose tokens have all arrived: the coarse ranking of the whole
+        bank in one product, then each request's candidates exactly (rule in the module docstring)."""
         ready = [d for d in self.held if int(self.ends[d]) <= self.done]
         if not ready:
             return
         idx = torch.tensor(ready)
         n = self.counts[idx].to(torch.float64)
-        means = self.sums[idx] / n[:, None, None]  # (G, 3, m)
-        scores, order = bank_choice(means[:, 0], self.joint, self.c)  # (G, A), (G, C)
-        self.score[idx] = scores
-        rows, flat = idx[:, None], order.flatten()
-        # activation and error scores of the candidates, from the mean features
-        for field, k in ((self.activation, 1), (self.error, 2)):
-            v = self.bank[:, k].index_select(0, flat).view(*order.shape, -1)  # (G, C, m)
-            field[rows, order] = torch.einsum("gcm,gm->gc", v, means[:, k])
-        self.cand[idx] = order
-        for g, d in enumerate(ready):
-            cand = order[g]
+        means = self.sums[idx] / n[:, None, None]  # (G, 3, m) float64
+        approx, order = bank_choice(means[:, 0], self.joint, self.c)  # (G, A), (G, C)
+        self.score[idx] = approx
+        # one request at a time: its candidates' directions (C, 3, m) and features stay in cache
+        for i, d in enumerate(ready):
+            v = self.bank[order[i]]
+            exact = (v * means[i]).sum(-1)  # (C, 3): joint, activation and error scores
+            pos = _exact_order(exact[None, :, 0], order[i][None])[0]
+            cand, exact = order[i][pos], exact[pos]
+            self.score[d, cand], self.activation[d, cand], self.error[d, cand] = exact.unbind(1)
+            self.cand[d] = cand
             parts = self.held.pop(d)
-            f = parts[0] if len(parts) == 1 else torch.cat(parts)  # (n_d, m) float64
-            terms = f @ self.joint[cand].T  # (n_d, C) per-token joint terms of the candidates
-            nd = float(n[g])
-            # the scores stay the bank product's (identical directions keep identical scores,
-            # so the choice's best two are the first two candidates)
+            f = parts[0] if len(parts) == 1 else torch.cat(parts)  # (n_d, m)
+            # (n_d, C) per-token joint terms of the candidates, columns in the exact order
+            terms = (f.to(torch.float64) @ v[:, 0].T)[:, pos]
+            nd = float(n[i])
+            # the scores stay the mean features' (identical directions keep identical scores)
             if nd > 1:
-                var = (terms.square().sum(0) - nd * self.score[d, cand].square()).clamp(min=0) / (nd - 1)
+                var = (terms.square().sum(0) - nd * exact[:, 0].square()).clamp(min=0) / (nd - 1)
                 self.se[d, cand] = (var / nd).sqrt()
             self.cross[d] = terms.T @ terms
             self.held_tokens -= f.shape[0]

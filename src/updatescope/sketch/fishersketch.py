@@ -115,16 +115,25 @@ def with_bias(cfg: SketchConfig, acts: Tensor) -> Tensor:
     return torch.cat((acts, acts.new_ones(acts.shape[0], 1)), dim=1)
 
 
-def features(cfg: SketchConfig, acts: Tensor, errors: Tensor) -> Tensor:
+def features(cfg: SketchConfig, acts: Tensor, errors: Tensor, tag: str | None = None) -> Tensor:
     """The three feature vectors of each sample under cfg's basis.  (n,d),(n,K) -> (n, 3, m)
 
     Kinds in order: joint φ, activation-only ψ, error-only χ (see module docstring).
+    With ``tag``, the maps' temporaries and the result live in the thread's workspace under
+    that tag (no fresh allocation per call; the result is valid until the next call with the
+    same tag); the values are the same either way.
     """
     amap, emap = sketch_basis(cfg, acts.device)
-    qa = amap(with_bias(cfg, acts))
-    qe = emap(errors)
+    qa = amap(with_bias(cfg, acts), None if tag is None else f"{tag}.act")
+    qe = emap(errors, None if tag is None else f"{tag}.err")
     scale = 1.0 / math.sqrt(cfg.sketch_dim)
-    return torch.stack((qa * qe, qa, qe), dim=1).mul_(scale)
+    if tag is None:
+        return torch.stack((qa * qe, qa, qe), dim=1).mul_(scale)
+    out = scratch(f"{tag}.features", (qa.shape[0], 3, qa.shape[1]), qa.dtype, qa.device)
+    torch.mul(qa, qe, out=out[:, 0])
+    out[:, 1].copy_(qa)
+    out[:, 2].copy_(qe)
+    return out.mul_(scale)
 
 
 class FisherSketch:
