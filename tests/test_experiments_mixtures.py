@@ -95,3 +95,38 @@ def test_config_refuses_overlap():
         MixturesConfig(pool=("a", "b"), targets=("b",))
     with pytest.raises(InputError, match="top"):
         MixturesConfig(pool=("a", "b"), targets=("c",), top=3)
+
+
+def test_run_store_resumes_every_fine_tuning_and_records_the_same(tiny, tmp_path, monkeypatch):
+    """With ``run_store``, each fine-tuning's losses are kept as a file that a run on another
+    machine (an empty cache) reads back instead of training: the same metrics, no training."""
+    from updatescope.experiments.groundtruth import lora as lora_gt
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache1"))
+    first = reproduce("mixtures", tmp_path / "a", {**SETTINGS, "run_store": str(store)})
+    files = sorted(store.iterdir())
+    assert len(files) == first["metrics"]["by_seed"][0]["runs"] and all(f.name.startswith("fit-") for f in files)
+
+    def no_training(*a, **k):
+        raise AssertionError("a stored fine-tuning was trained again")
+
+    monkeypatch.setenv("UPDATESCOPE_CACHE", str(tmp_path / "cache2"))  # another machine: nothing cached
+    monkeypatch.setattr(lora_gt, "finetune_from_config", no_training)
+    again = reproduce("mixtures", tmp_path / "b", {**SETTINGS, "run_store": str(store)})
+    assert again["metrics"] == first["metrics"]
+    assert sorted(store.iterdir()) == files
+    # another recipe (here the LoRA steps) is another fine-tuning, not a stale read
+    with pytest.raises(AssertionError, match="trained again"):
+        reproduce(
+            "mixtures", tmp_path / "c", {**SETTINGS, "lora": {**SETTINGS["lora"], "steps": 3}, "run_store": str(store)}
+        )
+
+
+def test_config_refuses_a_run_store_that_is_not_a_folder():
+    from updatescope.errors import InputError
+    from updatescope.experiments.mixtures.config import MixturesConfig
+
+    for bad in (__file__, " "):
+        with pytest.raises(InputError, match="run_store"):
+            MixturesConfig(pool=("a", "b"), targets=("c",), run_store=bad)

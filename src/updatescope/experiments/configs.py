@@ -96,6 +96,17 @@ def check_gt_seeds(value: int) -> None:
         raise InputError(f"gt_seeds must be in [1, 100] (fine-tuning seeds per transfer value), got {value}")
 
 
+def check_store_folder(value: str | None, name: str) -> None:
+    """A store option (a folder a long run keeps its finished pieces in, to resume elsewhere):
+    None, or a non-blank path that is not an existing non-folder, else one line naming it."""
+    from pathlib import Path
+
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip() or (Path(value).exists() and not Path(value).is_dir()):
+        raise InputError(f"{name} {value!r}: must name a folder")
+
+
 def check_names(values: tuple[str, ...] | None, what: str, minimum: int) -> None:
     if values is None:
         return

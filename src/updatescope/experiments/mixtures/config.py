@@ -13,6 +13,7 @@ from updatescope.experiments.configs import (
     check_positive,
     check_seed,
     check_sketch_dim,
+    check_store_folder,
 )
 
 #: the candidate sources every target mixes from
@@ -58,7 +59,10 @@ class MixturesConfig:
     ``budget_rows`` rows); a mixture with token shares w trains on round(w_i · budget_rows)
     rows of source i (largest remainders), so every arm sees the same number of tokens.
     Sources are sketched on the same rows' documents; targets on their ``sketch`` split and
-    judged on ``eval_rows`` rows of their ``eval`` split."""
+    judged on ``eval_rows`` rows of their ``eval`` split.  ``run_store``: a folder that keeps
+    each finished fine-tuning's evaluation losses (a small gzip JSON, keyed by everything that
+    determines them), so a long run resumes on another machine; None keeps them only in the
+    local cache."""
 
     model: str = "smollm2"
     pool: tuple[str, ...] = POOL
@@ -73,8 +77,10 @@ class MixturesConfig:
     n_boot: int = 2000
     seed: int = 0
     quick: bool = False
+    run_store: str | None = None
 
     def __post_init__(self) -> None:
+        check_store_folder(self.run_store, "run_store")
         check_gt_seeds(self.gt_seeds)
         check_sketch_dim(self.sketch_dim)
         check_seed(self.seed)

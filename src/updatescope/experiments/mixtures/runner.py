@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from updatescope.experiments import Result, config_record, heads
-from updatescope.experiments.caching import cache_key, cached
+from updatescope.experiments.caching import cache_key, cached, stored_json
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
 from updatescope.experiments.mixtures.config import MixturesConfig
@@ -133,7 +133,11 @@ def finetune_eval(model, fp, cfg, blocks, evals, counts, seed, digests) -> dict[
         tail = lora_gt.finetune_from_config(model, data, lc, seed=seed)
         return {t: torch.tensor(lora_gt.mean_loss(tail, d)) for t, d in evals.items()}
 
-    res = cached("mixtures-run", _fit_key(fp, cfg, counts, seed, digests), build)
+    key = _fit_key(fp, cfg, counts, seed, digests)
+    if cfg.run_store is not None:  # kept in the run store: floats, as the cache gives them back
+        parts = {"fit": key, "rows": counts, "seed": seed, "targets": sorted(evals)}
+        return stored_json(cfg.run_store, "fit", parts, lambda: {t: float(v) for t, v in build().items()})
+    res = cached("mixtures-run", key, build)
     return {t: float(v) for t, v in res.items()}
 
 

@@ -4,10 +4,9 @@ Torch-free."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from updatescope.errors import InputError
-from updatescope.experiments.configs import check_positive, check_seed
+from updatescope.experiments.configs import check_positive, check_seed, check_store_folder
 
 #: the pre-specified paired comparisons (first − second, per test prompt), one Holm family
 #: per judge over both directions
@@ -101,10 +100,7 @@ class SentimentSteeringConfig:
                 raise InputError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if "{direction}" not in self.prompt_prefix:
             raise InputError(f"prompt_prefix must contain {{direction}}, got {self.prompt_prefix!r}")
-        if self.run_store is not None and (
-            not str(self.run_store).strip() or (Path(self.run_store).exists() and not Path(self.run_store).is_dir())
-        ):
-            raise InputError(f"run_store {self.run_store!r}: must name a folder")
+        check_store_folder(self.run_store, "run_store")
         if self.n_test < 200 and not self.quick:
             raise InputError(f"n_test must be >= 200 for a recorded full run, got {self.n_test}")
 
