@@ -130,3 +130,14 @@ def test_config_refuses_a_run_store_that_is_not_a_folder():
     for bad in (__file__, " "):
         with pytest.raises(InputError, match="run_store"):
             MixturesConfig(pool=("a", "b"), targets=("c",), run_store=bad)
+
+
+def test_full_pool_sources_can_each_offer_the_budget():
+    """The full run's pool (after amendment 1) names no source whose train split is too small
+    for the budget: `reviews` (28 rows) is out; the pre-registration says why."""
+    from updatescope.experiments.mixtures.config import MixturesConfig
+    from updatescope.experiments.mixtures.runner import PREREG
+
+    cfg = MixturesConfig.defaults(quick=False)
+    assert "reviews" not in cfg.pool and len(cfg.pool) == 9
+    assert "Amendment 1" in PREREG.read_text(encoding="utf-8")
