@@ -187,6 +187,8 @@ def test_large_bank_path_matches_the_exact_path_on_its_candidates():
         assert x.gap == pytest.approx(y.gap, rel=1e-9, nan_ok=True)
     with pytest.raises(RuntimeError, match="counted tokens"):
         CandidateAccumulator(names, [2], bank).update(feats[:3])
+    with pytest.raises(InputError, match="ranking copy"):
+        CandidateAccumulator(names, [2], bank, joint=bank[:-1, 0].float())
 
 
 def test_large_bank_choice_follows_exact_scores_below_float32_resolution():

@@ -340,8 +340,10 @@ class CandidateAccumulator:
         self.joint = joint_ranking_bank(self.bank) if joint is None else joint
         self.min_tokens, self.group_tokens = min_tokens, group_tokens
         d, a = len(self.counts), len(self.names)
-        if self.bank.shape[0] != a or self.joint.shape != (a, self.bank.shape[-1]):
+        if self.bank.shape[0] != a:
             raise InputError(f"the bank has {self.bank.shape[0]} directions for {a} adapter names")
+        if tuple(self.joint.shape) != (a, self.bank.shape[-1]):
+            raise InputError(f"the ranking copy has shape {tuple(self.joint.shape)}, not the bank's ({a}, m)")
         self.c = min(candidates, a)
         nan = float("nan")
         self.score = torch.full((d, a), nan, dtype=torch.float64)
