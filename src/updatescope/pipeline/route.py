@@ -117,10 +117,10 @@ class Router:
         counted = tokens.counted()
         keep = [i for i, c in enumerate(counted) if c > 0]
         large = len(self.names) > self.paired_limit
-        if large and self._joint is None:
-            self._joint = joint_ranking_bank(self.bank)  # one float32 copy, kept for every call
         acc: CandidateAccumulator | RouteAccumulator
         if large:
+            if self._joint is None:
+                self._joint = joint_ranking_bank(self.bank)  # one float32 copy, kept for every call
             opts = dict(min_tokens=self.min_tokens, candidates=self.candidates, joint=self._joint)
             acc = CandidateAccumulator(self.names, counted, self.bank, **opts)
         else:

@@ -302,13 +302,11 @@ def joint_ranking_bank(bank: Tensor) -> Tensor:
 
 
 def _exact_order(exact: Tensor, cand: Tensor) -> Tensor:
-    """Per row, the positions that sort candidates by their exact scores, best first, bank
-    order among ties (undefined scores last).  exact (G, C) float64, cand (G, C) bank indices
-    -> (G, C) int64."""
-    by_bank = torch.argsort(cand, dim=1)
-    key = exact.gather(1, by_bank)
-    key = torch.where(torch.isfinite(key), key, torch.full_like(key, -torch.inf))
-    return by_bank.gather(1, torch.argsort(-key, dim=1, stable=True))
+    """The positions that sort candidates by their exact scores with ``_best``'s rule (best
+    first, bank order among ties, undefined scores last).  exact (C,) float64, cand (C,) bank
+    indices -> (C,) int64."""
+    by_bank = torch.argsort(cand)
+    return by_bank[_best(exact[by_bank][None], len(cand))[0]]
 
 
 class CandidateAccumulator:
@@ -395,7 +393,7 @@ class CandidateAccumulator:
         for i, d in enumerate(ready):
             v = self.bank[order[i]]
             exact = (v * means[i]).sum(-1)  # (C, 3): joint, activation and error scores
-            pos = _exact_order(exact[None, :, 0], order[i][None])[0]
+            pos = _exact_order(exact[:, 0], order[i])
             cand, exact = order[i][pos], exact[pos]
             self.score[d, cand], self.activation[d, cand], self.error[d, cand] = exact.unbind(1)
             self.cand[d] = cand

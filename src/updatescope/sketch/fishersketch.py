@@ -36,7 +36,7 @@ from updatescope.sketch.inputs import (
 )
 from updatescope.sketch.maps import QuadraticMap, build_maps
 from updatescope.sketch.signature import N_BLOCKS, Signature
-from updatescope.sketch.workspace import scratch
+from updatescope.sketch.workspace import scratch, temp
 
 _BASIS_CACHE: dict[tuple, tuple[QuadraticMap, QuadraticMap]] = {}
 _ACC_ROWS = 256  # rows per accumulation step: two (256, m) projections, 4 MB each at m = 4096
@@ -127,9 +127,7 @@ def features(cfg: SketchConfig, acts: Tensor, errors: Tensor, tag: str | None = 
     qa = amap(with_bias(cfg, acts), None if tag is None else f"{tag}.act")
     qe = emap(errors, None if tag is None else f"{tag}.err")
     scale = 1.0 / math.sqrt(cfg.sketch_dim)
-    if tag is None:
-        return torch.stack((qa * qe, qa, qe), dim=1).mul_(scale)
-    out = scratch(f"{tag}.features", (qa.shape[0], 3, qa.shape[1]), qa.dtype, qa.device)
+    out = temp(tag, "features", (qa.shape[0], 3, qa.shape[1]), qa)
     torch.mul(qa, qe, out=out[:, 0])
     out[:, 1].copy_(qa)
     out[:, 2].copy_(qe)
