@@ -7,7 +7,7 @@
     the per-request sums), paired request by request, the first arm alternating, ``--reps`` rounds over
     ``--requests`` requests of ``--req-len`` tokens.  Figure: median over requests and rounds
     of (routed − bare) / bare.  Also timed alone on the same captured rows: the features
-    and the bank product (16 adapters).  Target: extra ≤ 5 % of the forward pass.
+    and the bank product (``Router.terms``, 16 adapters).  Target: extra ≤ 5 % of the forward pass.
 (ii) Scoring at scale: 32 requests of ``--req-len`` tokens against 10,000 synthetic adapter
     directions at m = 4096, through the library's large-bank path
     (``select.route.CandidateAccumulator``, what ``Router`` uses beyond ``PAIRED_LIMIT``
@@ -15,9 +15,9 @@
     adapters) timed apart from ``compute()``, which ranks every adapter (one float32 product
     of the requests' mean joint features with the bank's float32 joint copy, made once per
     bank), picks each request's candidates, scores them again in float64 and computes their
-    per-token terms, standard errors and paired sums.  Beside it, the bare joint product in
-    float64 and float32, and all three kinds per token for one request (``bank_terms``, the
-    small-bank path's cost per token).  Median of ``--reps``.  ``bank_choice`` (every
+    per-token joint terms (float32), standard errors and paired co-moments.  Beside it, the
+    bare joint product in float64 and float32, and all three kinds per token in float64 for
+    one request against every adapter (``bank_terms``).  Median of ``--reps``.  ``bank_choice`` (every
     adapter's ranking score and the candidates) is also timed alone.
     Target: < 50 ms per batch of 32.
 (iii) Memory: the direction bank (3 × m float64 per adapter) beside the adapters' own
@@ -65,7 +65,6 @@ def latency(args: argparse.Namespace) -> dict:
     from updatescope.data.domains import load_domain
     from updatescope.models.smollm2 import load_smollm2
     from updatescope.pipeline import Router
-    from updatescope.select.route import bank_terms
     from updatescope.sketch.fishersketch import features
     from updatescope.sketch.inputs import softmax_minus_onehot
 
@@ -116,7 +115,7 @@ def latency(args: argparse.Namespace) -> dict:
             f = features(router.config, acts.to(errors.dtype), errors)
             t_feat.append(time.perf_counter() - t)
             t = time.perf_counter()
-            bank_terms(f, router.bank)
+            router.terms(f)
             t_bank.append(time.perf_counter() - t)
     b_med = statistics.median(t_bare)
     return {
@@ -254,12 +253,13 @@ def table(paths: list[str]) -> str:
             f"| every adapter's float32 ranking score and each request's {big['candidates']} candidates "
             f"(`bank_choice`, the part that grows with the bank) **{big['library_choice_s']['median'] * 1e3:.0f} ms** "
             f"({big['library_choice_s']['min'] * 1e3:.0f}–{big['library_choice_s']['max'] * 1e3:.0f}); "
-            f"with the candidates' exact scores, standard errors and paired sums (`compute()`) "
+            f"with the candidates' exact scores, standard errors and paired co-moments (`compute()`) "
             f"**{big['library_compute_s']['median'] * 1e3:.0f} ms**; the bare joint product "
             f"{big['joint_float64_s']['median'] * 1e3:.0f} ms in float64, "
             f"{big['joint_float32_s']['median'] * 1e3:.0f} ms in float32; accumulating the "
             f"{big['batch'] * big['request_tokens']:,} tokens' features (any bank size) "
-            f"{big['library_accumulate_s']['median'] * 1e3:.0f} ms; the small-bank path's per-token terms "
+            f"{big['library_accumulate_s']['median'] * 1e3:.0f} ms; every adapter's per-token terms "
+            f"(all three kinds in float64, `bank_terms`) "
             f"for one request {big['all_kinds_per_token_one_request_s']['median'] * 1e3:.0f} ms "
             f"| < 50 ms: scores and choice {_verdict(big['library_choice_s']['median'])}, "
             f"with errors {_verdict(big['library_compute_s']['median'])} |",

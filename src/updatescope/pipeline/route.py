@@ -96,6 +96,8 @@ class Router:
         self.token_budget, self.dtype = token_budget, dtype
         self.paired_limit, self.candidates = paired_limit, check_candidates(candidates)
         self._joint: torch.Tensor | None = None  # a large bank's float32 ranking copy, made on first use
+        self._joint64: torch.Tensor | None = None  # a small bank's joint directions on the features' device
+        self._kinds32: torch.Tensor | None = None  # and its activation and error directions, float32
         self._mixes: dict[tuple[tuple[str, ...], tuple[float, ...]], str] = {}
 
     def __len__(self) -> int:
@@ -141,12 +143,24 @@ class Router:
             if large:
                 acc.update(feats)
                 continue
-            f = feats.to(torch.float64)
-            v = self.bank.to(f.device)
-            # one (n, m) × (m, A) product per kind
-            terms = torch.stack([f[:, k] @ v[:, k].T for k in range(3)], dim=-1)  # (n, A, 3)
-            acc.update(terms)
+            acc.update(self.terms(feats))
         return acc.compute()
+
+    def terms(self, feats: torch.Tensor) -> torch.Tensor:
+        """Per-token terms (n, A, 3) of a small bank, one (n, m) × (m, A) product per kind: the
+        joint kind in float64 (exact: the score, its error and the paired sums), the activation
+        and error kinds in float32, the precision of the features themselves (a diagnostic
+        score each, read as means), then widened."""
+        dev = feats.device
+        if self._kinds32 is None or self._kinds32.device != dev:
+            self._kinds32 = self.bank[:, 1:].to(dev, torch.float32).transpose(0, 1).contiguous()  # (2, A, m)
+        if self._joint64 is None or self._joint64.device != dev:
+            self._joint64 = self.bank[:, 0].to(dev)
+        out = torch.empty(feats.shape[0], len(self.names), 3, dtype=torch.float64, device=dev)
+        out[..., 0] = feats[:, 0].to(torch.float64) @ self._joint64.T
+        for k in (1, 2):
+            out[..., k] = feats[:, k] @ self._kinds32[k - 1].T
+        return out
 
     def choose(self, scores: RouteScores, top_k: int | None = None, z: float = 2.0) -> list[RouteChoice]:
         """``scores.choose`` with this router's ``top_k`` unless given."""

@@ -10,8 +10,8 @@ V (A, 3, m) turns A document scores into one (n, m) × (m, A) product per kind.
 Standard errors.  ``se`` is sd_t(c_t,a)/√n_D per adapter, as for documents (tokens treated
 as independent: a lower bound).  Two adapters are compared on the same tokens, so the
 difference of their scores has the paired error se(a−b) = sd_t(c_t,a − c_t,b)/√n_D; it is
-computed from the per-request sums of products Σ_t c_t,a c_t,b, kept while the bank has at
-most ``PAIRED_LIMIT`` adapters (the (A, A) sums per request grow as A²).  A
+computed from the per-request co-moments Σ_t (c_t,a − c̄_a)(c_t,b − c̄_b), kept while the bank
+has at most ``PAIRED_LIMIT`` adapters (the (A, A) sums per request grow as A²).  A
 :class:`RouteAccumulator` given a larger bank falls back to the unpaired √(se_a² + se_b²),
 which is larger when the two adapters' terms are positively correlated (the usual case), so
 the flag below fires more often, never less; the ``Router`` uses the large-bank path instead.
@@ -23,13 +23,18 @@ per-token terms), one (A, m) × (m, D) product per group in float32 against a fl
 the bank's joint directions (the bank is read once per group, not once per token): a score off
 the float64 value by float32 rounding (about 1e-7 of |mean||v_a|) is enough to rank.  Each
 request's ``CANDIDATES`` best adapters by that ranking are then scored again in float64 from
-the same mean features, re-ordered by those exact scores (bank order among ties), and get their
-per-token terms: standard errors, activation and error scores and the paired sums of products
-among them, so the gap between the best and the runner-up keeps its paired error at any bank
-size.  ``score`` holds the exact values on the candidates and the float32 ranking values
-elsewhere; outside a request's candidates, ``se``, ``activation`` and ``error`` are NaN (not
-computed), and the choice below is made among the candidates (they are the best by at least
-float32 rounding).
+the same mean features, re-ordered by those exact scores (bank order among ties), with their
+activation and error scores, and get their per-token joint terms: one (n_D, m) × (m, C) product
+in float32 (the precision of the features themselves) against the ranking copy, centred on its
+own mean in float64, giving the standard errors and the paired co-moments among the
+candidates, so the gap between the best and the runner-up keeps its paired error at any bank
+size.  Centred co-moments avoid the cancellation of raw sums of products against n·mean².  A
+float32 term is off by about 1e-7 of |f_t||v_a|, far below the sampling error of an error
+estimate (about 1/√(2(n_D − 1)) of it); two directions closer than that rounding get a paired
+error of the rounding's size, so their gap is flagged (the safe side).  ``score`` holds the
+exact values on the candidates and the float32 ranking values elsewhere; outside a request's
+candidates, ``se``, ``activation`` and ``error`` are NaN (not computed), and the choice below
+is made among the candidates (they are the best by at least float32 rounding).
 
 Choice.  Top adapter: the largest score (first in bank order on a tie), among a large bank's
 candidates when top-k is at most their number.  Top-k: the k largest,
@@ -128,7 +133,8 @@ class RouteChoice:
 class RouteScores:
     """Scores of D requests against A adapters: ``score``, ``se``, ``activation``, ``error``,
     each (D, A) float64; ``tokens`` (D,) int64; ``short`` (D,) bool; ``names`` (A adapter
-    names); ``cross`` (D, A, A) sums of products of the joint per-token terms, or None when
+    names); ``cross`` (D, A, A) co-moments Σ_t (c_t,a − c̄_a)(c_t,b − c̄_b) of the joint per-token
+    terms (0 for a request with no counted token), or None when
     the bank is larger than ``PAIRED_LIMIT``; ``candidates`` (D, C) int64: for a large bank
     (:class:`CandidateAccumulator`), each request's best C adapters by joint score, best
     first (-1 for a request with no counted token), to which ``cross`` (D, C, C) and the
@@ -159,11 +165,8 @@ class RouteScores:
             where = {} if self.cross is None else {a: a, b: b}
         if a not in where or b not in where:  # unpaired (NaN outside a large bank's candidates)
             return float((self.se[d, a] ** 2 + self.se[d, b] ** 2).sqrt()), False
-        s = self.score[d] * n  # sums of the joint terms
         c, i, j = self.cross[d], where[a], where[b]
-        sum_sq = c[i, i] + c[j, j] - 2 * c[i, j]
-        mean = (s[a] - s[b]) / n
-        var = max(float(sum_sq - n * mean**2), 0.0) / (n - 1)
+        var = max(float(c[i, i] + c[j, j] - 2 * c[i, j]), 0.0) / (n - 1)  # of c_t,a − c_t,b
         return (var / n) ** 0.5, True
 
     def _pool(self, d: int, top_k: int) -> Tensor | None:
@@ -246,7 +249,10 @@ class RouteAccumulator:
         mean = self.sums / n  # NaN for requests with no counted token
         var = (self.sq - n * mean.square()).clamp(min=0) / (n - 1)
         se = torch.where(n > 1, (var / n).sqrt(), torch.full_like(mean, float("nan")))
-        cross = None if self.cross is None else self.cross.clone()
+        cross = None
+        if self.cross is not None:  # co-moments: Σ c_a c_b − (Σ c_a)(Σ c_b)/n
+            s = self.sums[..., 0]
+            cross = self.cross - s[:, :, None] * s[:, None, :] / n.clamp(min=1)
         return RouteScores(
             self.names,
             mean[..., 0],
@@ -273,6 +279,10 @@ def _best(scores: Tensor, c: int) -> Tensor:
     scores (G, A) -> (G, c) int64."""
     key = torch.where(torch.isfinite(scores), scores, torch.full_like(scores, -torch.inf))
     edge = torch.topk(key, c, dim=1).values[:, -1:]  # the c-th largest value per row
+    mask = key >= edge
+    if bool((mask.sum(1) == c).all()):  # no tie at any row's edge: every row at once
+        near = mask.nonzero()[:, 1].view(-1, c)  # row-major: bank order within a row
+        return near.gather(1, torch.argsort(-key.gather(1, near), dim=1, stable=True))
     out = []
     for row, e in zip(key, edge):
         near = torch.nonzero(row >= e).flatten()  # ascending: bank order among ties
@@ -399,13 +409,13 @@ class CandidateAccumulator:
             self.cand[d] = cand
             parts = self.held.pop(d)
             f = parts[0] if len(parts) == 1 else torch.cat(parts)  # (n_d, m)
-            # (n_d, C) per-token joint terms of the candidates, columns in the exact order
-            terms = (f.to(torch.float64) @ v[:, 0].T)[:, pos]
+            # (n_d, C) per-token joint terms of the candidates in the exact order, float32, centred
+            # (the scores stay the mean features': identical directions keep identical scores)
+            terms = (f.to(self.joint.dtype) @ self.joint[cand].T).to(torch.float64)
+            terms -= terms.mean(0)
             nd = float(n[i])
-            # the scores stay the mean features' (identical directions keep identical scores)
             if nd > 1:
-                var = (terms.square().sum(0) - nd * exact[:, 0].square()).clamp(min=0) / (nd - 1)
-                self.se[d, cand] = (var / nd).sqrt()
+                self.se[d, cand] = (terms.square().sum(0) / (nd - 1) / nd).sqrt()
             self.cross[d] = terms.T @ terms
             self.held_tokens -= f.shape[0]
 
