@@ -299,10 +299,11 @@ def bank_choice(mean_joint: Tensor, joint: Tensor, c: int) -> tuple[Tensor, Tens
     computed in joint's dtype; candidates (G, c) best first."""
     if joint.dtype == torch.float64:
         scores = mean_joint.to(torch.float64) @ joint.T
-    else:
-        # bank-major: with a few requests the (A, m) × (m, G) product reads the bank once
-        scores = (joint @ mean_joint.to(joint.dtype).T).T.to(torch.float64)
-    return scores, _best(scores, c)
+        return scores, _best(scores, c)
+    # bank-major: with a few requests the (A, m) × (m, G) product reads the bank once; the
+    # candidates are picked before widening (widening keeps every order and tie)
+    scores = (joint @ mean_joint.to(joint.dtype).T).T
+    return scores.to(torch.float64), _best(scores, c)
 
 
 def joint_ranking_bank(bank: Tensor) -> Tensor:
