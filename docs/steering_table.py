@@ -423,11 +423,11 @@ def sentiment_words(rec: dict) -> dict[str, dict[str, str]]:
 
 
 def sentiment_verdict(rec: dict) -> tuple[str, str]:
-    """Rule (primary judge, VADER): the task shows steering when the one-step shift, or CAA
-    where it reproduces across halves (split-half cosine at its layer >= the floor), is
-    "better" than the same-norm random vector at its own setting in some direction
-    (Holm-corrected paired test over the test prompts); a CAA win without that
-    reproducibility is reported as not established."""
+    """Rule (primary judge, VADER): the task shows steering when the one-step shift, the
+    search-derived vector, or CAA where it reproduces across halves (split-half cosine at its
+    layer >= the floor), is "better" than the same-norm random vector at its own setting in
+    some direction (Holm-corrected paired test over the test prompts, within its family); a
+    CAA win without that reproducibility is reported as not established."""
     words = sentiment_words(rec)["vader"]
     gates = sentiment_gates(rec)
     wins = [k for k, w in words.items() if k.endswith("- random") and w == "better"]
@@ -444,7 +444,7 @@ def sentiment_verdict(rec: dict) -> tuple[str, str]:
         )
     return (
         "no vector steers beyond a same-norm random vector at this size",
-        "Neither CAA nor the one-step shift beats the random vector in either direction.",
+        "No vector beats the random vector at its own setting in either direction.",
     )
 
 
@@ -494,8 +494,10 @@ def sentiment_block(rec: dict, name: str) -> list[str]:
         "prompting": "prompting prefix",
         "caa": "CAA",
         "pushforward": "one-step shift",
+        "search": "search-derived (Best-of-N, pushed forward)",
         "random@caa": "random vector at CAA's setting",
         "random@pushforward": "random vector at the shift's setting",
+        "random@search": "random vector at the search vector's setting",
     }
     for direction, tab in m["test"].items():
         for k, v in tab.items():
@@ -506,9 +508,11 @@ def sentiment_block(rec: dict, name: str) -> list[str]:
                 f"| {direction} | {labels.get(k, k)} | {where} | {_gain(v['vader'], v['vader_se'])} | {judge} | "
                 f"{v['ppl']:.1f} |"
             )
-        missing = [meth for meth in ("caa", "pushforward") if m["chosen"][direction][meth] is None]
+        ch = m["chosen"][direction]
+        missing = [meth for meth in ("caa", "pushforward", "search") if meth in ch and ch[meth] is None]
         for meth in missing:
             rows.append(f"| {direction} | {labels[meth]} | no setting within the fluency bound | — | — | — |")
+    rows += _sentiment_search_rows(m, cfg, layers)
     words = sentiment_words(rec)
     rows += [
         "",
@@ -525,6 +529,32 @@ def sentiment_block(rec: dict, name: str) -> list[str]:
     verdict, why = sentiment_verdict(rec)
     rule = " ".join(sentiment_verdict.__doc__.split("Rule ")[1].split())
     rows += ["", f"**Verdict: {verdict}.** {why} Rule {rule}"]
+    return rows
+
+
+def _sentiment_search_rows(m: dict, cfg: dict, layers: list[int]) -> list[str]:
+    """The search behind the search-derived vector, per direction and seed (records that have one)."""
+    if "search" not in m:
+        return []
+    li = m["cosine"]["layers"]
+    rows = [
+        "",
+        f"Search-derived vector: per direction, {cfg['search_seeds']} Best-of-{cfg['search_n']} searches over "
+        f"weight perturbations of norm {', '.join(f'{r:g}' for r in cfg['search_norms'])} × the one step's, scored "
+        f"by the loss of {cfg['search_sentences']} held-out sentences of the class (choice) and "
+        f"{cfg['search_sentences']} more (report); each chosen perturbation pushed forward, the mean over seeds "
+        "is the vector.",
+        "",
+        "| direction | seed | norm chosen | loss gain, choosing sentences | loss gain, reporting sentences | "
+        "cosine with CAA at the steering layers |",
+        "|---|---|---|---|---|---|",
+    ]
+    for direction, recs in m["search"].items():
+        for k, r in enumerate(recs):
+            cos = ", ".join(f"{x}: {r['cosine_caa'][li.index(x)]:+.2f}" for x in layers)
+            rows.append(
+                f"| {direction} | {k} | {r['norm']:g} | {r['gain_select']:+.4f} | {r['gain_heldout']:+.4f} | {cos} |"
+            )
     return rows
 
 

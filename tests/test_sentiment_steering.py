@@ -38,6 +38,10 @@ TINY = {
     "scales": [0.5, 2.0],
     "step_sentences": 4,
     "pushforward_sentences": 3,
+    "search_n": 2,
+    "search_norms": [0.1, 0.3],
+    "search_seeds": 2,
+    "search_sentences": 3,
     "judge_folds": 3,
     "batch_size": 4,
     "max_ppl_ratio": 1e6,
@@ -61,11 +65,20 @@ def test_sentiment_steering_tiny_run(tiny):
     assert j["n"] == 200 and 0 <= j["accuracy"] <= 1 and j["usable"] == (j["accuracy"] >= 0.7)
     for direction in ("positive", "negative"):
         g = m["grid_select"][direction]
-        assert {"base", "prompting", "caa", "pushforward", "random"} <= set(g)
+        assert {"base", "prompting", "caa", "pushforward", "search", "random"} <= set(g)
         assert len(g["caa"]["cells"]) == 1 and len(g["caa"]["cells"][0]) == 2
         # with an unbounded fluency limit every method has a setting, run on test with its random twin
         t = m["test"][direction]
-        assert {"base", "prompting", "caa", "pushforward", "random@caa", "random@pushforward"} <= set(t)
+        assert {"base", "prompting", "caa", "pushforward", "search", "random@caa", "random@pushforward"} <= set(t)
+        # the search: one Best-of-N per seed, its norm chosen on the choosing sentences, losses per candidate
+        recs = m["search"][direction]
+        assert len(recs) == 2
+        for r in recs:
+            assert r["n"] == 2 and len(r["select"]) == len(r["heldout"]) == 2
+            assert r["norm"] in (0.1, 0.3) and len(r["gain_select_per_norm"]) == 2
+            assert r["gain_select"] == pytest.approx(max(r["gain_select_per_norm"]))
+            assert r["gain_select"] == pytest.approx(r["base_select"] - min(r["select"]))
+            assert len(r["cosine_caa"]) == 1 and -1 <= r["cosine_caa"][0] <= 1
         for k, v in t.items():
             assert math.isfinite(v["vader"]) and v["ppl"] > 0
             assert len(m["per_prompt_test"][direction][k]["vader"]) == 6
@@ -78,9 +91,11 @@ def test_sentiment_steering_tiny_run(tiny):
         cells = m["grid_select"][direction]["caa"]["cells"][0]
         best = max(range(2), key=lambda i: (cells[i]["vader"], -i))
         assert m["chosen"][direction]["caa"]["scale"] == [0.5, 2.0][best]
-    # the pre-specified comparisons: 4 per direction, words computed by the rules
+    # the pre-specified comparisons: 4 + 2 (the search family) per direction, words computed by the rules
     vader = m["comparisons"]["vader"]
-    assert len(vader) == 8
+    assert len(vader) == 12
+    assert {v["family_size"] for k, v in vader.items() if "search" in k} == {4}
+    assert {v["family_size"] for k, v in vader.items() if "search" not in k} == {8}
     for key, v in vader.items():
         direction, name = key.split(": ")
         gate = m["gates"][direction]["open"]

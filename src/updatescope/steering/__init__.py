@@ -16,7 +16,7 @@ from .inject import INJECT_POSITIONS, steer
 from .io import load_vector, model_fingerprint, save_vector
 from .pairs import ContrastPairs, load_pairs
 from .positions import Position, decoder_layers, pad_sequences, select_positions
-from .pushforward import direction_norm, gradient_step, layer_outputs, pushforward, random_direction
+from .pushforward import direction_norm, displaced, gradient_step, layer_outputs, pushforward, random_direction
 from .sweep import best_setting, plot_sweep, sweep
 from .vector import NORMALISATIONS, SteeringVector
 
@@ -41,6 +41,7 @@ __all__ = [
     "gradient_step",
     "random_direction",
     "direction_norm",
+    "displaced",
     "model_fingerprint",
     "save_vector",
     "load_vector",

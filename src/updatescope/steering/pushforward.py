@@ -9,7 +9,8 @@ never differencing (finite differences lose half the digits and need a step size
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from ..constants import IGNORE_INDEX
 from ..errors import InputError
 from .positions import Position, check_position, decoder_layers, hidden_of, resolve_layers, select_positions
 
-__all__ = ["pushforward", "layer_outputs", "gradient_step", "random_direction", "direction_norm"]
+__all__ = ["pushforward", "layer_outputs", "gradient_step", "random_direction", "direction_norm", "displaced"]
 
 
 def _check_direction(model: nn.Module, delta: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -188,3 +189,23 @@ def random_direction(like: Mapping[str, Tensor], seed: int = 0, norm: float | No
     raw = {k: torch.randn(like[k].shape, generator=g, dtype=torch.float64) for k in sorted(like)}
     factor = target / direction_norm(raw)
     return {k: (raw[k] * factor).to(device=like[k].device, dtype=like[k].dtype) for k in like}
+
+
+@contextmanager
+def displaced(model: nn.Module, names: Sequence[str], u: Tensor, saved: Mapping[str, Tensor]) -> Iterator[None]:
+    """The model with θ + u in place, θ restored exactly from ``saved`` (clones of the named
+    parameters, taken once by the caller) on exit.  u (D,) is flat over ``names`` in order
+    (D = their total size)."""
+    params = dict(model.named_parameters())
+    try:
+        with torch.no_grad():
+            off = 0
+            for k in names:
+                p = params[k]
+                p.add_(u[off : off + p.numel()].view_as(p).to(device=p.device, dtype=p.dtype))
+                off += p.numel()
+        yield
+    finally:
+        with torch.no_grad():
+            for k in names:
+                params[k].copy_(saved[k])

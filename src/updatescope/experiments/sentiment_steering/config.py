@@ -16,13 +16,20 @@ COMPARISONS = (
     ("caa", "prompting"),
     ("pushforward", "caa"),
 )
+#: the search-derived vector's comparisons, added before its first full run: a family of
+#: their own per judge (Holm within it), so the family above keeps its size and its words
+SEARCH_COMPARISONS = (
+    ("search", "random"),
+    ("search", "pushforward"),
+)
 DIRECTIONS = ("positive", "negative")
 
 
 @dataclass(frozen=True)
 class SentimentSteeringConfig:
-    """``sentiment-steering``: CAA, the pushforward of one gradient step, a prompting
-    baseline and a same-norm random vector steer continuations of neutral news openings
+    """``sentiment-steering``: CAA, the pushforward of one gradient step, a search-derived
+    vector (Best-of-N weight perturbations pushed forward), a prompting baseline and a
+    same-norm random vector steer continuations of neutral news openings
     toward positive (and, separately, negative) sentiment.
 
     Steering scales are fractions of the mean residual norm at the layer (vectors
@@ -45,6 +52,13 @@ class SentimentSteeringConfig:
     max_ppl_ratio: float = 3.0
     step_sentences: int = 64  # polarity sentences of one class in the one gradient step
     pushforward_sentences: int = 32  # sentences the step's shift is averaged over
+    # search-derived vectors (Best-of-N weight perturbations pushed forward, see .search): N
+    # candidates per seed and norm, norms as fractions of the step's, seeds averaged into one
+    # vector, held-out sentences per class scoring the candidates (twice: choose, report)
+    search_n: int = 8
+    search_norms: tuple[float, ...] = (0.1, 0.3)
+    search_seeds: int = 3
+    search_sentences: int = 16
     judge_layer: int = 20  # residual layer the trained judge reads (mean over tokens)
     judge_folds: int = 5  # cross-validation folds of the trained judge
     judge_l2: float = 0.01  # ridge penalty of the trained judge's logistic regression
@@ -68,6 +82,9 @@ class SentimentSteeringConfig:
             "new_tokens",
             "step_sentences",
             "pushforward_sentences",
+            "search_n",
+            "search_seeds",
+            "search_sentences",
             "judge_folds",
             "batch_size",
         )
@@ -87,6 +104,8 @@ class SentimentSteeringConfig:
             raise InputError(
                 f"scales must be non-empty and positive (the direction sets the sign), got {list(self.scales)}"
             )
+        if not self.search_norms or any(not r > 0 for r in self.search_norms):
+            raise InputError(f"search_norms must be non-empty and positive, got {list(self.search_norms)}")
         if not self.max_ppl_ratio >= 1.0:
             raise InputError(f"max_ppl_ratio must be >= 1, got {self.max_ppl_ratio}")
         if not 0.0 <= self.neutral_tol < 1.0:
@@ -117,6 +136,10 @@ class SentimentSteeringConfig:
                 scales=(0.25, 0.5),
                 step_sentences=24,
                 pushforward_sentences=12,
+                search_n=2,
+                search_norms=(0.1,),
+                search_seeds=1,
+                search_sentences=6,
                 batch_size=40,
                 seed=seed,
                 quick=True,

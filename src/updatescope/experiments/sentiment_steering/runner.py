@@ -8,21 +8,21 @@ other direction, negative) without wrecking it.
    splits) says whether it is a direction at all.
 2. The pushforward of one gradient step: δθ = -∇ LM loss on positive (negative) sentences;
    its exact activation shift J_θ h_l · δθ (forward AD), averaged over tokens and sentences.
-3. Baselines: the base model, a prompting prefix ("Write a positive continuation: ") with
+3. The search-derived vector: Best-of-N weight perturbations scored by the loss of held-out
+   sentences of the class, the best pushed forward the same way, mean over search seeds
+   (:mod:`.search`).
+4. Baselines: the base model, a prompting prefix ("Write a positive continuation: ") with
    no vector, and a random Gaussian vector (same norm: every vector is unit-normed and
    scaled by a fraction of the layer's mean residual norm).
-4. Judges: VADER's compound score of the continuation (primary), and a logistic
+5. Judges: VADER's compound score of the continuation (primary), and a logistic
    regression on the base model's mean residual at ``judge_layer`` trained on the polarity
    sentences (used only if its cross-validated accuracy reaches ``min_judge_accuracy``).
    Fluency: the continuation's perplexity under the unsteered base model, given the neutral
    opening.
-5. Each method's (layer, scale) is chosen on the select prompts under the fluency bound,
+6. Each method's (layer, scale) is chosen on the select prompts under the fluency bound,
    then run on the test prompts; pre-specified paired comparisons per prompt, Holm-corrected
-   per judge over both directions; comparisons against CAA wait for its gate (see
-   :mod:`.verdicts`).
-Search-derived vectors (Best-of-N weight perturbations, as in ``steering``) are left out:
-scoring each candidate needs a generation pass over the select prompts, N times per seed
-and norm, which is more than the whole grid costs here.
+   per judge over both directions (the search-derived vector's comparisons are a family of
+   their own); comparisons against CAA wait for its gate (see :mod:`.verdicts`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,13 @@ from torch import Tensor
 
 from updatescope.experiments import Result, config_record, heads
 from updatescope.experiments import sentiment_texts as texts
-from updatescope.experiments.sentiment_steering import figures, verdicts
-from updatescope.experiments.sentiment_steering.config import COMPARISONS, DIRECTIONS, SentimentSteeringConfig
+from updatescope.experiments.sentiment_steering import figures, search, verdicts
+from updatescope.experiments.sentiment_steering.config import (
+    COMPARISONS,
+    DIRECTIONS,
+    SEARCH_COMPARISONS,
+    SentimentSteeringConfig,
+)
 
 NAME = "sentiment_steering"
 N_EXAMPLES = 4  # test continuations kept in the record per condition
@@ -248,6 +253,13 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     v_caa, split_half, judge_rec, judge, cosine, pf = _vectors(model, tok, config, layers, judge_layer)
 
     _log("CAA, split halves, judge and one-step shifts done")
+    # --- the search-derived vectors: Best-of-N weight perturbations pushed forward, per direction
+    pos, neg = texts.polarity_sentences()
+    searched = {
+        direction: search.search_shifts(model, tok, config, sents, v_caa * sign, config.seed * 1000 + 700 + 10 * i)
+        for i, (direction, sents, sign) in enumerate((("positive", pos, 1.0), ("negative", neg, -1.0)))
+    }
+    _log("search-derived vectors done")
     # --- steering: scale is a fraction of the mean residual norm at the layer (select prompts' last token)
     s_ids, s_mask = encode_prompts(tok, select, side="left")
     resid = capture_residuals(model, s_ids, s_mask, position="last", batch_size=bs).double().norm(dim=2).mean(1)
@@ -261,6 +273,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
         direction: {
             "caa": v_caa * sign,
             "pushforward": pf[direction],
+            "search": searched[direction][0],
             "random": torch.randn(n_layers, d, generator=g, dtype=torch.float64),
         }
         for direction, sign in (("positive", 1.0), ("negative", -1.0))
@@ -293,6 +306,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
         "resid_norm": resid.tolist(),
         "judge": judge_rec,
         "cosine": cosine,
+        "search": {direction: rec for direction, (_, rec) in searched.items()},
         "fluency_limit_logppl": limit,
         "grid_select": grid,
         "chosen": chosen,
@@ -311,7 +325,7 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
             steer_layers_used=steer_layers,
             judge_layer_used=judge_layer,
             comparisons=[f"{a} - {b}" for a, b in COMPARISONS],
-            search_vectors="left out: each Best-of-N candidate needs a generation pass over the select prompts",
+            search_comparisons=[f"{a} - {b}" for a, b in SEARCH_COMPARISONS],
         ),
         metrics,
         time.perf_counter() - t0,
@@ -416,7 +430,7 @@ def _test_runs(
         runs: dict[str, Any] = {"base": base_test}
         runs["prompting"] = gen.run(test, prefix=config.prompt_prefix.format(direction=direction))
         done: dict[tuple[int, float], Any] = {}
-        for method in ("caa", "pushforward"):
+        for method in ("caa", "pushforward", "search"):
             ch = chosen[direction][method]
             if ch is None:
                 continue
@@ -453,18 +467,20 @@ def _compare(
 
     out: dict[str, Any] = {}
     for judge in ("vader", "judge") if judge_usable else ("vader",):
-        diffs: dict[str, list[float]] = {}
-        for direction in DIRECTIONS:
-            r = runs[direction]
-            for a, b in COMPARISONS:
-                ka, kb = first(a, b)
-                if ka in r and kb in r:
-                    diffs[f"{direction}: {a} - {b}"] = (
-                        _signed(r[ka], direction, judge) - _signed(r[kb], direction, judge)
-                    ).tolist()
-        found = {
-            v.comparison: asdict(v) for v in paired_verdicts(diffs, family=judge, alpha=config.alpha, seed=config.seed)
-        }
+        found: dict[str, Any] = {}
+        # two families per judge, each Holm-corrected over both directions
+        for family, pairs in ((judge, COMPARISONS), (f"{judge}, search-derived", SEARCH_COMPARISONS)):
+            diffs: dict[str, list[float]] = {}
+            for direction in DIRECTIONS:
+                r = runs[direction]
+                for a, b in pairs:
+                    ka, kb = first(a, b)
+                    if ka in r and kb in r:
+                        diffs[f"{direction}: {a} - {b}"] = (
+                            _signed(r[ka], direction, judge) - _signed(r[kb], direction, judge)
+                        ).tolist()
+            for v in paired_verdicts(diffs, family=family, alpha=config.alpha, seed=config.seed):
+                found[v.comparison] = asdict(v)
         out[judge] = found
     gates = {}
     for direction in DIRECTIONS:
@@ -478,7 +494,7 @@ def _compare(
         }
     for found in out.values():
         for direction in DIRECTIONS:
-            for a, b in COMPARISONS:
+            for a, b in COMPARISONS + SEARCH_COMPARISONS:
                 name = f"{a} - {b}"
                 key = f"{direction}: {name}"
                 word = verdicts.comparison_word(name, found.get(key), gates[direction]["open"], config.alpha)

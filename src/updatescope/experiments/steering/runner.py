@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,25 +49,6 @@ def _se(values: list[float]) -> float:
 def _cos_rows(a: Tensor, b: Tensor) -> list[float]:
     """Row-wise cosine of (n_layers, d) tensors."""
     return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=1).tolist()
-
-
-@contextmanager
-def _displaced(model: torch.nn.Module, names: list[str], u: Tensor, saved: dict[str, Tensor]) -> Iterator[None]:
-    """The model with θ + u in place, θ restored exactly from ``saved`` (clones of the named
-    parameters, taken once) on exit.  u (D,) is flat over ``names`` in order (D = their total size)."""
-    params = dict(model.named_parameters())
-    try:
-        with torch.no_grad():
-            off = 0
-            for k in names:
-                p = params[k]
-                p.add_(u[off : off + p.numel()].view_as(p).to(device=p.device, dtype=p.dtype))
-                off += p.numel()
-        yield
-    finally:
-        with torch.no_grad():
-            for k in names:
-                params[k].copy_(saved[k])
 
 
 def _split(config: SteeringConfig, name: str, limit: int | None) -> list[Any]:
@@ -236,7 +215,7 @@ def _weight_search(
     -> (per-seed records, their mean activation shifts, their cosines with CAA)."""
     from updatescope.data.statements import answer_margins
     from updatescope.locallinear.search import best_of_n, candidate_direction
-    from updatescope.steering import direction_norm
+    from updatescope.steering import direction_norm, displaced
 
     bs = config.batch_size
     # --- Best-of-N weight perturbations, in displacement coordinates (origin = the model):
@@ -258,7 +237,7 @@ def _weight_search(
                 if u is origin:
                     m = answer_margins(model, tok, both, ids, bs)
                 else:
-                    with _displaced(model, names, u, saved):
+                    with displaced(model, names, u, saved):
                         m = answer_margins(model, tok, both, ids, bs)
                 signed = m * sign
                 last.update(u=u, select=-float(signed[:n_sel].mean()), test=-float(signed[n_sel:].mean()))
