@@ -79,3 +79,21 @@ def test_control_sentence_follows_the_capitals_record():
     b["auc"], b["n"] = 0.95, 400
     line = mod.control_block(r, name)[0]
     assert " separates true" in line and "answer bias" not in line
+
+
+def test_search_found_flips_with_the_held_out_gains():
+    mod = docs_script("steering_table")
+    name, rec = _record("sentiment")
+    if "search" not in rec["metrics"]:  # a record made before the search-derived vector
+        rec = json.loads((ROOT / "docs" / "results" / "sentiment_steering_full.json").read_text())
+        name = "sentiment_steering_full"
+    r = copy.deepcopy(rec)
+    recs = [x for v in r["metrics"]["search"].values() for x in v]
+    for k, x in enumerate(recs):
+        x["gain_heldout"] = 0.01 + 0.001 * k
+    assert mod.search_found(r["metrics"])[0]
+    assert "The searches found perturbations that lower" in "\n".join(mod.sentiment_block(r, name))
+    for k, x in enumerate(recs):
+        x["gain_heldout"] = (-1) ** k * 0.01
+    assert not mod.search_found(r["metrics"])[0]
+    assert "The searches found no perturbation" in "\n".join(mod.sentiment_block(r, name))
