@@ -93,3 +93,22 @@ def test_aligned_small_subspace_beats_larger_one_at_equal_step_norm():
     diff = np.mean(gu) - np.mean(gv)
     se = math.sqrt(np.var(gu, ddof=1) / 100 + np.var(gv, ddof=1) / 100)
     assert diff > 5 * se
+
+
+def test_best_over_norms_chooses_the_norm_on_selection_and_returns_its_perturbation():
+    from updatescope.locallinear.search import best_over_norms, candidate_direction
+
+    g = torch.Generator().manual_seed(3)
+    target = torch.randn(40, generator=g)
+
+    def loss(u):
+        return float(((u - target) ** 2).sum())
+
+    origin = torch.zeros(40)
+    j, runs, u = best_over_norms(origin, loss, loss, [0.01, 0.5, 3.0], 2.0, 6, 11, [10, 30])
+    assert len(runs) == 3 and j == max(range(3), key=lambda i: runs[i].gain_select)
+    for rho, r in zip([0.01, 0.5, 3.0], runs):
+        assert r.sigma == pytest.approx(rho * 2.0 / 40**0.5)
+    best = runs[j]
+    assert torch.equal(u, best.sigma * candidate_direction([10, 30], 11, best.best))
+    assert loss(u) == pytest.approx(min(best.select))

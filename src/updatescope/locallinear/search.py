@@ -35,6 +35,7 @@ __all__ = [
     "candidate_direction",
     "SearchResult",
     "best_of_n",
+    "best_over_norms",
     "expected_max_normal",
 ]
 
@@ -150,6 +151,25 @@ def best_of_n(
         heldout=tuple(held),
         best=int(np.argmin(sel)),
     )
+
+
+def best_over_norms(
+    origin: Tensor,
+    select_fn: Callable[[Tensor], float],
+    heldout_fn: Callable[[Tensor], float],
+    norms: Sequence[float],
+    scale: float,
+    n: int,
+    seed: int,
+    numels: Sequence[int],
+) -> tuple[int, list[SearchResult], Tensor]:
+    """Isotropic :func:`best_of_n` from ``origin`` (D,) at each norm ρ in ``norms``, with
+    σ = ρ·scale/√D so that ‖σ z‖ ≈ ρ·scale; the norm is chosen on the selection objective too.
+    -> (index of the chosen norm, every norm's result, the chosen perturbation σ z_best (D,))."""
+    d = origin.numel()
+    runs = [best_of_n(origin, select_fn, heldout_fn, rho * scale / math.sqrt(d), n, seed, numels) for rho in norms]
+    j = max(range(len(runs)), key=lambda i: runs[i].gain_select)
+    return j, runs, runs[j].sigma * candidate_direction(numels, seed, runs[j].best)
 
 
 def expected_max_normal(n: int) -> float:

@@ -15,7 +15,6 @@ text the step never saw.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -48,7 +47,7 @@ def search_shifts(
     cosines are recorded against.  -> (the mean shift over seeds (Lyr, d) float64, a record per seed)."""
     from updatescope.constants import IGNORE_INDEX
     from updatescope.errors import InputError
-    from updatescope.locallinear.search import best_of_n, candidate_direction
+    from updatescope.locallinear.search import best_over_norms
     from updatescope.steering import direction_norm, displaced, encode_prompts, gradient_step, pushforward
 
     bs = config.batch_size
@@ -84,21 +83,11 @@ def search_shifts(
     shifts, records = [], []
     for k in range(config.search_seeds):
         seed_k = seed_base + k
-        runs = [
-            best_of_n(
-                origin,
-                loss(sel_ids, sel_mask),
-                loss(held_ids, held_mask),
-                rho * step_norm / math.sqrt(origin.numel()),
-                config.search_n,
-                seed_k,
-                numels,
-            )
-            for rho in config.search_norms
-        ]
-        j = max(range(len(runs)), key=lambda i: runs[i].gain_select)  # the norm is chosen on select too
+        j, runs, u = best_over_norms(
+            origin, loss(sel_ids, sel_mask), loss(held_ids, held_mask), config.search_norms, step_norm,
+            config.search_n, seed_k, numels,
+        )  # fmt: skip
         res = runs[j]
-        u = res.sigma * candidate_direction(numels, seed_k, res.best)
         kept = {n: part.view_as(delta[n]).to(delta[n].dtype) for n, part in zip(names, torch.split(u, numels))}
         shift = pushforward(model, kept, p_ids, p_mask, position="all", batch_size=bs).double().mean(1)
         shifts.append(shift)

@@ -214,7 +214,7 @@ def _weight_search(
     ``config.search_seeds``; the norm is chosen on the select split.
     -> (per-seed records, their mean activation shifts, their cosines with CAA)."""
     from updatescope.data.statements import answer_margins
-    from updatescope.locallinear.search import best_of_n, candidate_direction
+    from updatescope.locallinear.search import best_over_norms
     from updatescope.steering import direction_norm, displaced
 
     bs = config.batch_size
@@ -248,21 +248,11 @@ def _weight_search(
     search, search_shift, search_cos = [], [], []
     for k in range(config.search_seeds):
         seed_k = config.seed * 1000 + 500 + k
-        runs = [
-            best_of_n(
-                origin,
-                search_loss("select"),
-                search_loss("test"),
-                rho * step_norm / math.sqrt(origin.numel()),
-                config.search_n,
-                seed_k,
-                numels,
-            )
-            for rho in config.search_norms
-        ]
-        j = max(range(len(runs)), key=lambda i: runs[i].gain_select)  # the norm is chosen on select too
+        j, runs, u = best_over_norms(
+            origin, search_loss("select"), search_loss("test"), config.search_norms, step_norm, config.search_n,
+            seed_k, numels,
+        )  # fmt: skip
         res = runs[j]
-        u = res.sigma * candidate_direction(numels, seed_k, res.best)
         parts = torch.split(u, numels)
         kept = {name: part.view_as(delta[name]).to(delta[name].dtype) for name, part in zip(names, parts)}
         last["u"] = None  # frees the last candidate
