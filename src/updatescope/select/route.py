@@ -379,8 +379,8 @@ class CandidateAccumulator:
         ids, runs = torch.unique_consecutive(who, return_counts=True)
         start = 0
         for d, r in zip(ids.tolist(), runs.tolist()):
-            # held as they come (float32 from the capture): half the bytes of float64 to keep and
-            # to read back; each request's are widened once, when its terms are computed
+            # held as they come (float32 from the capture), the dtype of the float32 product that
+            # gives each request's per-token terms
             self.held.setdefault(d, []).append(feats[start : start + r, 0].clone())
             start += r
         self.done += n
