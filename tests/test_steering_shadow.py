@@ -203,9 +203,10 @@ def test_skip_first_token_means_and_shift_against_per_position_oracles():
     ]
     want = torch.stack([p[1:].double().mean(0) for p in per_pos]).mean(0)
     want_all = torch.stack([p.double().mean(0) for p in per_pos]).mean(0)
-    got = texts.one_step_shift(model, tok, sents, 3, 8, skip_first=True)[0]
+    step = texts.class_step(model, tok, sents)
+    got = texts.one_step_shift(model, step, 3, 8, skip_first=True)[0]
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)
-    assert torch.allclose(texts.one_step_shift(model, tok, sents, 3, 8)[0], want_all, rtol=1e-4, atol=1e-6)
+    assert torch.allclose(texts.one_step_shift(model, step, 3, 8)[0], want_all, rtol=1e-4, atol=1e-6)
 
 
 @pytest.fixture

@@ -26,6 +26,8 @@ __all__ = [
     "Vader",
     "first_dropped",
     "token_means",
+    "sentence_nll",
+    "class_step",
     "one_step_shift",
 ]
 
@@ -156,20 +158,43 @@ def token_means(
     return torch.cat(out, dim=1)
 
 
-def one_step_shift(
-    model: Any, tok: Any, sentences: list[str], n_pushforward: int, bs: int, skip_first: bool = False
-) -> Tensor:
-    """The activation shift of one gradient step: δθ = -∇ LM loss (learning rate 1, every
-    token of ``sentences``), pushed forward exactly (forward AD, every token) through the
-    first ``n_pushforward`` of them and averaged over tokens, then sentences.  -> (Lyr, d) float64.
-    ``skip_first``: the token average leaves out each sentence's first token (the step itself
-    still learns from every token)."""
+@torch.no_grad()
+def sentence_nll(model: Any, ids: Tensor, mask: Tensor, bs: int) -> tuple[Tensor, Tensor]:
+    """Summed next-token NLL of each right-padded sentence, and its number of target tokens.
+    ids, mask (n, T) -> ((n,) float64, (n,) float64)."""
+    sums, counts = [], []
+    for s in range(0, ids.shape[0], bs):
+        i, m = ids[s : s + bs], mask[s : s + bs]
+        logits = model(input_ids=i, attention_mask=m, use_cache=False).logits
+        lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, i[:, 1:, None])[..., 0]
+        w = m[:, 1:].double()
+        sums.append(-(lp * w).sum(1))
+        counts.append(w.sum(1))
+    return torch.cat(sums), torch.cat(counts)
+
+
+def class_step(model: Any, tok: Any, sentences: list[str]) -> tuple[dict[str, Tensor], Tensor, Tensor]:
+    """One gradient step δθ = -∇ LM loss (learning rate 1, every token of ``sentences``), with
+    the sentences' ids and mask (right padding).  -> (δθ, ids, mask)."""
     from updatescope.constants import IGNORE_INDEX
-    from updatescope.steering import encode_prompts, gradient_step, pushforward
+    from updatescope.steering import encode_prompts, gradient_step
 
     s_ids, s_mask = encode_prompts(tok, sentences, side="right")
     labels = s_ids.masked_fill(s_mask == 0, IGNORE_INDEX)
-    delta = gradient_step(model, s_ids, labels, s_mask, lr=1.0)
+    return gradient_step(model, s_ids, labels, s_mask, lr=1.0), s_ids, s_mask
+
+
+def one_step_shift(
+    model: Any, step: tuple[dict[str, Tensor], Tensor, Tensor], n_pushforward: int, bs: int, skip_first: bool = False
+) -> Tensor:
+    """The activation shift of one gradient step (``class_step``'s (δθ, ids, mask)), pushed
+    forward exactly (forward AD, every token) through the first ``n_pushforward`` of its
+    sentences and averaged over tokens, then sentences.  -> (Lyr, d) float64.
+    ``skip_first``: the token average leaves out each sentence's first token (the step itself
+    still learns from every token)."""
+    from updatescope.steering import pushforward
+
+    delta, s_ids, s_mask = step
     p_ids, p_mask = s_ids[:n_pushforward], s_mask[:n_pushforward]
     shift = pushforward(model, delta, p_ids, p_mask, position="all", batch_size=bs).double()
     if skip_first:

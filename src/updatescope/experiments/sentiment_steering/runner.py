@@ -250,16 +250,9 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
     select, test = texts.split_prompts(openings, config.n_select, config.n_test, config.seed)
 
     # --- CAA, its split halves and the trained judge from the polarity sentences; one step pushed forward
-    v_caa, split_half, judge_rec, judge, cosine, pf = _vectors(model, tok, config, layers, judge_layer)
+    v_caa, split_half, judge_rec, judge, cosine, pf, searched = _vectors(model, tok, config, layers, judge_layer)
 
-    _log("CAA, split halves, judge and one-step shifts done")
-    # --- the search-derived vectors: Best-of-N weight perturbations pushed forward, per direction
-    pos, neg = texts.polarity_sentences()
-    searched = {
-        direction: search.search_shifts(model, tok, config, sents, v_caa * sign, config.seed * 1000 + 700 + 10 * i)
-        for i, (direction, sents, sign) in enumerate((("positive", pos, 1.0), ("negative", neg, -1.0)))
-    }
-    _log("search-derived vectors done")
+    _log("CAA, split halves, judge, one-step shifts and search-derived vectors done")
     # --- steering: scale is a fraction of the mean residual norm at the layer (select prompts' last token)
     s_ids, s_mask = encode_prompts(tok, select, side="left")
     resid = capture_residuals(model, s_ids, s_mask, position="last", batch_size=bs).double().norm(dim=2).mean(1)
@@ -338,8 +331,9 @@ def run(config: SentimentSteeringConfig, out_dir: Path) -> Result:
 def _vectors(model: Any, tok: Any, config: SentimentSteeringConfig, layers: list[int], judge_layer: int) -> tuple:
     """CAA (mean over tokens of positive minus negative sentences) per layer, its split-half
     cosines, the trained judge (None when refused) with its record, the cosines of the
-    one-step shifts with CAA, and the shifts.  -> (v_caa, split_half, judge_rec, judge,
-    cosine, {direction: (Lyr, d)})."""
+    one-step shifts with CAA, the shifts, and the search-derived vectors with their records
+    (from the same step).  -> (v_caa, split_half, judge_rec, judge, cosine,
+    {direction: (Lyr, d)}, {direction: ((Lyr, d), records)})."""
     from updatescope.experiments.sentiment_steering import judges
     from updatescope.steering import encode_prompts
 
@@ -373,11 +367,15 @@ def _vectors(model: Any, tok: Any, config: SentimentSteeringConfig, layers: list
 
     judge = judges.fit_logistic(feats, y, config.judge_l2) if usable else None
 
-    # --- the pushforward of one gradient step on each class's sentences
-    pf = {
-        direction: texts.one_step_shift(model, tok, sents[: config.step_sentences], config.pushforward_sentences, bs)
-        for direction, sents in (("positive", pos), ("negative", neg))
-    }
+    # --- the pushforward of one gradient step on each class's sentences, and the search-derived
+    # vectors (Best-of-N weight perturbations at fractions of that step's norm, pushed forward)
+    pf, searched = {}, {}
+    for i, (direction, sents, sign) in enumerate((("positive", pos, 1.0), ("negative", neg, -1.0))):
+        step = texts.class_step(model, tok, sents[: config.step_sentences])
+        pf[direction] = texts.one_step_shift(model, step, config.pushforward_sentences, bs)
+        seed = config.seed * 1000 + 700 + 10 * i
+        searched[direction] = search.search_shifts(model, tok, config, sents, step, v_caa * sign, seed)
+        del step
     cosine = {
         "layers": layers,
         "split_half_caa": split_half,
@@ -386,7 +384,7 @@ def _vectors(model: Any, tok: Any, config: SentimentSteeringConfig, layers: list
         "pushforward_positive_negative": _cos(pf["positive"], pf["negative"]),
     }
 
-    return v_caa, split_half, judge_rec, judge, cosine, pf
+    return v_caa, split_half, judge_rec, judge, cosine, pf, searched
 
 
 def _select_grid(

@@ -22,44 +22,35 @@ from torch import Tensor
 
 from updatescope.experiments.sentiment_steering.config import SentimentSteeringConfig
 
-__all__ = ["search_shifts", "mean_nll"]
-
-
-@torch.no_grad()
-def mean_nll(model: Any, ids: Tensor, mask: Tensor, bs: int) -> float:
-    """Mean next-token loss over every target token of right-padded ``ids`` (n, T)."""
-    total, count = 0.0, 0
-    for s in range(0, ids.shape[0], bs):
-        x, m = ids[s : s + bs], mask[s : s + bs]
-        logits = model(input_ids=x, attention_mask=m, use_cache=False).logits[:, :-1].double()
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")
-        w = m[:, 1:].double()
-        total += float((nll * w).sum())
-        count += int(w.sum())
-    return total / count
+__all__ = ["search_shifts"]
 
 
 def search_shifts(
-    model: Any, tok: Any, config: SentimentSteeringConfig, sentences: list[str], v_ref: Tensor, seed_base: int
+    model: Any,
+    tok: Any,
+    config: SentimentSteeringConfig,
+    sentences: list[str],
+    step: tuple[dict[str, Tensor], Tensor, Tensor],
+    v_ref: Tensor,
+    seed_base: int,
 ) -> tuple[Tensor, list[dict[str, Any]]]:
     """One direction's search (module docstring).  ``sentences``: the class's polarity sentences
-    (the first ``step_sentences`` make the step); ``v_ref`` (Lyr, d): the signed CAA the shifts'
+    (the first ``step_sentences`` made the step); ``step``: that step's (δθ, ids, mask), as
+    ``sentiment_texts.class_step`` gives it; ``v_ref`` (Lyr, d): the signed CAA the shifts'
     cosines are recorded against.  -> (the mean shift over seeds (Lyr, d) float64, a record per seed)."""
-    from updatescope.constants import IGNORE_INDEX
     from updatescope.errors import InputError
+    from updatescope.experiments.sentiment_texts import sentence_nll
     from updatescope.locallinear.search import best_over_norms
-    from updatescope.steering import direction_norm, displaced, encode_prompts, gradient_step, pushforward
+    from updatescope.steering import direction_norm, displaced, encode_prompts, pushforward
 
     bs = config.batch_size
-    step = sentences[: config.step_sentences]
     scored = sentences[config.step_sentences : config.step_sentences + 2 * config.search_sentences]
     if len(scored) < 2 * config.search_sentences:
         raise InputError(
             f"the search needs {config.step_sentences} + 2 x {config.search_sentences} sentences per class,"
             f" the data has {len(sentences)}"
         )
-    s_ids, s_mask = encode_prompts(tok, step, side="right")
-    delta = gradient_step(model, s_ids, s_ids.masked_fill(s_mask == 0, IGNORE_INDEX), s_mask, lr=1.0)
+    delta, s_ids, s_mask = step
     step_norm = direction_norm(delta)
     half = config.search_sentences
     sel_ids, sel_mask = encode_prompts(tok, scored[:half], side="right")
@@ -71,11 +62,15 @@ def search_shifts(
     saved = {k: params[k].detach().clone() for k in names}
 
     def loss(ids: Tensor, mask: Tensor):
+        def mean() -> float:  # over every target token of the sentences
+            sums, counts = sentence_nll(model, ids, mask, bs)
+            return float(sums.sum() / counts.sum())
+
         def f(u: Tensor) -> float:
             if u is origin:
-                return mean_nll(model, ids, mask, bs)
+                return mean()
             with displaced(model, names, u, saved):
-                return mean_nll(model, ids, mask, bs)
+                return mean()
 
         return f
 

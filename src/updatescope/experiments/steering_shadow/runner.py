@@ -120,17 +120,10 @@ def _coordinate_share(v: Tensor, coords: list[int]) -> list[float]:
     return (v[torch.arange(v.shape[0]), coords].pow(2) / v.pow(2).sum(1)).tolist()
 
 
-@torch.no_grad()
 def sentence_losses(model: Any, ids: Tensor, mask: Tensor, bs: int) -> Tensor:
     """Mean next-token NLL of each sentence.  ids, mask (n, T), right padding -> (n,) float64."""
-    out = []
-    for s in range(0, ids.shape[0], bs):
-        i, m = ids[s : s + bs], mask[s : s + bs]
-        logits = model(input_ids=i, attention_mask=m, use_cache=False).logits
-        lp = torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, i[:, 1:, None])[..., 0]
-        w = m[:, 1:].double()
-        out.append(-(lp * w).sum(1) / w.sum(1))
-    return torch.cat(out)
+    sums, counts = texts.sentence_nll(model, ids, mask, bs)
+    return sums / counts
 
 
 def finetune(model: Any, ids: Tensor, mask: Tensor, config: SteeringShadowConfig, seed: int) -> tuple[Any, list]:
@@ -349,7 +342,9 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
         halves.append(_cos(h1, h2))
     split_half = np.mean(halves, axis=0).tolist()
     shift = {
-        d: texts.one_step_shift(model, tok, fit[d], config.pushforward_sentences, bs, skip_first=skip)
+        d: texts.one_step_shift(
+            model, texts.class_step(model, tok, fit[d]), config.pushforward_sentences, bs, skip_first=skip
+        )
         for d in DIRECTIONS
     }
     _log("CAA and one-step shifts done")
