@@ -18,7 +18,6 @@ them (and printed in the doc), so they change when the numbers do
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from pathlib import Path
@@ -576,11 +575,11 @@ def _sentiment_search_rows(m: dict, cfg: dict, layers: list[int]) -> list[str]:
 def search_found(m: dict) -> tuple[bool, float, float]:
     """Rule: the searches found something when the mean held-out loss gain of the chosen
     perturbations, over every search of both directions, minus 2 SE is > 0.  -> (found, mean, se)."""
-    gains = [r["gain_heldout"] for recs in m["search"].values() for r in recs]
-    n = len(gains)
-    mean = sum(gains) / n
-    se = math.sqrt(sum((g - mean) ** 2 for g in gains) / (n - 1) / n) if n > 1 else float("nan")
-    return bool(n > 1 and mean - 2 * se > 0), mean, se
+    from updatescope.experiments.stats import mean_se
+
+    s = mean_se([r["gain_heldout"] for recs in m["search"].values() for r in recs])
+    se = float("nan") if s["se"] is None else s["se"]
+    return bool(s["se"] is not None and s["mean"] - 2 * se > 0), s["mean"], se
 
 
 def control_block(rec: dict, name: str) -> list[str]:
