@@ -775,6 +775,23 @@ def _mean_cosines(m: dict, key: str) -> str:
     )
 
 
+def _selection(rec: dict) -> list[str]:
+    """Amendment 4's step choice, from the record (older records have none)."""
+    sel = rec["metrics"].get("selection")
+    if not sel:
+        return []
+    steps = "; ".join(
+        f"step {r['step']}: {r['mean']:+.4f} ± {r['se']:.4f}" + (" (kept)" if r["step"] == sel["chosen_step"] else "")
+        for r in sel["per_step"]
+    )
+    return [
+        "",
+        f"**Step selection** (amendment 4): mean validation d (SE) of the pair on {2 * sel['n_val']} validation "
+        f"sentences, after every {rec['config']['val_every']} steps; both fine-tunes are restored to the step "
+        f"with the highest mean: {steps}.",
+    ]
+
+
 def _regime_followup(rec: dict) -> str:
     """After a failed regime check: for a quick record, that the full run is the test; for a
     full record, whether both fine-tunes' held-out loss rose above the base model's (mean own-
@@ -804,21 +821,38 @@ def shadow_block(rec: dict, name: str) -> list[str]:
     q = f"{100 * cfg['quantile']:g}th percentile"
     skip = cfg.get("skip_first_token", False)  # amendment 2; absent from older records
     restricted = PRIMARY in m  # amendment 3; absent from older records
-    amended = "amendments 1–3" if restricted else "amendments 1 and 2" if skip else "amendment 1"
+    selected = m.get("selection")  # amendment 4; absent from older records
+    amended = (
+        "amendments 1–4"
+        if selected
+        else "amendments 1–3"
+        if restricted
+        else "amendments 1 and 2"
+        if skip
+        else "amendment 1"
+    )
     skipped = ", the first token of each left out" if skip else ""
     rows = [
         f"Record `docs/results/{name}.json`: `{cmd}`, {rec['seconds']:.0f} s on 2 CPU cores, commit "
         f"`{env.get('git_commit', '?')[:10]}`{dirty}; model `{cfg['model']}` ({m['n_layers']} layers, width "
         f"{m['d']}); pre-registration (with {amended}) sha256 `{(cfg.get('preregistration_sha256') or '?')[:12]}`. "
         f"{m['n']['fit']} fit + {m['n']['heldout']} held-out polarity sentences per class; LoRA r {cfg['lora_r']}, "
-        f"alpha {cfg['lora_alpha']:g} on every projection of every layer, {cfg['steps']} Adam steps of "
-        f"{cfg['batch']} sentences at lr {cfg['lr']:g}; shadow on {m['n']['prompts']} neutral news openings "
+        f"alpha {cfg['lora_alpha']:g} on every projection of every layer, "
+        + (
+            f"at most {cfg['steps']} Adam steps of {cfg['batch']} sentences at lr {cfg['lr']:g} on "
+            f"{m['n']['fit'] - selected['n_val']} of the fit sentences, step {selected['chosen_step']} kept "
+            f"(chosen on the other {selected['n_val']} per class)"
+            if selected
+            else f"{cfg['steps']} Adam steps of {cfg['batch']} sentences at lr {cfg['lr']:g}"
+        )
+        + f"; shadow on {m['n']['prompts']} neutral news openings "
         f"({m['n']['tokens']} tokens{skipped}); {cfg['random_draws']} random subspaces per layer.",
     ]
     if cfg["quick"]:
         rows[0] += " A quick run checks that the pipeline runs: its words carry no weight."
     rows += _first_token(rec)
     rows += _massive(rec)
+    rows += _selection(rec)
     rows += _shadow_regime(rec)
     pair = m["regime"]["pair"]
     passes = v.regime_passes(pair["mean"], pair["se"], cfg["regime_z"])
@@ -826,8 +860,16 @@ def shadow_block(rec: dict, name: str) -> list[str]:
     t = m["training"]
     rows += [
         "",
-        "Training loss (first → last step): "
-        + "; ".join(f"{d} {t[d]['first']:.2f} → {t[d]['last']:.2f}" for d in t)
+        (
+            "Training loss (first → kept → last step): "
+            + "; ".join(
+                f"{d} {t[d]['first']:.2f} → {t[d]['per_step'][selected['chosen_step'] - 1]:.2f} → {t[d]['last']:.2f}"
+                for d in t
+            )
+            if selected
+            else "Training loss (first → last step): "
+            + "; ".join(f"{d} {t[d]['first']:.2f} → {t[d]['last']:.2f}" for d in t)
+        )
         + f". Cosine of the one-step shift with ±CAA at layer {x}: positive "
         f"{m['cosine']['shift_positive_caa'][x]:+.2f}, negative {m['cosine']['shift_negative_caa'][x]:+.2f}.",
     ]

@@ -149,12 +149,17 @@ def test_config_refuses_bad_values():
         {"verdict_layers": [10, 5]},
         {"n_prompts": 50},  # a full run needs >= 200 prompts
         {"lr": 0.0},
+        {"n_val": 1},  # amendment 4: the validation d needs an SE
+        {"n_val": 80},  # and the fine-tunes a training sentence
+        {"val_every": 61},  # no step would be kept
+        {"val_every": 0},
     ):
         with pytest.raises(InputError):
             configure("steering-shadow", settings=bad)
     q = configure("steering-shadow", quick=True)
     assert (q.steps, q.n_prompts, q.n_fit, q.n_heldout, q.lora_r) == (24, 40, 80, 20, 8)
     assert configure("steering-shadow").steps == 60
+    assert (q.n_val, q.val_every) == (16, 4)
 
 
 def test_first_dropped_leaves_out_exactly_the_first_real_token():
@@ -249,6 +254,14 @@ def test_steering_shadow_tiny_run(tiny, monkeypatch):
         diff = [a - b for a, b in zip(r["own_drop"], r["other_drop"])]
         assert r["mean"] == pytest.approx(sum(diff) / 20)
         assert len(m["training"][d]["per_step"]) == 30
+    # amendment 4: the pair is scored on the validation sentences every 4 steps and restored
+    # to the step with the highest mean validation d (the earliest of the maxima)
+    sel = m["selection"]
+    assert [r["step"] for r in sel["per_step"]] == list(range(4, 31, 4)) and sel["n_val"] == 16
+    best = max(r["mean"] for r in sel["per_step"])
+    assert sel["chosen_step"] == next(r["step"] for r in sel["per_step"] if r["mean"] == best)
+    for r in sel["per_step"]:
+        assert r["se"] > 0 and set(r["loss"]) == {"positive", "negative"}
     # d(x) is the same held-out losses seen from the other side: d = other's drop - own drop
     pd = m["regime"]["per_direction"]
     assert pair["d_positive"] == pytest.approx(
@@ -294,7 +307,7 @@ def test_steering_shadow_tiny_run(tiny, monkeypatch):
 def test_a_refused_pair_measures_nothing_and_draws_no_figure(tiny):
     out, _ = tiny
     # regime_z far above any SE: the pair is refused whatever the fine-tunes learned
-    cfg = {"steps": 2, "regime_z": 1e6, "n_prompts": 4, "pushforward_sentences": 2, "batch_size": 32}
+    cfg = {"steps": 2, "val_every": 1, "regime_z": 1e6, "n_prompts": 4, "pushforward_sentences": 2, "batch_size": 32}
     res = reproduce("steering-shadow", out / "refused", cfg)
     m = res["metrics"]
     assert not m["regime"]["pair"]["passes"]
@@ -304,3 +317,29 @@ def test_a_refused_pair_measures_nothing_and_draws_no_figure(tiny):
     for key in ("verdicts", "verdicts_without_massive"):
         assert {w for v in m[key].values() for s in v.values() for w in (s["mean"], s["token"])} == {"not measured"}
     assert m["figures"] == [] and not (out / "refused" / "steering_shadow.png").exists()
+
+
+def test_a_kept_step_restores_exactly_the_weights_and_losses_it_was_scored_with(tiny):
+    """finetune keeps the LoRA weights every val_every steps with the validation losses they
+    gave; restore puts them back, so the restored fine-tune scores those losses again."""
+    from updatescope.experiments.steering_shadow.config import SteeringShadowConfig
+    from updatescope.experiments.steering_shadow.runner import finetune, restore, sentence_losses
+    from updatescope.steering import encode_prompts
+
+    _, model = tiny
+    tok = WordTokenizer()
+    pos, neg = texts.polarity_sentences()
+    ids, mask = encode_prompts(tok, pos[:12], side="right")
+    val = {
+        "positive": encode_prompts(tok, pos[12:16], side="right"),
+        "negative": encode_prompts(tok, neg[:4], side="right"),
+    }
+    cfg = SteeringShadowConfig(steps=6, val_every=2, lr=0.03, batch=4, batch_size=8, n_prompts=4, quick=True)
+    ft, losses, kept = finetune(model, ids, mask, cfg, 0, val=val)
+    assert sorted(kept) == [2, 4, 6] and len(losses) == 6
+    last = {c: sentence_losses(ft, *val[c], 8) for c in val}
+    assert all(torch.equal(last[c], kept[6]["val"][c]) for c in val)  # step 6 is the last
+    restore(ft, kept[2]["state"])
+    again = {c: sentence_losses(ft, *val[c], 8) for c in val}
+    assert all(torch.equal(again[c], kept[2]["val"][c]) for c in val)
+    assert not torch.equal(again["positive"], last["positive"])  # the weights did move

@@ -25,7 +25,8 @@ class SteeringShadowConfig:
     shifts), against random subspaces of the same dimension (PREREGISTRATION.md beside this file).
 
     Each polarity class is split by a seeded shuffle into ``n_fit`` sentences (CAA, the
-    gradient step, the fine-tune) and ``n_heldout`` (the regime check)."""
+    gradient step, the fine-tune) and ``n_heldout`` (the regime check); the last ``n_val``
+    fit sentences choose the fine-tunes' step count and are not trained on (amendment 4)."""
 
     model: str = "smollm2"
     n_fit: int = 80  # sentences per class that CAA, the one step and the fine-tune learn from
@@ -34,8 +35,13 @@ class SteeringShadowConfig:
     lora_r: int = 8
     lora_alpha: float = 16.0
     lr: float = 1e-3  # Adam, LoRA parameters only
-    steps: int = 60
+    steps: int = 60  # the most Adam steps; amendment 4 keeps the step chosen on validation
     batch: int = 16  # fit sentences per Adam step
+    # amendment 4: the last n_val fit sentences of each class are validation sentences (the
+    # fine-tunes do not train on them); every val_every steps the pair is scored on them, and
+    # both fine-tunes are restored to the step with the highest mean validation d
+    n_val: int = 16
+    val_every: int = 4
     n_prompts: int = 200  # neutral news openings the shadow is measured on
     prompt_words: tuple[int, int] = (5, 10)  # opening length range (words), as sentiment-steering
     neutral_tol: float = 0.05  # |VADER compound| of an opening at most this
@@ -61,10 +67,18 @@ class SteeringShadowConfig:
             "batch",
             "n_prompts",
             "batch_size",
+            "val_every",
         )
         check_seed(self.seed)
         if self.n_heldout < 2:
             raise InputError(f"n_heldout must be >= 2 (the regime check needs an SE), got {self.n_heldout}")
+        if not 2 <= self.n_val < self.n_fit:
+            raise InputError(
+                f"n_val must be >= 2 and leave the fine-tunes a training sentence (< n_fit = {self.n_fit}), "
+                f"got {self.n_val}"
+            )
+        if self.val_every > self.steps:
+            raise InputError(f"val_every must be <= steps ({self.steps}), got {self.val_every}")
         if self.pushforward_sentences > self.n_fit:
             raise InputError(f"pushforward_sentences must be <= n_fit, got {self.pushforward_sentences} > {self.n_fit}")
         if not self.lora_alpha > 0 or not self.lr > 0:

@@ -126,10 +126,21 @@ def sentence_losses(model: Any, ids: Tensor, mask: Tensor, bs: int) -> Tensor:
     return sums / counts
 
 
-def finetune(model: Any, ids: Tensor, mask: Tensor, config: SteeringShadowConfig, seed: int) -> tuple[Any, list]:
+def finetune(
+    model: Any,
+    ids: Tensor,
+    mask: Tensor,
+    config: SteeringShadowConfig,
+    seed: int,
+    val: dict[str, tuple[Tensor, Tensor]] | None = None,
+) -> tuple[Any, list, dict[int, dict[str, Any]]]:
     """A copy of ``model`` with LoRA adapters on every attention and MLP projection of every
     decoder layer, trained by Adam on the LM loss of every token of ``ids`` (n, T).
-    -> (the fine-tuned copy in eval mode, the training loss of each step)."""
+
+    val: class -> its validation sentences (ids, mask).  With it, after every
+    ``config.val_every`` steps the LoRA weights are kept and each class's validation losses
+    measured (amendment 4).  -> (the fine-tuned copy in eval mode after the last step, the
+    training loss of each step, {step: {"state": LoRA weights, "val": {class: (n_val,)}}})."""
     try:
         from peft import LoraConfig, inject_adapter_in_model
     except ImportError as exc:  # pragma: no cover - peft is in the hf extra
@@ -152,23 +163,72 @@ def finetune(model: Any, ids: Tensor, mask: Tensor, config: SteeringShadowConfig
         bias="none",
     )
     inject_adapter_in_model(lc, ft)
-    params = [p for name, p in ft.named_parameters() if "lora_" in name]
-    for p in params:
+    params = {name: p for name, p in ft.named_parameters() if "lora_" in name}
+    for p in params.values():
         p.requires_grad_(True)
-    opt = torch.optim.Adam(params, lr=config.lr)
+    opt = torch.optim.Adam(params.values(), lr=config.lr)
     labels = ids.masked_fill(mask == 0, IGNORE_INDEX)
-    losses = []
+    losses: list[float] = []
+    kept: dict[int, dict[str, Any]] = {}
     ft.train()
-    for idx in minibatch_indices(ids.shape[0], config.batch, config.steps, seed):
+    for step, idx in enumerate(minibatch_indices(ids.shape[0], config.batch, config.steps, seed), 1):
         loss = ft(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx], use_cache=False).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
+        if val is not None and step % config.val_every == 0:
+            ft.eval()
+            state = {name: p.detach().clone() for name, p in params.items()}
+            kept[step] = {"state": state, "val": {c: sentence_losses(ft, *val[c], config.batch_size) for c in val}}
+            ft.train()
     ft.eval()
-    for p in params:
+    for p in params.values():
         p.requires_grad_(False)
-    return ft, losses
+    return ft, losses, kept
+
+
+def restore(ft: Any, state: dict[str, Tensor]) -> None:
+    """Set ``ft``'s LoRA weights to ``state`` (a kept step of :func:`finetune`)."""
+    params = dict(ft.named_parameters())
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value)
+
+
+def _pair_d(loss: dict[str, dict[str, Tensor]]) -> dict[str, Tensor]:
+    """Amendment 1's d per sentence of each class: loss[f][c] are class c's sentence losses
+    under fine-tune f; d(x) = x's loss under the other class's fine-tune minus under its own
+    class's (higher under the other: the pair learned the class).  -> {class: (n_c,)}"""
+    return {c: loss[DIRECTIONS[1 - j]][c] - loss[c][c] for j, c in enumerate(DIRECTIONS)}
+
+
+def _fine_tunes(model: Any, fit_ids: dict, val_ids: dict, config: SteeringShadowConfig) -> tuple[dict, dict, dict]:
+    """Both fine-tunes, restored to the step whose mean validation d is highest (amendment 4).
+    -> ({class: fine-tune}, {class: training losses}, the step selection's record)."""
+    fts, training, kept = {}, {}, {}
+    for j, d in enumerate(DIRECTIONS):
+        fts[d], losses, kept[d] = finetune(model, *fit_ids[d], config, config.seed * 100 + j, val=val_ids)
+        training[d] = {"first": losses[0], "last": losses[-1], "per_step": losses}
+        _log(f"{d}: fine-tuned ({losses[0]:.3f} -> {losses[-1]:.3f})")
+    steps = sorted(kept[DIRECTIONS[0]])
+    per_step = []
+    for s in steps:
+        dv = _pair_d({f: kept[f][s]["val"] for f in DIRECTIONS})
+        pooled = verdicts.pair_regime(dv["positive"].tolist(), dv["negative"].tolist(), config.regime_z)
+        per_step.append(
+            {
+                "step": s,
+                "mean": pooled["mean"],
+                "se": pooled["se"],
+                "loss": {f: {c: float(kept[f][s]["val"][c].mean()) for c in DIRECTIONS} for f in DIRECTIONS},
+            }
+        )
+    best = max(per_step, key=lambda r: r["mean"])  # the first of the maxima: the earliest step
+    for d in DIRECTIONS:
+        restore(fts[d], kept[d][best["step"]]["state"])
+    _log(f"validation chose step {best['step']} of {config.steps} (d_val {best['mean']:+.4f} ± {best['se']:.4f})")
+    return fts, training, {"chosen_step": best["step"], "n_val": config.n_val, "per_step": per_step}
 
 
 def _split(n: int, n_fit: int, n_heldout: int, g: torch.Generator) -> tuple[list[int], list[int]]:
@@ -197,10 +257,7 @@ def _measure(gram: Tensor, mean: Tensor, bases: dict[str, Tensor], config: Steer
 def _regime(base_loss: dict[str, Tensor], ft_loss: dict[str, dict[str, Tensor]], z: float) -> dict[str, Any]:
     """The pair's regime check (primary, amendment 1) and each fine-tune's own-minus-other
     loss drop paired by held-out index (the pre-registered check, kept as a secondary fact)."""
-    d_per = {}
-    for j, c in enumerate(DIRECTIONS):
-        other = DIRECTIONS[1 - j]
-        d_per[c] = (ft_loss[other][c] - ft_loss[c][c]).tolist()  # higher loss under the other fine-tune
+    d_per = {c: d.tolist() for c, d in _pair_d(ft_loss).items()}
     pair = verdicts.pair_regime(d_per["positive"], d_per["negative"], z)
     pair.update({f"d_{c}": d_per[c] for c in DIRECTIONS})
     per_direction = {}
@@ -368,20 +425,16 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
     for d in DIRECTIONS:
         h_ids[d], h_mask[d] = encode_prompts(tok, held[d], side="right")
         base_loss[d] = sentence_losses(model, h_ids[d], h_mask[d], bs)
-    f_ids = {}
-    for d in DIRECTIONS:
-        f_ids[d] = encode_prompts(tok, fit[d], side="right")
-
-    training: dict[str, Any] = {}
-    ft_loss: dict[str, dict[str, Tensor]] = {}  # ft_loss[f][c]: class c's held-out losses under fine-tune f
-    ft_h: dict[str, Tensor] = {}  # each fine-tune's residuals on the prompts (Lyr, N, d)
-    for j, d in enumerate(DIRECTIONS):
-        ft, losses = finetune(model, *f_ids[d], config, config.seed * 100 + j)
-        training[d] = {"first": losses[0], "last": losses[-1], "per_step": losses}
-        ft_loss[d] = {c: sentence_losses(ft, h_ids[c], h_mask[c], bs) for c in DIRECTIONS}
-        ft_h[d] = token_residuals(ft, p_ids, p_mask, layers, bs, skip)
-        del ft
-        _log(f"{d}: fine-tuned ({losses[0]:.3f} -> {losses[-1]:.3f})")
+    # amendment 4: the fine-tunes train on the first n_fit - n_val fit sentences; the last
+    # n_val choose their step count
+    n_train = config.n_fit - config.n_val
+    f_ids = {d: encode_prompts(tok, fit[d][:n_train], side="right") for d in DIRECTIONS}
+    v_ids = {d: encode_prompts(tok, fit[d][n_train:], side="right") for d in DIRECTIONS}
+    fts, training, selection = _fine_tunes(model, f_ids, v_ids, config)
+    # ft_loss[f][c]: class c's held-out losses under fine-tune f; ft_h[f]: its residuals on the prompts
+    ft_loss = {f: {c: sentence_losses(fts[f], h_ids[c], h_mask[c], bs) for c in DIRECTIONS} for f in DIRECTIONS}
+    ft_h = {f: token_residuals(fts[f], p_ids, p_mask, layers, bs, skip) for f in DIRECTIONS}
+    del fts
     regime = _regime(base_loss, ft_loss, config.regime_z)
     pair = regime["pair"]
     _log(f"pair regime: d = {pair['mean']:+.4f} ± {pair['se']:.4f} (n {pair['n']}); passes {pair['passes']}")
@@ -414,6 +467,7 @@ def run(config: SteeringShadowConfig, out_dir: Path) -> Result:
         },
         "first_token": first_token,
         "training": training,
+        "selection": selection,
         "regime": regime,
         "massive": {"coordinate": massive, "share": share},
         "shadow_without_massive": without,
