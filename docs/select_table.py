@@ -203,6 +203,8 @@ def full_run_lines(rec: dict) -> list[str]:
         f"(documents per step and their length) ≈ {ft_s / 3600:.1f} h; FisherSketch's and DSIR's scoring "
         f"({per_target:,.0f} s) × {pool_scale:.0f} for the pool × {target_scale:.0f} for the targets and the "
         f"rest of the run ({rest:,.0f} s) × {pool_scale:.0f} ≈ {other_s / 3600:.1f} h: about "
-        f"{total / 3600:.0f} h in all. With `truth_store` every fine-tuning is kept as it finishes, so the run "
-        "can stop and resume across sittings (scoring is repeated each sitting).",
+        f"{total / 3600:.0f} h in all. With `truth_store` every group of scores (FisherSketch and DSIR per "
+        "target, the head-input baselines, the per-example gradients) and every fine-tuning is kept as it "
+        "finishes, so the run can stop and resume across sittings; a sitting captures block inputs only for "
+        "the fine-tunings it still has to run.",
     ]

@@ -130,7 +130,7 @@ TINY = {
 }
 
 
-def test_select_tiny_run_and_resume_from_the_truth_store(tiny):
+def test_select_tiny_run_and_resume_from_the_truth_store(tiny, monkeypatch):
     store = tiny / "truth"
     rec = reproduce("select", tiny / "out", {**TINY, "truth_store": str(store)})
     m = rec["metrics"]
@@ -160,10 +160,25 @@ def test_select_tiny_run_and_resume_from_the_truth_store(tiny):
     assert all(r["n_units"] == 6 and r["verdict"] in ("better", "worse", "no difference") for r in rows)
     assert m["finetuning"]["count"] == 2 * len(select_evidence.METHODS) * 3 == m["finetuning"]["computed"]
     assert (tiny / "out" / "select.png").is_file()
-    assert len(list(store.rglob("*.json.gz"))) == m["finetuning"]["count"]
-    # a second sitting reads every fine-tuning from the store: same numbers, nothing computed
+    fits = [p for p in store.rglob("*.json.gz") if "scores" not in p.relative_to(store).parts]
+    assert len(fits) == m["finetuning"]["count"]
+    # every group of scores is kept too: FisherSketch and DSIR per target, the two head-input
+    # baselines together, the per-example gradients
+    assert len(list((store / "scores").glob("*.json.gz"))) == 2 + 1 + 2 + 1
+    assert not any(meth["cost"].get("stored") for meth in m["methods"].values())
+    # a second sitting reads every score and fine-tuning from the store: same numbers and
+    # costs, nothing computed, and no block input captured (a real pool's take hours)
+    captured = []
+    real = selectors.document_blocks
+    monkeypatch.setattr(selectors, "document_blocks", lambda *a, **k: captured.append(1) or real(*a, **k))
     again = reproduce("select", tiny / "again", {**TINY, "truth_store": str(store)})
-    assert again["metrics"]["reduction"] == m["reduction"] and again["metrics"]["finetuning"]["computed"] == 0
+    a = again["metrics"]
+    assert a["reduction"] == m["reduction"] and a["finetuning"]["computed"] == 0 and not captured
+    assert a["scores"] == m["scores"] and a["selected"] == m["selected"] and a["pool_tokens"] == m["pool_tokens"]
+    for name, meth in a["methods"].items():
+        first = {k: v for k, v in m["methods"][name]["cost"].items() if k != "stored"}
+        assert {k: v for k, v in meth["cost"].items() if k != "stored"} == first
+        assert bool(meth["cost"].get("stored")) is (name in selectors.SCORED)
     # a store of another recipe is refused, naming the file
     with pytest.raises(InputError, match="truth store"):
         reproduce("select", tiny / "other", {**TINY, "truth_store": str(store), "lora": {**TINY["lora"], "lr": 2e-2}})
@@ -310,8 +325,19 @@ def test_batched_document_blocks_equal_one_capture_per_document():
             assert torch.equal(part[k], one[k])
         torch.testing.assert_close(part["hidden"], one["hidden"], rtol=1e-5, atol=1e-6)
     # a document longer than seq_len makes several chunks: captured one document at a time
-    long = selectors.document_blocks(model, tok, [" ".join(["w"] * 40), "a b"], n_last=1, fp="t", seq_len=16)
+    texts = [" ".join(["w"] * 40), "a b"]
+    long = selectors.document_blocks(model, tok, texts, n_last=1, fp="t", seq_len=16)
     assert long[0]["labels"].shape[0] == 3 and long[1]["labels"].shape[0] == 1
+    # the counted targets, known from the chunks alone, with no forward pass
+    for group, seq_len in ((docs, 32), (texts, 16)):
+        parts = selectors.document_blocks(model, tok, group, n_last=1, fp="t", seq_len=seq_len)
+        assert selectors.block_tokens(tok, group, seq_len) == [int((p["labels"] != -100).sum()) for p in parts]
+    # PoolBlocks captures a document when first asked for it, and only then
+    pb = selectors.PoolBlocks(model, tok, docs, n_last=1, fp="t", seq_len=32)
+    assert not pb.kept
+    two = pb[[2, 0]]
+    assert sorted(pb.kept) == [0, 2] and torch.equal(two[0]["labels"], got[2]["labels"])
+    assert pb[[0]][0] is two[1]
 
 
 def test_top_k_puts_undefined_scores_last():

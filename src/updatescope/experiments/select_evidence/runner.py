@@ -14,7 +14,9 @@ reduction = target eval loss under the base model − after fine-tuning (nats, >
 Each fine-tuning result (per-sequence eval losses) goes through a
 :class:`~updatescope.experiments.groundtruth.store.TruthStore` when ``truth_store`` is set,
 keyed by the selected texts, the eval texts, the recipe, the code and the model, so a run
-resumes across sittings.  Verdicts: :mod:`.verdicts` (PREREGISTRATION.md).
+resumes across sittings; the selectors' scores are kept there too (``selectors.score_all``),
+and block inputs are captured only for fine-tunings the store does not hold
+(``selectors.PoolBlocks``).  Verdicts: :mod:`.verdicts` (PREREGISTRATION.md).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import hashlib
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,14 @@ from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
 from updatescope.experiments.select_evidence import figures
 from updatescope.experiments.select_evidence.config import SelectEvidenceConfig
-from updatescope.experiments.select_evidence.selectors import SCORED, document_blocks, score_all, stack_parts, top_k
+from updatescope.experiments.select_evidence.selectors import (
+    SCORED,
+    PoolBlocks,
+    block_tokens,
+    score_all,
+    stack_parts,
+    top_k,
+)
 from updatescope.experiments.select_evidence.verdicts import selection_verdicts
 from updatescope.report import console
 
@@ -96,9 +105,10 @@ class GroundTruth:
         return {**asdict(replace(self.cfg.lora, steps=self.cfg.steps(k))), "targets": list(self.cfg.lora.targets)}
 
     def reduction(
-        self, target: str, k: int, selector: str, seed: int, texts: Sequence[str], parts: Sequence[dict]
+        self, target: str, k: int, selector: str, seed: int, texts: Sequence[str], parts: Callable[[], list[dict]]
     ) -> tuple[float, float, bool]:
-        """-> (target eval-loss reduction, fine-tuning + evaluation seconds, loaded from the store)."""
+        """-> (target eval-loss reduction, fine-tuning + evaluation seconds, loaded from the store).
+        ``parts()`` gives the selection's block inputs, asked for only when it is fine-tuned."""
         from updatescope.experiments.groundtruth.store import TruthStore
 
         ev = self.evals[target]
@@ -113,11 +123,12 @@ class GroundTruth:
             got = store.load(source, seed, [target], recipe)
             if got is not None:
                 return ev["base"] - float(got["eval"][target].sum()) / ev["count"], got["seconds"], True
+        data = stack_parts(parts())
         t0 = time.perf_counter()
         lc = replace(self.cfg.lora, steps=self.cfg.steps(k))
-        tail = lora_gt.finetune_from_config(self.model, stack_parts(parts), lc, seed=seed)
+        tail = lora_gt.finetune_from_config(self.model, data, lc, seed=seed)
         sums, _ = lora_gt.sequence_losses(tail, ev["data"])
-        train_after = lora_gt.mean_loss(tail, stack_parts(parts))
+        train_after = lora_gt.mean_loss(tail, data)
         seconds = time.perf_counter() - t0
         if store is not None:
             store.save(
@@ -157,21 +168,21 @@ def _pool(cfg: SelectEvidenceConfig) -> tuple[list[str], list[str]]:
 
 def _eval_and_oracle(
     model: Any, tok: Any, fp: str, cfg: SelectEvidenceConfig, evals: Mapping[str, list[str]], oracle: Mapping
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict]]]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, PoolBlocks]]:
     """Per target: its eval block inputs, counted tokens, text digest and base loss; the
-    oracle documents' block inputs."""
+    oracle documents' block inputs (captured when a fine-tuning first needs them)."""
     lc = cfg.lora
     tail0 = lora_gt.tail_model(model, lc.n_last)
     ev: dict[str, dict[str, Any]] = {}
-    oracle_parts: dict[str, list[dict]] = {}
+    oracle_blocks: dict[str, PoolBlocks] = {}
     for t in cfg.targets:
         data = lora_gt.capture_block_inputs(
             model, tok, evals[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len, desc=f"{t} eval"
         )
         count = int((data["labels"] != IGNORE_INDEX).sum())
         ev[t] = {"data": data, "count": count, "digest": _digest(evals[t]), "base": lora_gt.mean_loss(tail0, data)}
-        oracle_parts[t] = document_blocks(model, tok, oracle[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
-    return ev, oracle_parts
+        oracle_blocks[t] = PoolBlocks(model, tok, oracle[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
+    return ev, oracle_blocks
 
 
 def _ground_truth(
@@ -179,17 +190,19 @@ def _ground_truth(
     truth: GroundTruth,
     pool: list[str],
     origin: list[str],
-    parts: list[dict],
+    blocks: PoolBlocks,
     scores: Mapping[str, Mapping[str, Any]],
     oracle: Mapping[str, list[str]],
-    oracle_parts: Mapping[str, list[dict]],
+    oracle_blocks: Mapping[str, PoolBlocks],
     budgets: Mapping[str, int],
     seeds: list[int],
     log: Any,
 ) -> dict[str, Any]:
     """Every (target, selector, budget, seed) fine-tuning -> {"reduction", "selected", "own",
-    "tokens", "log"} (nested target -> selector -> budget, except the fine-tuning log)."""
-    doc_tokens = [int((p["labels"] != IGNORE_INDEX).sum()) for p in parts]
+    "tokens", "log"} (nested target -> selector -> budget, except the fine-tuning log).  Block
+    inputs are captured only for fine-tunings the truth store does not hold."""
+    tok = blocks.tok
+    doc_tokens = block_tokens(tok, pool, cfg.lora.seq_len)
     out: dict[str, Any] = {"reduction": {}, "selected": {}, "own": {}, "tokens": {}, "log": []}
     for t in cfg.targets:
         for key in ("reduction", "selected", "own", "tokens"):
@@ -199,15 +212,15 @@ def _ground_truth(
                 vals, sels = [], []
                 for s in seeds:
                     if name == "oracle":
-                        sel, texts, sp = list(range(k)), oracle[t][:k], oracle_parts[t][:k]
+                        sel, texts, src = list(range(k)), oracle[t][:k], oracle_blocks[t]
                     else:
                         if name == "random":
                             g = torch.Generator().manual_seed(s)
                             sel = torch.randperm(len(pool), generator=g)[:k].tolist()
                         else:
                             sel = top_k(scores[t][name], k)
-                        texts, sp = [pool[i] for i in sel], [parts[i] for i in sel]
-                    r, secs, hit = truth.reduction(t, k, name, s, texts, sp)
+                        texts, src = [pool[i] for i in sel], blocks
+                    r, secs, hit = truth.reduction(t, k, name, s, texts, lambda src=src, sel=sel: src[sel])
                     vals.append(r)
                     sels.append(sel)
                     out["log"].append({"k": k, "steps": cfg.steps(k), "seconds": secs, "stored": hit})
@@ -219,7 +232,7 @@ def _ground_truth(
                 out["selected"][t][name][bk] = sels if name == "random" else sels[0]
                 if name == "oracle":
                     out["own"][t][name][bk] = 1.0
-                    out["tokens"][t][name][bk] = float(sum(int((p["labels"] != IGNORE_INDEX).sum()) for p in sp))
+                    out["tokens"][t][name][bk] = float(sum(block_tokens(tok, oracle[t][:k], cfg.lora.seq_len)))
                 else:
                     out["own"][t][name][bk] = _mean([sum(origin[i] == t for i in sel) / k for sel in sels])
                     out["tokens"][t][name][bk] = _mean([float(sum(doc_tokens[i] for i in sel)) for sel in sels])
@@ -303,13 +316,13 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
         f"budgets {budgets} documents"
     )
 
-    scores, cost, parts = score_all(model, tok, fp, pool, sketch, cfg, log)
+    scores, cost, blocks = score_all(model, tok, fp, pool, sketch, cfg, log)
     cost["random"] = {"seconds": 0.0, "seconds_per_target": 0.0, "peak_bytes": 0, "bytes_per_doc": 0, "memory": "none"}
     cost["oracle"] = {**cost["random"], "note": "not a selector: the target's own unused train documents"}
-    ev, oracle_parts = _eval_and_oracle(model, tok, fp, cfg, evals, oracle)
+    ev, oracle_blocks = _eval_and_oracle(model, tok, fp, cfg, evals, oracle)
     truth = GroundTruth(model, cfg, fp, ev)
     seeds = [gt_seeds.gt_seed(cfg.seed, j) for j in range(cfg.seeds)]
-    gt = _ground_truth(cfg, truth, pool, origin, parts, scores, oracle, oracle_parts, budgets, seeds, log)
+    gt = _ground_truth(cfg, truth, pool, origin, blocks, scores, oracle, oracle_blocks, budgets, seeds, log)
     reduction = gt["reduction"]
     verdict = selection_verdicts(
         {t: {n: {float(b): v for b, v in by_b.items()} for n, by_b in by_n.items()} for t, by_n in reduction.items()},
@@ -324,7 +337,7 @@ def run(cfg: SelectEvidenceConfig, out_dir: Path) -> Result:
     metrics = {
         "n_pool": len(pool),
         "pool_origin_counts": {n: origin.count(n) for n in cfg.pool},
-        "pool_tokens": sum(int((p["labels"] != IGNORE_INDEX).sum()) for p in parts),
+        "pool_tokens": sum(block_tokens(tok, pool, cfg.lora.seq_len)),
         "budgets": budgets,
         "targets": {
             t: {

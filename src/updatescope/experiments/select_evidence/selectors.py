@@ -29,11 +29,14 @@ a reusable index keeps per document to score it against a new target.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import resource
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -137,6 +140,18 @@ def document_blocks(
     ]
 
 
+def block_tokens(tok: Any, texts: Sequence[str], seq_len: int) -> list[int]:
+    """Counted next-token targets of each document's block inputs (:func:`document_blocks`),
+    from its chunks alone (the capture's own chunking and label rule), with no forward pass."""
+    from updatescope.capture.chunks import document_chunks, pad_batch
+
+    out = []
+    for x in texts:
+        chunks = list(document_chunks(tok, [x], chunk_len=seq_len))
+        out.append(int((pad_batch(chunks, 0)[2] != IGNORE_INDEX).sum()) if chunks else 0)
+    return out
+
+
 def stack_parts(parts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     """Concatenate block-input captures of several documents, right padding to one width."""
     width = max(p["labels"].shape[1] for p in parts)
@@ -165,6 +180,59 @@ def _cos(x: Tensor, v: Tensor) -> Tensor:
     return (x @ v) / (x.norm(dim=1) * v.norm()).clamp_min(1e-300)
 
 
+def scores_code() -> str:
+    """A digest of the code every stored score depends on (the selectors, document scoring,
+    the sketch and its maps, the capture, the baselines), so scores an earlier version made
+    are never read back.  Conservative: any change to those modules names new files."""
+    import hashlib
+    import inspect
+
+    from updatescope import __version__
+    from updatescope.capture import causal_lm
+    from updatescope.experiments.select_evidence import dsir
+    from updatescope.pipeline import score
+    from updatescope.select import baselines, documents
+    from updatescope.sketch import fishersketch, maps
+
+    mods = (sys.modules[__name__], dsir, score, documents, baselines, fishersketch, maps, causal_lm, heads, lora_gt)
+    try:
+        src = "".join(inspect.getsource(m) for m in mods)
+    except (OSError, TypeError):
+        src = __version__
+    return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+
+class PoolBlocks:
+    """Block inputs of documents (:func:`document_blocks`), captured when first asked for and
+    kept: a sitting whose fine-tunings all come from the truth store captures none."""
+
+    def __init__(self, model: Any, tok: Any, texts: Sequence[str], *, n_last: int, fp: str, seq_len: int) -> None:
+        self.model, self.tok, self.texts = model, tok, list(texts)
+        self.opts = {"n_last": n_last, "fp": fp, "seq_len": seq_len}
+        self.kept: dict[int, dict[str, Tensor]] = {}
+
+    def fill(self, parts: Sequence[dict[str, Tensor]]) -> None:
+        """Keep every document's block inputs, captured elsewhere (one per document, in order)."""
+        if len(parts) != len(self.texts):
+            raise ValueError(f"{len(parts)} block inputs for {len(self.texts)} documents")
+        self.kept.update(enumerate(parts))
+
+    def __getitem__(self, indices: Sequence[int]) -> list[dict[str, Tensor]]:
+        missing = sorted({int(i) for i in indices} - set(self.kept))
+        if missing:
+            got = document_blocks(self.model, self.tok, [self.texts[i] for i in missing], **self.opts)
+            self.kept.update(zip(missing, got))
+        return [self.kept[int(i)] for i in indices]
+
+
+def _cost_of(c: Cost) -> dict[str, Any]:
+    return {"seconds": c.seconds, "peak_bytes": c.peak_bytes, "how": c.how}
+
+
+def _vec(x: Sequence[float | None]) -> Tensor:
+    return torch.tensor([math.nan if v is None else v for v in x], dtype=torch.float64)
+
+
 def score_all(
     model: Any,
     tok: Any,
@@ -173,45 +241,122 @@ def score_all(
     targets: Mapping[str, list[str]],
     cfg: SelectEvidenceConfig,
     log: Callable[[str], None],
-) -> tuple[dict[str, dict[str, Tensor]], dict[str, dict[str, Any]], list[dict[str, Tensor]]]:
+) -> tuple[dict[str, dict[str, Tensor]], dict[str, dict[str, Any]], PoolBlocks]:
     """Every scored selector's scores for each target -> (scores[target][selector] (N,),
-    cost[selector], the pool's per-document block inputs (captured for the gradient
-    baseline, reused for fine-tuning))."""
-    from updatescope.capture.chunks import tokenize
-    from updatescope.experiments.select_evidence.dsir import dsir_scores
-    from updatescope.pipeline import score_documents
-    from updatescope.select.baselines import mean_gradient, project_rows
+    cost[selector], the pool's block inputs (:class:`PoolBlocks`, reused for fine-tuning)).
 
-    w0, b0 = heads.head_weights(model)
-    k_out, d = w0.shape
-    m, p = cfg.sketch_dim, cfg.proj_dim
+    With ``cfg.truth_store``, each group of scores (FisherSketch per target; the embedding and
+    mean-gradient baselines; the per-example gradients; DSIR per target) is kept under its
+    ``scores/`` folder as a small gzip JSON file with the cost measured when it was computed,
+    keyed by the code (:func:`scores_code`), the model, the pool's and the target's texts and
+    the settings it reads (``experiments.caching.stored_json``): a later sitting reads them
+    back instead of repeating hours of scoring, and records the same scores and costs."""
+    from updatescope.experiments.caching import stored_json
+    from updatescope.experiments.groundtruth.store import texts_digest
+
+    where = None if cfg.truth_store is None else Path(cfg.truth_store) / "scores"
     names = list(targets)
+    lc = cfg.lora
+    base = {"code": scores_code(), "model": fp, "pool": texts_digest(pool, None), "seed": cfg.seed}
+    tkeys = {t: texts_digest(targets[t], None) for t in names}
+    blocks = PoolBlocks(model, tok, pool, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
     scores: dict[str, dict[str, Tensor]] = {t: {} for t in names}
     cost: dict[str, dict[str, Any]] = {}
+    stored: dict[str, bool] = {}
 
-    def record(sels: Sequence[str], per_doc: int, *blocks: Cost) -> None:
+    def keep(kind: str, parts: dict[str, Any], build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        fresh = []
+        got = stored_json(where, kind, {**base, **parts}, lambda: fresh.append(1) or build())
+        stored[kind] = stored.get(kind, True) and not fresh
+        return got
+
+    def record(kind: str, sels: Sequence[str], per_doc: int, costs: Sequence[dict[str, Any]]) -> None:
+        secs = sum(c["seconds"] for c in costs)
         for n in sels:
-            secs = sum(c.seconds for c in blocks)
             cost[n] = {
                 "seconds": secs,
                 "seconds_per_target": secs / len(names),
-                "peak_bytes": max(c.peak_bytes for c in blocks),
+                "peak_bytes": max(c["peak_bytes"] for c in costs),
                 "bytes_per_doc": per_doc,
-                "memory": blocks[0].how,
+                "memory": costs[0]["how"],
+                "stored": stored[kind],  # read back from the store: the cost is the sitting's that computed it
             }
 
     fisher_costs = []
     for t in names:  # forward only: target signature + one scoring pass over the pool
-        with Cost() as c:
-            a = heads.capture_acts(model, tok, targets[t], fp=fp, use_cache=False, desc=f"target {t}")
-            sig = heads.sketch_stream(w0, b0, a["acts"], a["labels"], sketch_dim=m, seed=cfg.seed, fp=fp, name=t)
-            res = score_documents(model, tok, pool, sig, fingerprint=fp, progress=False)
-        scores[t].update(fisher=res.score, activation=res.activation, error=res.error)
-        fisher_costs.append(c)
-    record(("fisher", "activation", "error"), 8 * m + 8, *fisher_costs)  # one float64 m-vector + a count
+        got = keep(
+            "fisher",
+            {"target": tkeys[t], "sketch_dim": cfg.sketch_dim},
+            lambda t=t: _fisher(model, tok, fp, pool, targets[t], cfg, t),
+        )
+        for n in ("fisher", "activation", "error"):
+            scores[t][n] = _vec(got["scores"][n])
+        fisher_costs.append(got["cost"])
+    record(
+        "fisher", ("fisher", "activation", "error"), 8 * cfg.sketch_dim + 8, fisher_costs
+    )  # one float64 m-vector + a count
     log(f"FisherSketch scores: {cost['fisher']['seconds']:.1f}s for {len(names)} targets")
 
-    with Cost() as cap:  # head inputs of every document and of each target, kept for two baselines
+    got = keep("acts", {"targets": tkeys}, lambda: _acts_baselines(model, tok, fp, pool, targets))
+    for t in names:
+        scores[t]["embedding"] = _vec(got["scores"][t]["embedding"])
+        scores[t]["mean_gradient"] = _vec(got["scores"][t]["mean_gradient"])
+    d = heads.head_weights(model)[0].shape
+    record("acts", ("embedding",), 8 * d[1], [got["cost"]["capture"], got["cost"]["embedding"]])
+    record(
+        "acts", ("mean_gradient",), 8 * d[0] * d[1], [got["cost"]["capture"], got["cost"]["mean_gradient"]]
+    )  # dense K×d
+    secs = (cost["embedding"]["seconds"], cost["mean_gradient"]["seconds"])
+    log(f"embedding and mean-gradient scores: {secs[0]:.1f}s, {secs[1]:.1f}s")
+
+    dsir_costs, dropped = [], {}
+    for t in names:
+        opts = {"ngrams": cfg.dsir_ngrams, "num_buckets": cfg.dsir_buckets, "min_length": cfg.dsir_min_length}
+        got = keep("dsir", {"target": tkeys[t], **opts}, lambda t=t, opts=opts: _dsir(pool, targets[t], opts))
+        scores[t]["dsir"], dropped[t] = _vec(got["scores"]), got["dropped"]
+        dsir_costs.append(got["cost"])
+    record("dsir", ("dsir",), 8 * cfg.dsir_buckets, dsir_costs)  # the package's dense int64 bucket counts
+    cost["dsir"]["documents_below_min_length"] = dropped
+    log(f"DSIR scores: {cost['dsir']['seconds']:.1f}s; documents below its minimum length: {dropped}")
+
+    recipe = {"lora": dataclasses.asdict(lc), "warmup_steps": cfg.warmup_steps, "proj_dim": cfg.proj_dim}
+    got = keep("gradient", {"targets": tkeys, **recipe}, lambda: _gradients(model, tok, fp, pool, targets, cfg, blocks))
+    for t in names:
+        scores[t]["per_example_gradient"] = _vec(got["scores"][t])
+    record("gradient", ("per_example_gradient",), 8 * cfg.proj_dim, [got["cost"]])
+    cost["per_example_gradient"]["lora_params"] = got["lora_params"]
+    secs = got["cost"]["seconds"]
+    log(f"per-example-gradient scores ({got['lora_params']} LoRA parameters -> {cfg.proj_dim}): {secs:.1f}s")
+    return scores, cost, blocks
+
+
+def _fisher(
+    model: Any, tok: Any, fp: str, pool: list[str], target: list[str], cfg: SelectEvidenceConfig, name: str
+) -> dict:
+    """FisherSketch's three scores of the pool against one target, and what they cost."""
+    from updatescope.pipeline import score_documents
+
+    w0, b0 = heads.head_weights(model)
+    with Cost() as c:
+        a = heads.capture_acts(model, tok, target, fp=fp, use_cache=False, desc=f"target {name}")
+        sig = heads.sketch_stream(
+            w0, b0, a["acts"], a["labels"], sketch_dim=cfg.sketch_dim, seed=cfg.seed, fp=fp, name=name
+        )
+        res = score_documents(model, tok, pool, sig, fingerprint=fp, progress=False)
+    out = {n: getattr(res, "score" if n == "fisher" else n).tolist() for n in ("fisher", "activation", "error")}
+    return {"scores": out, "cost": _cost_of(c)}
+
+
+def _acts_baselines(model: Any, tok: Any, fp: str, pool: list[str], targets: Mapping[str, list[str]]) -> dict:
+    """The embedding and mean-gradient scores of the pool against every target, from one
+    capture of the head inputs of the pool and of each target, and what each costs."""
+    from updatescope.capture.chunks import tokenize
+    from updatescope.select.baselines import mean_gradient
+
+    w0, b0 = heads.head_weights(model)
+    d = w0.shape[1]
+    names = list(targets)
+    with Cost() as cap:  # head inputs of every document and of each target, kept for both baselines
         counts = [max(len(tokenize(tok, x, True, i)) - 1, 0) for i, x in enumerate(pool)]
         acts = heads.capture_acts(model, tok, pool, fp=fp, use_cache=False, desc="pool")
         tacts = {t: heads.capture_acts(model, tok, targets[t], fp=fp, use_cache=False, desc=t) for t in names}
@@ -219,7 +364,8 @@ def score_all(
         raise RuntimeError(f"captured {acts['labels'].numel()} rows for {sum(counts)} counted tokens")
     doc_acts = split_rows(acts["acts"], counts)
     doc_labels = split_rows(acts["labels"], counts)
-    with Cost() as c:
+    out: dict[str, dict[str, list[float]]] = {t: {} for t in names}
+    with Cost() as emb_cost:
         emb = torch.stack(
             [
                 a.to(torch.float64).mean(0) if a.shape[0] else torch.full((d,), math.nan, dtype=torch.float64)
@@ -227,9 +373,8 @@ def score_all(
             ]
         )
         for t in names:
-            scores[t]["embedding"] = _cos(emb, tacts[t]["acts"].to(torch.float64).mean(0))
-    record(("embedding",), 8 * d, cap, c)
-    with Cost() as c:
+            out[t]["embedding"] = _cos(emb, tacts[t]["acts"].to(torch.float64).mean(0)).tolist()
+    with Cost() as grad_cost:
         g_t = {
             t: mean_gradient([(v["acts"], heads.errors_of(w0, b0, v["acts"], v["labels"]))]) for t, v in tacts.items()
         }
@@ -245,39 +390,44 @@ def score_all(
                 vals[t].append(float((g * g_t[t]).sum() / (gn * g_t[t].norm()).clamp_min(1e-300)))
             del g
         for t in names:
-            scores[t]["mean_gradient"] = torch.tensor(vals[t], dtype=torch.float64)
-        del g_t
-    record(("mean_gradient",), 8 * k_out * d, cap, c)  # the dense K×d mean head gradient
-    log(
-        f"embedding and mean-gradient scores: {cost['embedding']['seconds']:.1f}s, "
-        f"{cost['mean_gradient']['seconds']:.1f}s"
-    )
-    del acts, doc_acts, tacts
+            out[t]["mean_gradient"] = vals[t]
+    costs = {"capture": _cost_of(cap), "embedding": _cost_of(emb_cost), "mean_gradient": _cost_of(grad_cost)}
+    return {"scores": out, "cost": costs}
 
-    dsir_costs, dropped = [], {}
-    for t in names:
-        with Cost() as c:
-            s, dropped[t] = dsir_scores(
-                pool, targets[t], ngrams=cfg.dsir_ngrams, num_buckets=cfg.dsir_buckets, min_length=cfg.dsir_min_length
-            )
-            scores[t]["dsir"] = torch.from_numpy(s)
-        dsir_costs.append(c)
-    record(("dsir",), 8 * cfg.dsir_buckets, *dsir_costs)  # the package's dense int64 bucket counts
-    cost["dsir"]["documents_below_min_length"] = dropped
-    log(f"DSIR scores: {cost['dsir']['seconds']:.1f}s; documents below its minimum length: {dropped}")
 
-    lc = cfg.lora
-    with Cost() as c:  # block inputs per document, LoRA warm-up, backward per document, projection
+def _dsir(pool: list[str], target: list[str], opts: Mapping[str, int]) -> dict:
+    from updatescope.experiments.select_evidence.dsir import dsir_scores
+
+    with Cost() as c:
+        s, dropped = dsir_scores(pool, target, **opts)
+    return {"scores": s.tolist(), "dropped": dropped, "cost": _cost_of(c)}
+
+
+def _gradients(
+    model: Any,
+    tok: Any,
+    fp: str,
+    pool: list[str],
+    targets: Mapping[str, list[str]],
+    cfg: SelectEvidenceConfig,
+    blocks: PoolBlocks,
+) -> dict:
+    """The per-example-gradient scores of the pool against every target (block inputs per
+    document, LoRA warm-up, backward per document, projection) and what they cost; the pool's
+    block inputs are kept in ``blocks``."""
+    from updatescope.select.baselines import project_rows
+
+    lc, p = cfg.lora, cfg.proj_dim
+    out = {}
+    with Cost() as c:
         parts = document_blocks(model, tok, pool, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
         tail = lora_gt.finetune_from_config(model, stack_parts(parts), lc, seed=cfg.seed, steps=cfg.warmup_steps)
         g_pool = project_rows(document_gradients(tail, parts), p, cfg.seed)
         n_params = sum(x.numel() for n, x in tail.named_parameters() if "lora_" in n)
-        for t in names:
-            tparts = document_blocks(model, tok, targets[t], n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
+        for t, texts in targets.items():
+            tparts = document_blocks(model, tok, texts, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
             g_tgt = project_rows(document_gradients(tail, tparts), p, cfg.seed)
-            scores[t]["per_example_gradient"] = _cos(g_pool, g_tgt.mean(0))
+            out[t] = _cos(g_pool, g_tgt.mean(0)).tolist()
         del tail
-    record(("per_example_gradient",), 8 * p, c)
-    cost["per_example_gradient"]["lora_params"] = int(n_params)
-    log(f"per-example-gradient scores ({n_params} LoRA parameters -> {p}): {c.seconds:.1f}s")
-    return scores, cost, parts
+    blocks.fill(parts)
+    return {"scores": out, "cost": _cost_of(c), "lora_params": int(n_params)}
