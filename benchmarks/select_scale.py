@@ -22,7 +22,7 @@ hundred.  The target is sketched once, before timing, from another domain.
     documents of the pool, arms alternated after a warm-up.  The model's fingerprint is
     computed once before timing and passed in, as ``select`` computes it once per run (its
     time is in the record).  Target (issue 36): ≥ 0.95.
-Other jobs share the 2 cores: the load average before and after is in the record.
+Other jobs may share the cores: the load average before and after is in the record.
 """
 
 from __future__ import annotations

@@ -204,7 +204,10 @@ def scores_code() -> str:
 
 class PoolBlocks:
     """Block inputs of documents (:func:`document_blocks`), captured when first asked for and
-    kept: a sitting whose fine-tunings all come from the truth store captures none."""
+    kept: a sitting whose fine-tunings all come from the truth store captures none.  Documents
+    captured in another batch than before can differ in the last bits (the batched capture
+    equals one capture per document to float32 rounding); the truth store keys fine-tunings on
+    the selected texts, not on these bits."""
 
     def __init__(self, model: Any, tok: Any, texts: Sequence[str], *, n_last: int, fp: str, seq_len: int) -> None:
         self.model, self.tok, self.texts = model, tok, list(texts)

@@ -24,6 +24,10 @@ activation; the record keeps the diagnostic (``metrics.first_token``).
 Amendment 3: per layer, the first tokens' massive coordinate c_l; its share of every shadow
 (``metrics.massive``), and every measure again without it, in d - 1 coordinates
 (``metrics.shadow_without_massive``, primary; the full-space ``metrics.shadow`` is secondary).
+Amendment 4: the fine-tunes train on all but the last ``n_val`` fit sentences of their class
+and are restored to the step (one of every ``val_every``) whose mean d on those validation
+sentences is highest (``metrics.selection``); the regime check and everything after it are
+unchanged.
 """
 
 from __future__ import annotations
