@@ -323,7 +323,7 @@ def score_all(
     log(f"DSIR scores: {cost['dsir']['seconds']:.1f}s; documents below its minimum length: {dropped}")
 
     recipe = {"lora": dataclasses.asdict(lc), "warmup_steps": cfg.warmup_steps, "proj_dim": cfg.proj_dim}
-    got = keep("gradient", {"targets": tkeys, **recipe}, lambda: _gradients(model, tok, fp, pool, targets, cfg, blocks))
+    got = keep("gradient", {"targets": tkeys, **recipe}, lambda: _gradients(blocks, targets, cfg))
     for t in names:
         scores[t]["per_example_gradient"] = _vec(got["scores"][t])
     record("gradient", ("per_example_gradient",), 8 * cfg.proj_dim, [got["cost"]])
@@ -406,20 +406,13 @@ def _dsir(pool: list[str], target: list[str], opts: Mapping[str, int]) -> dict:
     return {"scores": s.tolist(), "dropped": dropped, "cost": _cost_of(c)}
 
 
-def _gradients(
-    model: Any,
-    tok: Any,
-    fp: str,
-    pool: list[str],
-    targets: Mapping[str, list[str]],
-    cfg: SelectEvidenceConfig,
-    blocks: PoolBlocks,
-) -> dict:
+def _gradients(blocks: PoolBlocks, targets: Mapping[str, list[str]], cfg: SelectEvidenceConfig) -> dict:
     """The per-example-gradient scores of the pool against every target (block inputs per
     document, LoRA warm-up, backward per document, projection) and what they cost; the pool's
     block inputs are kept in ``blocks``."""
     from updatescope.select.baselines import project_rows
 
+    model, tok, pool, fp = blocks.model, blocks.tok, blocks.texts, blocks.opts["fp"]
     lc, p = cfg.lora, cfg.proj_dim
     out = {}
     with Cost() as c:
