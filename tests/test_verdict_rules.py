@@ -133,7 +133,10 @@ def test_density_beats_mass_flips(ll):
     m["config_n_sweep"] = 16
     dens = m["density_vs_mass"]
     row = lambda: _verdict(_row(ll.search_table(m), "| density beats mass"))  # noqa: E731
-    assert row() == "not resolved"  # 0.174 vs 0.125, paired difference 0.049 ± 0.038
+    # paired differences +0.05 and -0.02: mean +0.015, SE 0.035, within 2 SE of 0
+    dens["small_aligned_r2"]["gain_heldout"] = [0.20, 0.10]
+    dens["large_containing_r40"]["gain_heldout"] = [0.15, 0.12]
+    assert row() == "not resolved"
     dens["small_aligned_r2"]["gain_heldout"] = [0.20, 0.16]
     dens["large_containing_r40"]["gain_heldout"] = [0.11, 0.08]
     assert row() == "reproduced"
@@ -205,7 +208,7 @@ def test_seconds_line_reads_the_record(ll):
     assert ll.seconds_line(m) == [f"- `lora_recovery_quick.json`: {m['_seconds']:.1f} s"]
     rs = _rec("random_search_quick")
     assert ll.seconds_line({"_file": "random_search_quick.json", "_seconds": rs["seconds"]}) == [
-        "- `random_search_quick.json`: 57.8 s"
+        f"- `random_search_quick.json`: {rs['seconds']:.1f} s"
     ]
 
 
