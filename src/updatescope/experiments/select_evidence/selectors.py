@@ -263,6 +263,7 @@ def score_all(
     base = {"code": scores_code(), "model": fp, "pool": texts_digest(pool, None), "seed": cfg.seed}
     tkeys = {t: texts_digest(targets[t], None) for t in names}
     blocks = PoolBlocks(model, tok, pool, n_last=lc.n_last, fp=fp, seq_len=lc.seq_len)
+    head = heads.head_weights(model)  # one float32 copy of W (K, d) and b, for every group that needs it
     scores: dict[str, dict[str, Tensor]] = {t: {} for t in names}
     cost: dict[str, dict[str, Any]] = {}
     stored: dict[str, bool] = {}
@@ -290,7 +291,7 @@ def score_all(
         got = keep(
             "fisher",
             {"target": tkeys[t], "sketch_dim": cfg.sketch_dim},
-            lambda t=t: _fisher(model, tok, fp, pool, targets[t], cfg, t),
+            lambda t=t: _fisher(model, tok, fp, head, pool, targets[t], cfg, t),
         )
         for n in ("fisher", "activation", "error"):
             scores[t][n] = _vec(got["scores"][n])
@@ -300,11 +301,11 @@ def score_all(
     )  # one float64 m-vector + a count
     log(f"FisherSketch scores: {cost['fisher']['seconds']:.1f}s for {len(names)} targets")
 
-    got = keep("acts", {"targets": tkeys}, lambda: _acts_baselines(model, tok, fp, pool, targets))
+    got = keep("acts", {"targets": tkeys}, lambda: _acts_baselines(model, tok, fp, head, pool, targets))
     for t in names:
         scores[t]["embedding"] = _vec(got["scores"][t]["embedding"])
         scores[t]["mean_gradient"] = _vec(got["scores"][t]["mean_gradient"])
-    d = heads.head_weights(model)[0].shape
+    d = head[0].shape
     record("acts", ("embedding",), 8 * d[1], [got["cost"]["capture"], got["cost"]["embedding"]])
     record(
         "acts", ("mean_gradient",), 8 * d[0] * d[1], [got["cost"]["capture"], got["cost"]["mean_gradient"]]
@@ -334,12 +335,20 @@ def score_all(
 
 
 def _fisher(
-    model: Any, tok: Any, fp: str, pool: list[str], target: list[str], cfg: SelectEvidenceConfig, name: str
+    model: Any,
+    tok: Any,
+    fp: str,
+    head: tuple[Tensor, Tensor | None],
+    pool: list[str],
+    target: list[str],
+    cfg: SelectEvidenceConfig,
+    name: str,
 ) -> dict:
-    """FisherSketch's three scores of the pool against one target, and what they cost."""
+    """FisherSketch's three scores of the pool against one target, and what they cost.
+    head: (W, b) of :func:`heads.head_weights`."""
     from updatescope.pipeline import score_documents
 
-    w0, b0 = heads.head_weights(model)
+    w0, b0 = head
     with Cost() as c:
         a = heads.capture_acts(model, tok, target, fp=fp, use_cache=False, desc=f"target {name}")
         sig = heads.sketch_stream(
@@ -350,13 +359,21 @@ def _fisher(
     return {"scores": out, "cost": _cost_of(c)}
 
 
-def _acts_baselines(model: Any, tok: Any, fp: str, pool: list[str], targets: Mapping[str, list[str]]) -> dict:
+def _acts_baselines(
+    model: Any,
+    tok: Any,
+    fp: str,
+    head: tuple[Tensor, Tensor | None],
+    pool: list[str],
+    targets: Mapping[str, list[str]],
+) -> dict:
     """The embedding and mean-gradient scores of the pool against every target, from one
-    capture of the head inputs of the pool and of each target, and what each costs."""
+    capture of the head inputs of the pool and of each target, and what each costs.
+    head: (W, b) of :func:`heads.head_weights`."""
     from updatescope.capture.chunks import tokenize
     from updatescope.select.baselines import mean_gradient
 
-    w0, b0 = heads.head_weights(model)
+    w0, b0 = head
     d = w0.shape[1]
     names = list(targets)
     with Cost() as cap:  # head inputs of every document and of each target, kept for both baselines
