@@ -175,24 +175,32 @@ def test_each_domain_goes_to_its_own_adapter_and_only_shared_signatures_are_flag
     assert all(c.gap == 0 for c in both[:3])
 
 
-def test_large_bank_path_matches_the_exact_path_on_its_candidates():
+@pytest.mark.parametrize(
+    ("counts", "step", "group"),
+    [
+        ([5, 0, 1, 9, 3, 12, 2], 4, 7),  # requests split across batches and groups
+        ([4, 4, 4, 0, 4, 2, 2, 7, 1, 1], 64, 1000),  # one batch: runs of equal lengths, one block each
+        ([3, 3, 3, 3, 3, 3], 6, 5),  # runs cut by the batches and the groups
+    ],
+)
+def test_large_bank_path_matches_the_exact_path_on_its_candidates(counts, step, group):
     """CandidateAccumulator (bank scores from mean features, errors for the candidates only)
     against RouteAccumulator's per-token terms for every adapter: same scores for every
     adapter, same se / activation / error / paired gap errors on the candidates, NaN elsewhere,
-    the same choices; groups split across batches and requests with 0 or 1 counted tokens."""
+    the same choices; groups split across batches, requests with 0 or 1 counted tokens, and
+    consecutive requests of one length (scored as one batched block)."""
     from updatescope.select.route import CandidateAccumulator, RouteAccumulator, bank_terms
 
     g = torch.Generator().manual_seed(0)
     a, m, c = 40, 24, 6
     bank = torch.randn(a, 3, m, generator=g, dtype=torch.float64)
-    counts = [5, 0, 1, 9, 3, 12, 2]
     feats = torch.randn(sum(counts), 3, m, generator=g, dtype=torch.float32)
     names = [f"a{i}" for i in range(a)]
     ex = RouteAccumulator(names, counts)
-    ca = CandidateAccumulator(names, counts, bank, candidates=c, group_tokens=7)
-    for s in range(0, feats.shape[0], 4):
-        ex.update(bank_terms(feats[s : s + 4], bank))
-        ca.update(feats[s : s + 4])
+    ca = CandidateAccumulator(names, counts, bank, candidates=c, group_tokens=group)
+    for s in range(0, feats.shape[0], step):
+        ex.update(bank_terms(feats[s : s + step], bank))
+        ca.update(feats[s : s + step])
     want, got = ex.compute(), ca.compute()
     close = dict(rtol=1e-12, atol=1e-12, equal_nan=True)
     owner = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))

@@ -46,7 +46,7 @@ Ambiguity: a request is flagged when best − runner-up ≤ ``z``·se(best − r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -55,6 +55,7 @@ from torch import Tensor
 from updatescope.errors import InputError
 from updatescope.select.documents import MIN_TOKENS, target_directions
 from updatescope.sketch.signature import Signature
+from updatescope.sketch.workspace import scratch
 
 __all__ = [
     "CANDIDATES",
@@ -312,12 +313,36 @@ def joint_ranking_bank(bank: Tensor) -> Tensor:
     return bank[:, 0].to(torch.float32).contiguous()
 
 
-def _exact_order(exact: Tensor, cand: Tensor) -> Tensor:
-    """The positions that sort candidates by their exact scores with ``_best``'s rule (best
-    first, bank order among ties, undefined scores last).  exact (C,) float64, cand (C,) bank
-    indices -> (C,) int64."""
-    by_bank = torch.argsort(cand)
-    return by_bank[_best(exact[by_bank][None], len(cand))[0]]
+def _blocks(feats: Sequence[Tensor]) -> Iterator[tuple[int, int, Tensor]]:
+    """Consecutive requests' (n_d, m) features as batched blocks ``(lo, hi, (hi − lo, n, m))``:
+    a run of requests of one length n that lie back to back in one buffer (as ``update`` holds
+    them) is one strided view, every other request a block of one.  In order, covering all."""
+    lo = 0
+    while lo < len(feats):
+        f = feats[lo]
+        n, hi = f.shape[0], lo + 1
+        step = f.numel() * f.element_size()
+        if f.is_contiguous():
+            while (
+                hi < len(feats)
+                and feats[hi].shape == f.shape
+                and feats[hi].is_contiguous()
+                and feats[hi].untyped_storage().data_ptr() == f.untyped_storage().data_ptr()
+                and feats[hi].data_ptr() == f.data_ptr() + (hi - lo) * step
+            ):
+                hi += 1
+        yield lo, hi, f[None] if hi == lo + 1 else f.as_strided((hi - lo, n, f.shape[1]), (f.numel(), f.shape[1], 1))
+        lo = hi
+
+
+def _exact_orders(exact: Tensor, cand: Tensor) -> Tensor:
+    """Per row, the positions that sort the candidates by their exact scores with ``_best``'s
+    rule (best first, bank order among ties, undefined scores last).  exact (G, C) float64,
+    cand (G, C) bank indices -> (G, C) int64."""
+    by_bank = torch.argsort(cand, dim=1)
+    key = exact.gather(1, by_bank)
+    key = torch.where(torch.isfinite(key), key, torch.full_like(key, -torch.inf))
+    return by_bank.gather(1, torch.argsort(-key, dim=1, stable=True))
 
 
 class CandidateAccumulator:
@@ -377,11 +402,13 @@ class CandidateAccumulator:
         who = self.owner[self.done : self.done + n]
         self.sums.index_add_(0, who, feats.to(torch.float64))
         ids, runs = torch.unique_consecutive(who, return_counts=True)
+        # held as they come (float32 from the capture, the dtype of the float32 product that gives
+        # each request's per-token terms): one copy of the batch's joint rows, and views of it per
+        # request, so consecutive requests of one length are one strided block (see ``_terms``)
+        joint = feats[:, 0].clone()
         start = 0
         for d, r in zip(ids.tolist(), runs.tolist()):
-            # held as they come (float32 from the capture), the dtype of the float32 product that
-            # gives each request's per-token terms
-            self.held.setdefault(d, []).append(feats[start : start + r, 0].clone())
+            self.held.setdefault(d, []).append(joint[start : start + r])
             start += r
         self.done += n
         self.held_tokens += n
@@ -391,7 +418,8 @@ class CandidateAccumulator:
 
     def _flush(self) -> None:
         """Score the held requests whose tokens have all arrived: the coarse ranking of the whole
-        bank in one product, then each request's candidates exactly (rule in the module docstring)."""
+        bank in one product, then every request's candidates exactly (rule in the module
+        docstring), all requests of the group at once but for the per-token terms."""
         ready = [d for d in self.held if int(self.ends[d]) <= self.done]
         if not ready:
             return
@@ -400,25 +428,46 @@ class CandidateAccumulator:
         means = self.sums[idx] / n[:, None, None]  # (G, 3, m) float64
         approx, order = bank_choice(means[:, 0], self.joint, self.c)  # (G, A), (G, C)
         self.score[idx] = approx
-        # one request at a time: its candidates' directions (C, 3, m) and features stay in cache
-        for i, d in enumerate(ready):
-            v = self.bank[order[i]]
-            exact = (v * means[i]).sum(-1)  # (C, 3): joint, activation and error scores
-            pos = _exact_order(exact[:, 0], order[i])
-            cand, exact = order[i][pos], exact[pos]
-            self.score[d, cand], self.activation[d, cand], self.error[d, cand] = exact.unbind(1)
-            self.cand[d] = cand
+        exact = self._exact(order, means)  # (G, C, 3): joint, activation and error scores
+        pos = _exact_orders(exact[..., 0], order)
+        cand = order.gather(1, pos)
+        exact = exact.gather(1, pos[..., None].expand_as(exact))
+        rows = idx[:, None].expand_as(cand)
+        self.score[rows, cand], self.activation[rows, cand], self.error[rows, cand] = exact.unbind(-1)
+        self.cand[idx] = cand
+        # the candidates' float32 joint directions in the exact order, one gather for the group
+        dirs = self.joint.index_select(0, cand.reshape(-1)).view(*cand.shape, -1)
+        cross = torch.empty(len(ready), self.c, self.c, dtype=torch.float64)
+        feats = []
+        for d in ready:
             parts = self.held.pop(d)
-            f = parts[0] if len(parts) == 1 else torch.cat(parts)  # (n_d, m)
-            # (n_d, C) per-token joint terms of the candidates in the exact order, float32, centred
+            feats.append(parts[0] if len(parts) == 1 else torch.cat(parts))  # (n_d, m)
+            self.held_tokens -= feats[-1].shape[0]
+        for lo, hi, block in _blocks(feats):
+            # (g, n_d, C) per-token joint terms of the candidates, float32, centred in float64
             # (the scores stay the mean features': identical directions keep identical scores)
-            terms = (f.to(self.joint.dtype) @ self.joint[cand].T).to(torch.float64)
-            terms -= terms.mean(0)
-            nd = float(n[i])
-            if nd > 1:
-                self.se[d, cand] = (terms.square().sum(0) / (nd - 1) / nd).sqrt()
-            self.cross[d] = terms.T @ terms
-            self.held_tokens -= f.shape[0]
+            terms = torch.bmm(block.to(self.joint.dtype), dirs[lo:hi].transpose(1, 2)).to(torch.float64)
+            terms -= terms.mean(1, keepdim=True)
+            torch.bmm(terms.transpose(1, 2), terms, out=cross[lo:hi])
+        self.cross[idx] = cross
+        nd = n[:, None]
+        var = torch.diagonal(cross, dim1=1, dim2=2) / (nd - 1)  # NaN or inf for one token: masked
+        self.se[rows, cand] = torch.where(nd > 1, (var / nd).sqrt(), torch.full_like(var, float("nan")))
+
+    def _exact(self, order: Tensor, means: Tensor) -> Tensor:
+        """The exact float64 scores of each request's candidates, every kind: (G, C, 3).  One
+        kind at a time, the candidates' directions are gathered into the thread's reused
+        workspace (a fresh (G·C, m) float64 block per kind and call costs more in page faults
+        than the products: ``updatescope.sketch.workspace``)."""
+        g, c = order.shape
+        m = self.bank.shape[-1]
+        rows = scratch("route.candidates", (g * c, m), torch.float64, self.bank.device)
+        flat = order.reshape(-1)
+        out = torch.empty(g, c, 3, dtype=torch.float64)
+        for k in range(3):
+            torch.index_select(self.bank[:, k], 0, flat, out=rows)
+            out[..., k] = rows.view(g, c, m).mul_(means[:, k, None, :]).sum(-1)
+        return out
 
     def compute(self) -> RouteScores:
         if self.done != len(self.owner):
