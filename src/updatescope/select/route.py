@@ -400,14 +400,15 @@ class CandidateAccumulator:
             raise RuntimeError(f"got {self.done + n} feature rows for {len(self.owner)} counted tokens")
         feats = feats.to("cpu")
         who = self.owner[self.done : self.done + n]
-        self.sums.index_add_(0, who, feats.to(torch.float64))
         ids, runs = torch.unique_consecutive(who, return_counts=True)
         # held as they come (float32 from the capture, the dtype of the float32 product that gives
         # each request's per-token terms): one copy of the batch's joint rows, and views of it per
-        # request, so consecutive requests of one length are one strided block (see ``_terms``)
+        # request, so consecutive requests of one length are one strided block (see ``_blocks``)
         joint = feats[:, 0].clone()
         start = 0
         for d, r in zip(ids.tolist(), runs.tolist()):
+            # each request's run summed in float64 as it is read (no float64 copy of the batch)
+            self.sums[d] += feats[start : start + r].sum(0, dtype=torch.float64)
             self.held.setdefault(d, []).append(joint[start : start + r])
             start += r
         self.done += n
