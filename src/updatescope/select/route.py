@@ -474,14 +474,16 @@ class CandidateAccumulator:
         if self.done != len(self.owner):
             raise RuntimeError(f"captured {self.done} records for {len(self.owner)} counted tokens")
         self._flush()
+        # every token has arrived, so nothing writes to these tables again: handed over, not
+        # copied (four (D, A) float64 copies are a tenth of this call's time at A = 10,000)
         return RouteScores(
             self.names,
-            self.score.clone(),
-            self.se.clone(),
-            self.activation.clone(),
-            self.error.clone(),
+            self.score,
+            self.se,
+            self.activation,
+            self.error,
             self.counts.clone(),
             self.counts < self.min_tokens,
-            self.cross.clone(),
-            self.cand.clone(),
+            self.cross,
+            self.cand,
         )
