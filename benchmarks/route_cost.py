@@ -8,6 +8,10 @@
     ``--requests`` requests of ``--req-len`` tokens.  Figure: median over requests and rounds
     of (routed − bare) / bare.  Also timed alone on the same captured rows: the features
     and the bank product (``Router.terms``, 16 adapters).  Target: extra ≤ 5 % of the forward pass.
+    The same on a random-weight model of Llama-3.2-1B's shape (``LARGE_SHAPE``, built from its
+    config, read with SmolLM2's tokenizer), ``--large-reps`` rounds: the per-token sketch work
+    grows with the vocabulary while the forward pass grows with the whole model, so the
+    fraction depends on the model's size.
 (ii) Scoring at scale: 32 requests of ``--req-len`` tokens against 10,000 synthetic adapter
     directions at m = 4096, through the library's large-bank path
     (``select.route.CandidateAccumulator``, what ``Router`` uses beyond ``PAIRED_LIMIT``
@@ -50,17 +54,48 @@ def _median_spread(xs: list[float]) -> dict[str, float]:
 
 def _signatures(model, tok, n: int, tokens: int, m: int) -> dict:
     from updatescope.data.domains import list_domains, load_domain
+    from updatescope.models.hf import head_fingerprint
     from updatescope.pipeline import Corpus, SketchOptions, sketch_corpus
 
     names = [d.name for d in list_domains() if d.family in ("code", "wiki", "prose")][:n]
     opts = SketchOptions(sketch_dim=m, max_tokens=tokens)
+
+    def head_text(name: str) -> str:  # the domain's first tokens + 1, so the sketch's one forward pass is short
+        ids = tok(" ".join(load_domain(name, "train")[:8]), add_special_tokens=False)["input_ids"]
+        return tok.decode(ids[: tokens + 1])
+
+    fp = head_fingerprint(model, tok)  # once: it reads every weight
     return {
-        name: sketch_corpus(model, tok, Corpus.from_texts(load_domain(name, "train")[:8]), opts, progress=False)
+        name: sketch_corpus(model, tok, Corpus.from_texts([head_text(name)]), opts, progress=False, fingerprint=fp)
         for name in names
     }
 
 
-def latency(args: argparse.Namespace) -> dict:
+#: Llama-3.2-1B's shape (random weights, no download): the (i) measure at a size where the
+#: forward pass outgrows the per-token sketch work, which scales with the vocabulary
+LARGE_SHAPE = {
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 2048,
+}
+
+
+def _large_model():
+    """A random-weight model of ``LARGE_SHAPE`` (float32, built from its config)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**LARGE_SHAPE)).eval()
+
+
+def latency(args: argparse.Namespace, model=None, reps: int | None = None) -> dict:
+    """(i) on the packaged SmolLM2, or on ``model`` (read with SmolLM2's tokenizer, whose ids
+    all lie inside a larger vocabulary)."""
     from updatescope.capture.causal_lm import capture_causal_lm
     from updatescope.data.domains import load_domain
     from updatescope.models.smollm2 import load_smollm2
@@ -68,8 +103,11 @@ def latency(args: argparse.Namespace) -> dict:
     from updatescope.sketch.fishersketch import features
     from updatescope.sketch.inputs import softmax_minus_onehot
 
-    model, tok = load_smollm2()
+    smol, tok = load_smollm2()
+    name = "SmolLM2-135M" if model is None else "random Llama-3.2-1B shape"
+    model = smol if model is None else model
     model.eval()
+    reps = args.reps if reps is None else reps
     t = time.perf_counter()
     sigs = _signatures(model, tok, args.adapters, args.sig_tokens, args.m)
     sig_s = time.perf_counter() - t
@@ -91,7 +129,7 @@ def latency(args: argparse.Namespace) -> dict:
         bare(r), routed(r)
     load_before = os.getloadavg()
     t_bare, t_route, extra = [], [], []
-    for k in range(args.reps):
+    for k in range(reps):
         for j, r in enumerate(reqs):
             # the arm that runs first alternates, so neither is always the one after the other
             # (caches, clock) and the paired ratio carries no order effect
@@ -109,7 +147,7 @@ def latency(args: argparse.Namespace) -> dict:
     acts, logits, labels = next(iter(capture_causal_lm(model, [reqs[0]], tok, progress=False)))
     t_feat, t_bank = [], []
     with torch.inference_mode():
-        for _ in range(args.reps * 2):
+        for _ in range(reps * 2):
             t = time.perf_counter()
             errors = softmax_minus_onehot(logits, labels)
             f = features(router.config, acts.to(errors.dtype), errors)
@@ -119,6 +157,10 @@ def latency(args: argparse.Namespace) -> dict:
             t_bank.append(time.perf_counter() - t)
     b_med = statistics.median(t_bare)
     return {
+        "model": name,
+        "params": sum(p.numel() for p in model.parameters()),
+        "vocab": int(logits.shape[-1]),
+        "rounds": reps,
         "adapters": len(sigs),
         "adapter_domains": list(sigs),
         "request_tokens": args.req_len,
@@ -227,6 +269,21 @@ def memory(args: argparse.Namespace) -> dict:
     }
 
 
+def _latency_row(lat: dict) -> str:
+    e = lat["extra_over_forward"]
+    model = lat.get("model", "SmolLM2-135M")
+    size = f", {lat['params'] / 1e9:.2f} B parameters, vocabulary {lat['vocab']:,}" if "params" in lat else ""
+    return (
+        f"| (i) routing per request, {lat['adapters']} adapters, {lat['request_tokens']} tokens, {model}{size} "
+        f"| forward {lat['bare_forward_s']['median'] * 1e3:.0f} ms, "
+        f"routed {lat['routed_s']['median'] * 1e3:.0f} ms: "
+        f"extra **{e['median']:.1%}** of the forward ({e['min']:.0%}–{e['max']:.0%}; fastest routed over fastest "
+        f"forward {lat['extra_of_fastest']:+.0%}); features alone "
+        f"{lat['features_over_forward']:.1%}, bank product alone {lat['bank_product_over_forward']:.2%} "
+        f"| ≤ 5 %: {'met' if e['median'] <= 0.05 else '**not met**'} |"
+    )
+
+
 def _verdict(seconds: float) -> str:
     return "met" if seconds < 0.05 else "**not met**"
 
@@ -238,16 +295,10 @@ def table(paths: list[str]) -> str:
     ]
     for path in paths:
         rec = json.loads(Path(path).read_text())
-        lat, big, mem = rec["results"]["latency"], rec["results"]["bank"], rec["results"]["memory"]
-        e = lat["extra_over_forward"]
+        res = rec["results"]
+        lat, big, mem = res["latency"], res["bank"], res["memory"]
+        lines += [_latency_row(x) for x in (lat, res.get("latency_large")) if x is not None]
         lines += [
-            f"| (i) routing per request, {lat['adapters']} adapters, {lat['request_tokens']} tokens, SmolLM2 "
-            f"| forward {lat['bare_forward_s']['median'] * 1e3:.0f} ms, "
-            f"routed {lat['routed_s']['median'] * 1e3:.0f} ms: "
-            f"extra **{e['median']:.1%}** of the forward ({e['min']:.0%}–{e['max']:.0%}; fastest routed over fastest "
-            f"forward {lat['extra_of_fastest']:+.0%}); features alone "
-            f"{lat['features_over_forward']:.0%}, bank product alone {lat['bank_product_over_forward']:.2%} "
-            f"| ≤ 5 %: {'met' if e['median'] <= 0.05 else '**not met**'} |",
             f"| (ii) {big['batch']} requests of {big['request_tokens']} tokens × {big['adapters']:,} adapters, "
             f"m = {big['m']}, `Router`'s large-bank path "
             f"| every adapter's float32 ranking score and each request's {big['candidates']} candidates "
@@ -272,7 +323,9 @@ def table(paths: list[str]) -> str:
         env = rec["env"]
         lines.append(
             f"\n- threads {rec['config']['threads']}, torch {env.get('torch', '?')}, "
-            f"{rec['config']['reps']} rounds over {lat['requests']} requests, load average "
+            f"{rec['config']['reps']} rounds over {lat['requests']} requests"
+            + (f" ({res['latency_large']['rounds']} on the larger model)" if "latency_large" in res else "")
+            + ", load average "
             f"{lat['loadavg_before'][0]:.1f} → {lat['loadavg_after'][0]:.1f}; "
             f"commit {str(env.get('git_commit', '?'))[:7]}"
         )
@@ -291,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lora-r", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--large-reps", type=int, default=5, help="rounds of (i) on a random Llama-3.2-1B-shaped model (0: skip)"
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "route_cost.json"))
     ap.add_argument("--table", default=None, metavar="JSON[+JSON]", help="print the README table of these records")
     args = ap.parse_args(argv)
@@ -300,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     results = {"latency": latency(args), "bank": bank_scale(args), "memory": memory(args)}
+    if args.large_reps:
+        results["latency_large"] = latency(args, _large_model(), args.large_reps)
     results["wall_s"] = time.perf_counter() - t0
     lat, big = results["latency"], results["bank"]
     print(
