@@ -354,7 +354,8 @@ class CandidateAccumulator:
     the bank's joint directions in float32, (A, m) contiguous, for the coarse ranking (made from
     the bank when not given: a caller scoring many groups against one bank, as the Router,
     keeps one copy).  The joint features of at most about ``group_tokens`` counted tokens are
-    held at once (a request is never split: a longer one is held whole)."""
+    held at once (a request is never split: a longer one is held whole), plus the rest of the
+    captured batch an unfinished request arrived in (each batch's joint rows are one copy)."""
 
     def __init__(
         self,
