@@ -244,6 +244,33 @@ def test_large_bank_path_matches_the_exact_path_on_its_candidates(counts, step, 
         CandidateAccumulator(names, [2], bank, joint=bank[:-1, 0].float())
 
 
+@pytest.mark.parametrize("per", [1, 2])
+def test_large_bank_gathers_a_slice_of_requests_at_a_time(monkeypatch, per):
+    """A group of many requests is re-scored ``GATHER_BYTES`` of candidate directions at a time:
+    the same scores, candidates and errors as with the whole group gathered at once."""
+    from updatescope.select import route
+
+    g = torch.Generator().manual_seed(3)
+    a, m, c = 30, 16, 4
+    bank = torch.randn(a, 3, m, generator=g, dtype=torch.float64)
+    counts = [4, 4, 4, 0, 4, 2, 2, 7, 1, 1, 3, 3]
+    feats = torch.randn(sum(counts), 3, m, generator=g, dtype=torch.float32)
+    names = [f"a{i}" for i in range(a)]
+
+    def run():
+        acc = route.CandidateAccumulator(names, counts, bank, candidates=c, group_tokens=10**6)
+        return acc.update(feats).compute()
+
+    whole = run()
+    monkeypatch.setattr(route, "GATHER_BYTES", per * c * m * 8)
+    sliced = run()
+    assert torch.equal(whole.candidates, sliced.candidates)
+    for field in ("score", "activation", "error", "se", "cross"):
+        torch.testing.assert_close(
+            getattr(sliced, field), getattr(whole, field), rtol=1e-12, atol=1e-12, equal_nan=True
+        )
+
+
 def test_large_bank_choice_follows_exact_scores_below_float32_resolution():
     """The coarse float32 ranking cannot tell apart directions that differ below its rounding;
     the candidates are re-ordered by their exact scores, so the choice and the gap are the exact

@@ -75,6 +75,9 @@ __all__ = [
 PAIRED_LIMIT = 256  # banks up to this size keep the per-request (A, A) sums for paired errors
 CANDIDATES = 16  # larger banks: per request, the adapters whose errors are computed
 GROUP_TOKENS = 4096  # larger banks: counted tokens whose joint features are held before scoring
+# larger banks: bytes of candidate directions gathered at once (a group of many short requests is
+# re-scored a slice of requests at a time, so this bounds the gathers, not the group)
+GATHER_BYTES = 1 << 25
 
 
 def direction_bank(targets: Sequence[Signature]) -> Tensor:
@@ -313,10 +316,11 @@ def joint_ranking_bank(bank: Tensor) -> Tensor:
     return bank[:, 0].to(torch.float32).contiguous()
 
 
-def _blocks(feats: Sequence[Tensor]) -> Iterator[tuple[int, int, Tensor]]:
+def _blocks(feats: Sequence[Tensor], most: int) -> Iterator[tuple[int, int, Tensor]]:
     """Consecutive requests' (n_d, m) features as batched blocks ``(lo, hi, (hi − lo, n, m))``:
     a run of requests of one length n that lie back to back in one buffer (as ``update`` holds
-    them) is one strided view, every other request a block of one.  In order, covering all."""
+    them) is one strided view of at most ``most`` requests, every other request a block of one.
+    In order, covering all."""
     lo = 0
     while lo < len(feats):
         f = feats[lo]
@@ -325,6 +329,7 @@ def _blocks(feats: Sequence[Tensor]) -> Iterator[tuple[int, int, Tensor]]:
         if f.is_contiguous():
             while (
                 hi < len(feats)
+                and hi - lo < most
                 and feats[hi].shape == f.shape
                 and feats[hi].is_contiguous()
                 and feats[hi].untyped_storage().data_ptr() == f.untyped_storage().data_ptr()
@@ -437,18 +442,18 @@ class CandidateAccumulator:
         rows = idx[:, None].expand_as(cand)
         self.score[rows, cand], self.activation[rows, cand], self.error[rows, cand] = exact.unbind(-1)
         self.cand[idx] = cand
-        # the candidates' float32 joint directions in the exact order, one gather for the group
-        dirs = self.joint.index_select(0, cand.reshape(-1)).view(*cand.shape, -1)
         cross = torch.empty(len(ready), self.c, self.c, dtype=torch.float64)
         feats = []
         for d in ready:
             parts = self.held.pop(d)
             feats.append(parts[0] if len(parts) == 1 else torch.cat(parts))  # (n_d, m)
             self.held_tokens -= feats[-1].shape[0]
-        for lo, hi, block in _blocks(feats):
+        for lo, hi, block in _blocks(feats, self._slice(self.joint.element_size())):
+            # the block's candidates' float32 joint directions in the exact order, one gather
+            dirs = self.joint.index_select(0, cand[lo:hi].reshape(-1)).view(hi - lo, self.c, -1)
             # (g, n_d, C) per-token joint terms of the candidates, float32, centred in float64
             # (the scores stay the mean features': identical directions keep identical scores)
-            terms = torch.bmm(block.to(self.joint.dtype), dirs[lo:hi].transpose(1, 2)).to(torch.float64)
+            terms = torch.bmm(block.to(self.joint.dtype), dirs.transpose(1, 2)).to(torch.float64)
             terms -= terms.mean(1, keepdim=True)
             torch.bmm(terms.transpose(1, 2), terms, out=cross[lo:hi])
         self.cross[idx] = cross
@@ -463,13 +468,21 @@ class CandidateAccumulator:
         than the products: ``updatescope.sketch.workspace``)."""
         g, c = order.shape
         m = self.bank.shape[-1]
-        rows = scratch("route.candidates", (g * c, m), torch.float64, self.bank.device)
-        flat = order.reshape(-1)
         out = torch.empty(g, c, 3, dtype=torch.float64)
-        for k in range(3):
-            torch.index_select(self.bank[:, k], 0, flat, out=rows)
-            out[..., k] = rows.view(g, c, m).mul_(means[:, k, None, :]).sum(-1)
+        per = self._slice(8)
+        for lo in range(0, g, per):  # a slice of the group's requests at a time (``GATHER_BYTES``)
+            hi = min(lo + per, g)
+            rows = scratch("route.candidates", ((hi - lo) * c, m), torch.float64, self.bank.device)
+            flat = order[lo:hi].reshape(-1)
+            for k in range(3):
+                torch.index_select(self.bank[:, k], 0, flat, out=rows)
+                out[lo:hi, :, k] = rows.view(hi - lo, c, m).mul_(means[lo:hi, k, None, :]).sum(-1)
         return out
+
+    def _slice(self, item_bytes: int) -> int:
+        """Requests whose candidates' directions (C × m numbers of ``item_bytes``) fit in
+        ``GATHER_BYTES`` (at least one)."""
+        return max(1, GATHER_BYTES // (self.c * self.bank.shape[-1] * item_bytes))
 
     def compute(self) -> RouteScores:
         if self.done != len(self.owner):
