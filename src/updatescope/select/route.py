@@ -345,9 +345,7 @@ def _exact_orders(exact: Tensor, cand: Tensor) -> Tensor:
     rule (best first, bank order among ties, undefined scores last).  exact (G, C) float64,
     cand (G, C) bank indices -> (G, C) int64."""
     by_bank = torch.argsort(cand, dim=1)
-    key = exact.gather(1, by_bank)
-    key = torch.where(torch.isfinite(key), key, torch.full_like(key, -torch.inf))
-    return by_bank.gather(1, torch.argsort(-key, dim=1, stable=True))
+    return by_bank.gather(1, _best(exact.gather(1, by_bank), cand.shape[1]))
 
 
 class CandidateAccumulator:
