@@ -28,8 +28,12 @@
     weights (LoRA r = ``--lora-r`` on q_proj and v_proj of SmolLM2, float32, counted from a
     ``peft.get_peft_model``), for 16 and 10,000 adapters.
 
+(iv) The host's balance (``host_probe``): copy bandwidth and float32 matrix-product rate, measured
+    in the same run, since (i)'s feature work is bound by memory and the forward by arithmetic.
+
     python benchmarks/route_cost.py [--threads 2] [--reps 5]
     python benchmarks/route_cost.py --table benchmarks/results/route_cost.json   # README table
+    (several records joined by ``+``: one table each, then how many meet (i))
 """
 
 from __future__ import annotations
@@ -50,6 +54,29 @@ HERE = Path(__file__).resolve().parent
 
 def _median_spread(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def host_probe(reps: int = 7) -> dict:
+    """The host's balance, measured in this run: the feature work of (i) streams the logits
+    through memory, while the forward pass is mostly matrix products, so the ratio (i)
+    measures follows the host's copy bandwidth over its float32 matrix-product rate.
+    Median of ``reps``: a 256 MiB float32 copy (bytes read + written per second) and a
+    2048 × 2048 float32 product (FLOP per second)."""
+    src = torch.ones(1 << 26)
+    dst = torch.empty_like(src)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    copy, mm = [], []
+    dst.copy_(src), a @ b  # warm-up
+    for _ in range(reps):
+        t = time.perf_counter()
+        dst.copy_(src)
+        copy.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        a @ b
+        mm.append(time.perf_counter() - t)
+    bw = 2 * src.numel() * 4 / statistics.median(copy)
+    flops = 2 * 2048**3 / statistics.median(mm)
+    return {"copy_bytes_per_s": bw, "matmul_flop_per_s": flops, "bytes_per_flop": bw / flops}
 
 
 def _signatures(model, tok, n: int, tokens: int, m: int) -> dict:
@@ -289,13 +316,15 @@ def _verdict(seconds: float) -> str:
 
 
 def table(paths: list[str]) -> str:
-    lines = [
-        "| measure | result | target |",
-        "|---|---|---|",
-    ]
+    lines: list[str] = []
+    met_small = []
     for path in paths:
         rec = json.loads(Path(path).read_text())
         res = rec["results"]
+        if lines:
+            lines.append("")
+        lines += ["| measure | result | target |", "|---|---|---|"]
+        met_small.append(res["latency"]["extra_over_forward"]["median"] <= 0.05)
         lat, big, mem = res["latency"], res["bank"], res["memory"]
         lines += [_latency_row(x) for x in (lat, res.get("latency_large")) if x is not None]
         lines += [
@@ -321,13 +350,25 @@ def table(paths: list[str]) -> str:
             f"{big['joint_bank_bytes_float32'] / 2**20:.0f} MiB | — |",
         ]
         env = rec["env"]
+        host = res.get("host")
+        probe = (
+            f"host: copy {host['copy_bytes_per_s'] / 1e9:.1f} GB/s, float32 matrix product "
+            f"{host['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s; "
+            if host
+            else "host not probed (record made before the probe); "
+        )
         lines.append(
-            f"\n- threads {rec['config']['threads']}, torch {env.get('torch', '?')}, "
+            f"\n- {probe}threads {rec['config']['threads']}, torch {env.get('torch', '?')}, "
             f"{rec['config']['reps']} rounds over {lat['requests']} requests"
             + (f" ({res['latency_large']['rounds']} on the larger model)" if "latency_large" in res else "")
             + ", load average "
             f"{lat['loadavg_before'][0]:.1f} → {lat['loadavg_after'][0]:.1f}; "
             f"commit {str(env.get('git_commit', '?'))[:7]}"
+        )
+    if len(paths) > 1:
+        lines.append(
+            f"\n(i) on {res['latency'].get('model', 'SmolLM2-135M')}: target met in {sum(met_small)} of "
+            f"{len(met_small)} records."
         )
     return "\n".join(lines)
 
@@ -355,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    results = {"latency": latency(args), "bank": bank_scale(args), "memory": memory(args)}
+    results = {"host": host_probe(), "latency": latency(args), "bank": bank_scale(args), "memory": memory(args)}
     if args.large_reps:
         results["latency_large"] = latency(args, _large_model(), args.large_reps)
     results["wall_s"] = time.perf_counter() - t0
