@@ -333,6 +333,10 @@ def test_plan_command_prints_order_replay_and_table(files, capsys):
         doc["table"]["pairs"][0]
     )
     assert doc["cost_plan"] <= doc["cost_input"] <= doc["cost_worst"]
+    # a negative zero is the budget 0: shown and written as 0, not "-0"
+    rc, out, err = _run(capsys, "--tasks", files["t0"], files["t1"], "--json", "--replay-budget", "-0.0")
+    assert rc == 0, err
+    assert '"replay_budget": 0.0' in out and "-0" not in out.split('"replay_budget"')[1][:8]
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def _budget(text: str) -> float:
         raise InputError(f"--replay-budget must be a number in [0, 1), got {text!r}") from None
     if not math.isfinite(value) or not 0.0 <= value < 1.0:
         raise InputError(f"--replay-budget must be a finite fraction in [0, 1), got {text!r}")
-    return value
+    return value + 0.0  # -0.0 is the budget 0, shown and written as 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
