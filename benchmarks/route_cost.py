@@ -6,8 +6,10 @@
     ``Router.score`` of the same request (forward + capture + features + the bank product +
     the per-request sums), paired request by request, the first arm alternating, ``--reps`` rounds over
     ``--requests`` requests of ``--req-len`` tokens.  Figure: median over requests and rounds
-    of (routed − bare) / bare.  Also timed alone on the same captured rows: the features
-    and the bank product (``Router.terms``, 16 adapters).  Target: extra ≤ 5 % of the forward pass.
+    of (routed − bare) / bare.  Also timed alone on the same captured rows, chunk by chunk as
+    the router makes them (``error_chunks``: the error softmax into the reused buffer, then
+    ``features`` in the workspace): the features and the bank product (``Router.terms``, 16
+    adapters).  Target: extra ≤ 5 % of the forward pass.
     The same on a random-weight model of Llama-3.2-1B's shape (``LARGE_SHAPE``, built from its
     config, read with SmolLM2's tokenizer), ``--large-reps`` rounds: the per-token sketch work
     grows with the vocabulary while the forward pass grows with the whole model, so the
@@ -127,8 +129,7 @@ def latency(args: argparse.Namespace, model=None, reps: int | None = None) -> di
     from updatescope.data.domains import load_domain
     from updatescope.models.smollm2 import load_smollm2
     from updatescope.pipeline import Router
-    from updatescope.sketch.fishersketch import features
-    from updatescope.sketch.inputs import softmax_minus_onehot
+    from updatescope.sketch.fishersketch import error_chunks, features
 
     smol, tok = load_smollm2()
     name = "SmolLM2-135M" if model is None else "random Llama-3.2-1B shape"
@@ -170,18 +171,24 @@ def latency(args: argparse.Namespace, model=None, reps: int | None = None) -> di
             t_bare.append(b)
             t_route.append(s)
             extra.append((s - b) / b)
-    # the parts of the extra, alone, on the captured rows of one request
+    # the parts of the extra, alone, on the captured rows of one request, as the router makes
+    # them: the errors a cache-sized chunk at a time in the reused buffer, then the features
     acts, logits, labels = next(iter(capture_causal_lm(model, [reqs[0]], tok, progress=False)))
+    kept = torch.arange(labels.shape[0])
     t_feat, t_bank = [], []
     with torch.inference_mode():
         for _ in range(reps * 2):
+            feat = bank_s = 0.0
             t = time.perf_counter()
-            errors = softmax_minus_onehot(logits, labels)
-            f = features(router.config, acts.to(errors.dtype), errors)
-            t_feat.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            router.terms(f)
-            t_bank.append(time.perf_counter() - t)
+            for a, errors in error_chunks(acts, logits, labels, kept, logits.device):
+                f = features(router.config, a.to(errors.dtype), errors, tag="token_features")
+                t1 = time.perf_counter()
+                feat += t1 - t
+                router.terms(f)
+                t = time.perf_counter()
+                bank_s += t - t1
+            t_feat.append(feat)
+            t_bank.append(bank_s)
     b_med = statistics.median(t_bare)
     return {
         "model": name,
