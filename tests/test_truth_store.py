@@ -264,3 +264,139 @@ def test_preregistered_statement_follows_the_first_comparison(sign, word, start)
     assert [r["word"] for r in v["primary"][1:]] == ["no difference"] * 3  # ties, and family1 missing
     assert v["n_full_eval_targets"] == 3 and v["full_eval_targets"][0]["n_targets"] == 3
     assert v["powered"] is False
+
+
+# ------------------------------------------------------------------ several processes, one store
+def _sleeper():
+    """A live process of this host that is not this one (a claimant that has not finished)."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+
+
+def _claim_of(proc_or_pid, **over):
+    import socket
+    import time
+
+    from updatescope.experiments.groundtruth import store as st
+
+    pid = proc_or_pid if isinstance(proc_or_pid, int) else proc_or_pid.pid
+    return {"host": socket.gethostname(), "pid": pid, "start": st._process_start(pid), "time": time.time(), **over}
+
+
+def _write_claim(store, source, seed, holder):
+    import json
+
+    path = store.claim_path(source, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(holder))
+    return path
+
+
+def test_claims_keep_one_computation_per_result(tmp_path):
+    import json
+    import os
+    import time
+
+    from updatescope.experiments.groundtruth.store import CLAIM_TTL, TruthStore
+
+    store = TruthStore(tmp_path, {"model": "m"}, {"train": {"a": "x"}, "eval": {"a": "y"}})
+    assert store.claim("a", 0) is None  # made
+    path = store.claim_path("a", 0)
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    assert store.claim("a", 0) is None  # already this process's
+    store.release("a", 0)
+    assert not path.exists()
+
+    proc = _sleeper()
+    try:
+        _write_claim(store, "a", 0, _claim_of(proc))
+        held = store.claim("a", 0)
+        assert held is not None and str(proc.pid) in held  # a live process of this host keeps it
+        store.release("a", 0)  # not ours: left alone
+        assert path.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert store.claim("a", 0) is None  # its process is gone: taken over
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    store.release("a", 0)
+
+    # a process id reused by another process (other start time) does not hold the claim
+    _write_claim(store, "a", 0, _claim_of(os.getpid(), start="0"))
+    assert store.claim("a", 0) is None
+    store.release("a", 0)
+
+    # another host: held until the claim is older than CLAIM_TTL
+    _write_claim(store, "a", 0, {"host": "elsewhere", "pid": 1, "start": "1", "time": time.time()})
+    assert "elsewhere" in (store.claim("a", 0) or "")
+    _write_claim(store, "a", 0, {"host": "elsewhere", "pid": 1, "start": "1", "time": time.time() - CLAIM_TTL - 1})
+    assert store.claim("a", 0) is None
+    store.release("a", 0)
+
+    # an unreadable claim: being written while young, abandoned once old
+    path.write_bytes(b"\xff{")
+    assert store.claim("a", 0) == "a process writing its claim"
+    old = time.time() - 120
+    os.utime(path, (old, old))
+    assert store.claim("a", 0) is None
+    store.release("a", 0)
+    assert not list(tmp_path.rglob("*.stale"))  # stale claims are moved aside, then removed
+
+
+def test_two_processes_on_one_store_split_the_work(tiny, monkeypatch):
+    """A result claimed by another live process is not fine-tuned again: the run goes on, then
+    waits for it to appear in the store, and ends with the same numbers as a run alone."""
+    import shutil
+    import threading
+    import time
+
+    from updatescope.experiments.groundtruth.store import TruthStore
+
+    ref_store = tiny / "ref_store"
+    _fresh_machine(monkeypatch, tiny, "reference")
+    ref = reproduce("source-selection", tiny / "ref", {**CFG, "truth_store": str(ref_store)})
+
+    store_dir = tiny / "shared"
+    claims = TruthStore(store_dir, {}, {})
+    proc = _sleeper()
+    claim = _write_claim(claims, "dom_b", 0, _claim_of(proc))
+    monkeypatch.setattr(lora, "CLAIM_POLL", 0.05)
+
+    def other_process():  # saves its result once the run has gone past it, then releases
+        deadline = time.time() + 300
+        while len(list((store_dir / "seed0").glob("*.json.gz"))) < 3 and time.time() < deadline:
+            time.sleep(0.05)
+        shutil.copy(ref_store / "seed0" / "dom_b.json.gz", store_dir / "seed0" / "dom_b.json.gz")
+        claim.unlink()
+
+    helper = threading.Thread(target=other_process)
+    helper.start()
+    try:
+        _fresh_machine(monkeypatch, tiny, "shared")
+        calls = _count_finetunes(monkeypatch)
+        res = reproduce("source-selection", tiny / "run", {**CFG, "truth_store": str(store_dir)})
+    finally:
+        helper.join()
+        proc.kill()
+        proc.wait()
+    assert len(calls) == 7  # 4 sources x 2 seeds, less the one the other process made
+    assert _strip_timing(res["metrics"]) == _strip_timing(ref["metrics"])
+    assert not list(store_dir.rglob("*.claim"))  # every claim released
+
+
+def test_a_claim_whose_process_stopped_is_taken_over(tiny, monkeypatch):
+    from updatescope.experiments.groundtruth.store import TruthStore
+
+    store_dir = tiny / "store"
+    proc = _sleeper()
+    holder = _claim_of(proc)
+    proc.kill()
+    proc.wait()
+    _write_claim(TruthStore(store_dir, {}, {}), "dom_c", 1000, holder)
+    _fresh_machine(monkeypatch, tiny, "alone")
+    calls = _count_finetunes(monkeypatch)
+    reproduce("source-selection", tiny / "run", {**CFG, "truth_store": str(store_dir)})
+    assert len(calls) == 8 and len(list(store_dir.rglob("*.json.gz"))) == 8
+    assert not list(store_dir.rglob("*.claim"))

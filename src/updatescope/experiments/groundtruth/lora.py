@@ -38,6 +38,9 @@ from updatescope.experiments.caching import cache_key, cached
 from updatescope.experiments.configs import LORA_TARGETS
 from updatescope.experiments.groundtruth import minibatch_indices
 
+#: seconds between looks at the truth store for results another process has claimed
+CLAIM_POLL = 20.0
+
 
 class _Stop(Exception):
     """Raised by the capture hook: nothing after the captured block is needed."""
@@ -323,7 +326,11 @@ def transfer_matrix(
     when each result was computed.
     ``store`` (a :class:`.store.TruthStore`): each (source, seed) result is read from it when
     present (a file of another configuration is refused) and written to it as soon as it is
-    computed, so a run can be finished on another machine with the caches gone."""
+    computed, so a run can be finished on another machine with the caches gone.  A missing
+    result is claimed first (``TruthStore.claim``): one claimed by another live process sharing
+    the store is skipped, then waited for (polling every ``CLAIM_POLL`` seconds) once the rest
+    is done, and computed here if that process stops; so several processes running the same
+    configuration on one store split the work, and each ends with every result."""
     names = list(train)
     if candidates is not None:
         bad = [t for t in candidates if t not in evals] + [s for c in candidates.values() for s in c if s not in train]
@@ -347,10 +354,9 @@ def transfer_matrix(
     loss_seq: dict[str, dict[str, list[float]]] = {t: {} for t in names}
     train_loss: dict[str, dict[str, float]] = {}
     seconds: dict[str, float] = {}
-    for k, s in enumerate(names):
-        t0 = time.perf_counter()
 
-        def build(s: str = s, k: int = k) -> dict[str, Any]:
+    def compute(s: str, k: int) -> dict[str, Any]:
+        def build() -> dict[str, Any]:
             t1 = time.perf_counter()
             tail = finetune_lora(
                 model,
@@ -371,20 +377,19 @@ def transfer_matrix(
             out["seconds"] = time.perf_counter() - t1
             return out
 
-        recipe = {
-            "n_last": n_last,
-            "r": r,
-            "alpha": alpha,
-            "lr": lr,
-            "steps": steps,
-            "batch": batch,
-            "targets": list(targets),
-            "finetune_seed": seed + k,
+        if digests is None:
+            return build()
+        parts = {
+            f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
+            for split, ts in (("train", [s]), ("eval", wanted[s]))
+            for t in ts
         }
-        # filed under the run's fine-tuning seed: one folder per seed of the ground truth
-        res = None if store is None else store.load(s, seed, wanted[s], recipe)
-        from_store = res is not None
-        if from_store:
+        key = cache_key("lora-gt", code, resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts)
+        return cached("lora-gt", key, build)
+
+    def stored(s: str, recipe: dict[str, Any]) -> dict[str, Any] | None:
+        res = store.load(s, seed, wanted[s], recipe)
+        if res is not None:
             short = [t for t in wanted[s] if res["eval"][t].numel() != base_seq[t][1].numel()]
             if short:
                 raise InputError(
@@ -392,20 +397,27 @@ def transfer_matrix(
                     f"{short[0]} than this machine's capture ({res['eval'][short[0]].numel()} vs "
                     f"{base_seq[short[0]][1].numel()})"
                 )
-        elif digests is None:
-            res = build()
-        else:
-            parts = {
-                f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
-                for split, ts in (("train", [s]), ("eval", wanted[s]))
-                for t in ts
-            }
-            key = cache_key(
-                "lora-gt", code, resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts
-            )
-            res = cached("lora-gt", key, build)
-        if store is not None and not from_store:
+        return res
+
+    def claimed_and_computed(s: str, k: int, recipe: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
+        """(result, read from the store) of (s, seed), computed and saved under this process's
+        claim; None when another live process holds the claim (waited for later)."""
+        holder = store.claim(s, seed)
+        if holder is not None:
+            if log:
+                log(f"LoRA on {s}: claimed by {holder}; its result is read from the truth store when it is saved")
+            return None
+        try:
+            res = stored(s, recipe)  # saved between the first look and the claim
+            if res is not None:
+                return res, True
+            res = compute(s, k)
             store.save(s, seed, wanted[s], recipe, res)
+            return res, False
+        finally:
+            store.release(s, seed)
+
+    def keep(s: str, res: dict[str, Any], from_store: bool, t0: float) -> None:
         train_loss[s] = {"after": float(res["train_after"])}
         seconds[s] = float(res["seconds"])
         for t in wanted[s]:
@@ -418,6 +430,51 @@ def transfer_matrix(
                 f"{train_loss[s]['after']:.3f}, {len(wanted[s])} targets ({time.perf_counter() - t0:.1f}s"
                 + (", from the truth store)" if from_store else ")")
             )
+
+    recipes = {
+        s: {
+            "n_last": n_last,
+            "r": r,
+            "alpha": alpha,
+            "lr": lr,
+            "steps": steps,
+            "batch": batch,
+            "targets": list(targets),
+            "finetune_seed": seed + k,
+        }
+        for k, s in enumerate(names)
+    }
+    waiting: list[tuple[int, str]] = []  # claimed by another process
+    for k, s in enumerate(names):
+        t0 = time.perf_counter()
+        recipe = recipes[s]
+        # filed under the run's fine-tuning seed: one folder per seed of the ground truth
+        if store is None:
+            keep(s, compute(s, k), False, t0)
+            continue
+        res = stored(s, recipe)
+        if res is not None:
+            keep(s, res, True, t0)
+            continue
+        got = claimed_and_computed(s, k, recipe)
+        if got is None:
+            waiting.append((k, s))
+        else:
+            keep(s, *got, t0)
+    while waiting:  # the results other processes claimed: read when saved, or computed if they stop
+        time.sleep(CLAIM_POLL)
+        for k, s in list(waiting):
+            t0 = time.perf_counter()
+            res = stored(s, recipes[s])
+            got = (res, True) if res is not None else claimed_and_computed(s, k, recipes[s])
+            if got is not None:
+                waiting.remove((k, s))
+                keep(s, *got, t0)
+    # every table in source order, however the results arrived (ties are broken by that order)
+    loss = {t: {s: loss[t][s] for s in names if s in loss[t]} for t in names}
+    loss_seq = {t: {s: loss_seq[t][s] for s in names if s in loss_seq[t]} for t in names}
+    train_loss = {s: train_loss[s] for s in names}
+    seconds = {s: seconds[s] for s in names}
     transfer = {t: {s: base[t] - loss[t][s] for s in loss[t]} for t in names}
     counted = {
         split: {n: int((d["labels"] != IGNORE_INDEX).sum()) for n, d in src.items()}

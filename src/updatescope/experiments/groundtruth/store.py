@@ -23,6 +23,16 @@ the model fingerprint.  Block inputs are not part of it: they are recomputed on 
 and may differ in the last float bits between machines.  A file whose key differs from the
 run's is **refused** with one line naming the file and the parts that differ: a store belongs
 to one configuration, and silently recomputing would overwrite a committed result.
+
+Several processes may share one store (two cores of one machine, or several machines on a
+shared folder): before computing a missing result a process *claims* it with a small file
+``DIR/seed{S}/.{source}.claim`` created exclusively (``O_EXCL``), holding its host, process id,
+the process's start time and the claim's time, and removes it once the result is saved.  A
+result claimed by another live process is left to it: the loop goes on with the next one and
+afterwards waits for the claimed results to appear in the store.  A claim is stale, and is
+taken over, when its process is gone (same host: no process with that id and start time) or,
+from another host, when it is older than ``CLAIM_TTL``.  Claim files are not results: they
+are never read as such, and the repository ignores them.
 """
 
 from __future__ import annotations
@@ -30,6 +40,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
+import socket
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +56,43 @@ from updatescope.records import write_bytes_atomic
 __all__ = ["FORMAT", "TruthStore", "texts_digest"]
 
 FORMAT = 1
+
+#: a claim made on another host counts as abandoned after this many seconds (its process
+#: cannot be checked from here); on the same host the process itself is checked
+CLAIM_TTL = 6 * 3600.0
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot (Linux ``/proc``), which
+    tells a live process from a later one that reuses its id; None where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]  # field 22 of stat, counted after the name
+
+
+def _alive(holder: Mapping[str, Any]) -> bool:
+    """Whether the claimant described by ``holder`` (a claim file's content) still runs."""
+    if holder.get("host") != socket.gethostname():
+        return time.time() - float(holder.get("time", 0.0)) < CLAIM_TTL
+    pid = int(holder.get("pid", -1))
+    if pid <= 0:
+        return False
+    start = _process_start(pid)
+    if start is not None or Path("/proc").is_dir():
+        return start is not None and start == holder.get("start")
+    try:  # no /proc: the process id alone
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _describe(holder: Mapping[str, Any]) -> str:
+    return f"process {holder.get('pid')} on {holder.get('host')}"
 
 
 def texts_digest(texts: Sequence[str], max_tokens: int | None) -> str:
@@ -117,6 +168,82 @@ class TruthStore:
             "seconds": float(rec["seconds"]),
             "extra": rec.get("extra"),
         }
+
+    def claim_path(self, source: str, seed: int) -> Path:
+        return self.directory / f"seed{seed}" / f".{source}.claim"
+
+    def claim(self, source: str, seed: int) -> str | None:
+        """Claim the computation of (source, seed) for this process: None when the claim is
+        this process's (made now, or left by it earlier), else a description of the live
+        process that holds it.  A stale claim (module docstring) is taken over."""
+        path = self.claim_path(source, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pid = os.getpid()
+        me = {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid), "time": time.time()}
+        for _ in range(8):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = self._holder(path)
+                if holder is None:  # removed in between: try again
+                    continue
+                if holder.get("writing"):
+                    return "a process writing its claim"
+                if holder.get("host") == me["host"] and holder.get("pid") == pid and holder.get("start") == me["start"]:
+                    return None
+                if _alive(holder):
+                    return _describe(holder)
+                self._take_over(path, holder)
+                continue
+            with os.fdopen(fd, "w") as fh:
+                json.dump(me, fh)
+            return None
+        raise InputError(f"truth store: could not claim {path} (other processes keep changing it)")
+
+    def release(self, source: str, seed: int) -> None:
+        """Remove this process's claim on (source, seed), if it holds one."""
+        path = self.claim_path(source, seed)
+        holder = self._holder(path)
+        if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+            path.unlink(missing_ok=True)
+
+    @staticmethod
+    def _holder(path: Path) -> dict[str, Any] | None:
+        """A claim file's content; None when it is missing.  An unreadable one younger than a
+        minute is being written ({"writing": True}); an older one reads as a dead claimant's."""
+        try:
+            holder = json.loads(path.read_text())
+            if not isinstance(holder, dict):
+                raise ValueError("not an object")
+            return holder
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            try:
+                young = time.time() - path.stat().st_mtime < 60
+            except OSError:
+                return None
+            return {"writing": True} if young else {"host": "", "pid": -1, "time": 0.0}
+
+    @staticmethod
+    def _take_over(path: Path, stale: Mapping[str, Any]) -> None:
+        """Move a stale claim aside, atomically, unless another process has replaced it since it
+        was read (then put that one back: the caller looks again)."""
+        aside = path.with_name(f"{path.name}.{uuid.uuid4().hex}.stale")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return
+        try:
+            now = json.loads(aside.read_text())
+        except (OSError, ValueError):
+            now = dict(stale)
+        if now != dict(stale):  # a fresh claim was made in between: restore it, never clobbering
+            try:
+                os.link(aside, path)
+            except OSError:
+                pass
+        aside.unlink(missing_ok=True)
 
     def save(
         self, source: str, seed: int, targets: Sequence[str], recipe: Mapping[str, Any], res: Mapping[str, Any]
