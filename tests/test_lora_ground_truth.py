@@ -131,8 +131,14 @@ def test_transfer_matrix_candidates_and_resume(model, monkeypatch):
             assert (sum(seq["base"][t]) - sum(seq["loss"][t][s])) / sum(seq["tokens"][t]) == pytest.approx(v, abs=1e-9)
     # a second run loads every (source, seed) result instead of fine-tuning again
     monkeypatch.setattr(_lora, "finetune_lora", lambda *a, **k: pytest.fail("fine-tuned again"))
+    evaluated = []
+    real_losses = _lora.sequence_losses
+    monkeypatch.setattr(_lora, "sequence_losses", lambda *a, **k: evaluated.append(1) or real_losses(*a, **k))
     again = _lora.transfer_matrix(model, tr, tr, candidates=cands, resume_tag="fp", **kw)
     assert again["transfer"] == part["transfer"] and again["finetune_seconds"] == part["finetune_seconds"]
+    assert evaluated == []  # the base model's losses come back from the cache too (any seed)
+    assert again["eval_sequences"] == part["eval_sequences"]
+    monkeypatch.setattr(_lora, "sequence_losses", real_losses)
     # a different hyper-parameter is a different result, not a cache hit
     with pytest.raises(pytest.fail.Exception, match="fine-tuned again"):
         _lora.transfer_matrix(model, tr, tr, candidates=cands, resume_tag="fp", **{**kw, "lr": 2e-2})

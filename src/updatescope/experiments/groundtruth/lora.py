@@ -322,7 +322,8 @@ def transfer_matrix(
     only on the targets that list it (and on itself).
     ``resume_tag`` (e.g. the model fingerprint): store each (source, seed) result in the
     experiment cache, keyed by the tag, the hyper-parameters, digests of the data and of the
-    fine-tuning code, so an interrupted run resumes where it stopped; ``finetune_seconds`` are the times measured
+    fine-tuning code, so an interrupted run resumes where it stopped (the base model's
+    per-sequence losses too, once for every seed); ``finetune_seconds`` are the times measured
     when each result was computed.
     ``store`` (a :class:`.store.TruthStore`): each (source, seed) result is read from it when
     present (a file of another configuration is refused) and written to it as soon as it is
@@ -337,12 +338,15 @@ def transfer_matrix(
         if bad:
             raise InputError(f"candidates name unknown domains: {sorted(set(bad))[:5]}")
     wanted = {s: [t for t in names if t == s or candidates is None or s in candidates.get(t, ())] for s in names}
-    base_tail = tail_model(model, n_last)
-    base_seq = {t: sequence_losses(base_tail, evals[t]) for t in names}
-    del base_tail
-    base = {t: float(v[0].sum()) / max(int(v[1].sum()), 1) for t, v in base_seq.items()}
+
+    def base_losses() -> dict[str, tuple[Tensor, Tensor]]:
+        base_tail = tail_model(model, n_last)
+        return {t: sequence_losses(base_tail, evals[t]) for t in names}
+
     digests, code = None, None
-    if resume_tag is not None:
+    if resume_tag is None:
+        base_seq = base_losses()
+    else:
         code = _code_digest()
         digests = {
             f"{split}/{n}/{k}": _digest(d[k])
@@ -350,6 +354,10 @@ def transfer_matrix(
             for n, d in src.items()
             for k in ("hidden", "labels", "mask")
         }
+        # the base model's losses do not depend on the seed: one evaluation per machine, not per seed
+        ev = {t: [digests[f"eval/{t}/{x}"] for x in ("hidden", "labels", "mask")] for t in names}
+        base_seq = cached("lora-base", cache_key("lora-base", code, resume_tag, n_last, ev), base_losses)
+    base = {t: float(v[0].sum()) / max(int(v[1].sum()), 1) for t, v in base_seq.items()}
     loss: dict[str, dict[str, float]] = {t: {} for t in names}
     loss_seq: dict[str, dict[str, list[float]]] = {t: {} for t in names}
     train_loss: dict[str, dict[str, float]] = {}
