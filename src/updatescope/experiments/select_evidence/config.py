@@ -68,7 +68,9 @@ class SelectEvidenceConfig:
     (``data-selection``) settings, ``dsir_min_length`` its minimum document length in words
     (shorter documents get no score and go last; the record counts them); ``seeds``:
     fine-tuning seeds (LoRA init, minibatch order, random selection); ``truth_store``: a
-    directory keeping each fine-tuning result so a long run resumes across sittings."""
+    directory keeping each fine-tuning result so a long run resumes across sittings, and so
+    several processes running the same config on it split the fine-tunings (each claims one
+    before running it and waits at the end for those others claimed)."""
 
     model: str = "smollm2"
     pool: tuple[str, ...] = SELECT_POOL

@@ -106,23 +106,45 @@ class GroundTruth:
 
     def reduction(
         self, target: str, k: int, selector: str, seed: int, texts: Sequence[str], parts: Callable[[], list[dict]]
-    ) -> tuple[float, float, bool]:
-        """-> (target eval-loss reduction, fine-tuning + evaluation seconds, loaded from the store).
-        ``parts()`` gives the selection's block inputs, asked for only when it is fine-tuned."""
+    ) -> tuple[float, float, bool] | None:
+        """-> (target eval-loss reduction, fine-tuning + evaluation seconds, loaded from the store),
+        or None when another live process sharing the truth store has claimed this fine-tuning
+        (``TruthStore.claim``: ask again later).  ``parts()`` gives the selection's block inputs,
+        asked for only when it is fine-tuned."""
         from updatescope.experiments.groundtruth.store import TruthStore
 
         ev = self.evals[target]
         source, recipe = f"{target}.k{k}.{selector}", self.recipe(k)
-        store = None
-        if self.cfg.truth_store is not None:
-            store = TruthStore(
-                self.cfg.truth_store,
-                self.context,
-                {"train": {source: _digest(texts)}, "eval": {target: ev["digest"]}},
-            )
-            got = store.load(source, seed, [target], recipe)
-            if got is not None:
-                return ev["base"] - float(got["eval"][target].sum()) / ev["count"], got["seconds"], True
+        if self.cfg.truth_store is None:
+            return self._finetune(target, k, parts, seed, None, source, recipe)
+        store = TruthStore(
+            self.cfg.truth_store,
+            self.context,
+            {"train": {source: _digest(texts)}, "eval": {target: ev["digest"]}},
+        )
+        got = store.load(source, seed, [target], recipe)
+        if got is None:
+            if store.claim(source, seed) is not None:
+                return None
+            try:
+                got = store.load(source, seed, [target], recipe)  # saved between the look and the claim
+                if got is None:
+                    return self._finetune(target, k, parts, seed, store, source, recipe)
+            finally:
+                store.release(source, seed)
+        return ev["base"] - float(got["eval"][target].sum()) / ev["count"], got["seconds"], True
+
+    def _finetune(
+        self,
+        target: str,
+        k: int,
+        parts: Callable[[], list[dict]],
+        seed: int,
+        store: Any,
+        source: str,
+        recipe: dict[str, Any],
+    ) -> tuple[float, float, bool]:
+        ev = self.evals[target]
         data = stack_parts(parts())
         t0 = time.perf_counter()
         lc = replace(self.cfg.lora, steps=self.cfg.steps(k))
@@ -204,12 +226,11 @@ def _ground_truth(
     tok = blocks.tok
     doc_tokens = block_tokens(tok, pool, cfg.lora.seq_len)
     out: dict[str, Any] = {"reduction": {}, "selected": {}, "own": {}, "tokens": {}, "log": []}
+    # every fine-tuning's selection, in the record's order
+    jobs: dict[tuple[str, str, str, int], tuple[list[int], list[str], Any, int]] = {}
     for t in cfg.targets:
-        for key in ("reduction", "selected", "own", "tokens"):
-            out[key][t] = {name: {} for name in METHODS}
         for name in METHODS:
             for bk, k in budgets.items():
-                vals, sels = [], []
                 for s in seeds:
                     if name == "oracle":
                         sel, texts, src = list(range(k)), oracle[t][:k], oracle_blocks[t]
@@ -220,14 +241,38 @@ def _ground_truth(
                         else:
                             sel = top_k(scores[t][name], k)
                         texts, src = [pool[i] for i in sel], blocks
-                    r, secs, hit = truth.reduction(t, k, name, s, texts, lambda src=src, sel=sel: src[sel])
+                    jobs[(t, name, bk, s)] = (sel, texts, src, k)
+    done: dict[tuple[str, str, str, int], tuple[float, float, bool]] = {}
+
+    def run(job: tuple[str, str, str, int]) -> bool:
+        (t, name, _, s), (sel, texts, src, k) = job, jobs[job]
+        got = truth.reduction(t, k, name, s, texts, lambda src=src, sel=sel: src[sel])
+        if got is None:
+            return False
+        done[job] = got
+        r, secs, hit = got
+        log(f"{t}, k={k}, {name}, seed {s}: loss reduction {r:+.4f} ({secs:.1f}s{', stored' if hit else ''})")
+        return True
+
+    # one pass, leaving the fine-tunings another process sharing the truth store has claimed;
+    # then wait for those to be saved (or take them over if that process stops)
+    waiting = [job for job in jobs if not run(job)]
+    if waiting:
+        log(f"{len(waiting)} fine-tunings claimed by other processes: waiting for them in the truth store")
+    while waiting:
+        time.sleep(lora_gt.CLAIM_POLL)
+        waiting = [job for job in waiting if not run(job)]
+    for t in cfg.targets:
+        for key in ("reduction", "selected", "own", "tokens"):
+            out[key][t] = {name: {} for name in METHODS}
+        for name in METHODS:
+            for bk, k in budgets.items():
+                vals, sels = [], []
+                for s in seeds:
+                    r, secs, hit = done[(t, name, bk, s)]
                     vals.append(r)
-                    sels.append(sel)
+                    sels.append(jobs[(t, name, bk, s)][0])
                     out["log"].append({"k": k, "steps": cfg.steps(k), "seconds": secs, "stored": hit})
-                    log(
-                        f"{t}, k={k}, {name}, seed {s}: loss reduction {r:+.4f} "
-                        f"({secs:.1f}s{', stored' if hit else ''})"
-                    )
                 out["reduction"][t][name][bk] = vals
                 out["selected"][t][name][bk] = sels if name == "random" else sels[0]
                 if name == "oracle":
