@@ -335,6 +335,12 @@ def test_claims_keep_one_computation_per_result(tmp_path):
     assert store.claim("a", 0) is None
     store.release("a", 0)
 
+    # a claim with fields of the wrong type (not one this code writes) is abandoned
+    for bad in ({"host": "elsewhere", "pid": "x", "time": "soon"}, {"host": "elsewhere", "pid": 1, "time": 1e300}):
+        _write_claim(store, "a", 0, bad)
+        assert store.claim("a", 0) is None
+        store.release("a", 0)
+
     # an unreadable claim: being written while young, abandoned once old
     path.write_bytes(b"\xff{")
     assert store.claim("a", 0) == "a process writing its claim"

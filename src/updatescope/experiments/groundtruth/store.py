@@ -73,10 +73,14 @@ def _process_start(pid: int) -> str | None:
 
 
 def _alive(holder: Mapping[str, Any]) -> bool:
-    """Whether the claimant described by ``holder`` (a claim file's content) still runs."""
-    if holder.get("host") != socket.gethostname():
-        return time.time() - float(holder.get("time", 0.0)) < CLAIM_TTL
-    pid = int(holder.get("pid", -1))
+    """Whether the claimant described by ``holder`` (a claim file's content) still runs; a
+    claim this module cannot have written (fields of the wrong type) reads as abandoned."""
+    try:
+        made, pid = float(holder.get("time", 0.0)), int(holder.get("pid", -1))
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if holder.get("host") != socket.gethostname():  # a few minutes of clock skew between hosts, no more
+        return -300.0 <= time.time() - made < CLAIM_TTL
     if pid <= 0:
         return False
     start = _process_start(pid)
