@@ -292,6 +292,94 @@ def _code_digest() -> str:
     return hashlib.sha256(src.encode()).hexdigest()[:16]
 
 
+def _recipe(
+    n_last: int, r: int, alpha: float, lr: float, steps: int, batch: int, targets: Sequence[str], seed: int
+) -> dict[str, Any]:
+    """A fine-tuning's recipe as the truth store keys it."""
+    return {
+        "n_last": n_last,
+        "r": r,
+        "alpha": alpha,
+        "lr": lr,
+        "steps": steps,
+        "batch": batch,
+        "targets": list(targets),
+        "finetune_seed": seed,
+    }
+
+
+def _finetuned(
+    model: nn.Module,
+    train: Mapping[str, Tensor],
+    evals: Mapping[str, Mapping[str, Tensor]],
+    seed: int,
+    hyper: Mapping[str, Any],
+    key: str | None,
+) -> dict[str, Any]:
+    """One source's fine-tuning (``finetune_lora`` with ``hyper`` and ``seed``) and its
+    evaluation on ``evals`` -> {"train_after", "eval": {t: summed CE per sequence}, "seconds"};
+    kept in the experiment cache under ``key`` when one is given."""
+
+    def build() -> dict[str, Any]:
+        t1 = time.perf_counter()
+        tail = finetune_lora(model, train, seed=seed, **hyper)
+        out = {
+            "train_after": mean_loss(tail, train),
+            "eval": {t: sequence_losses(tail, ev)[0] for t, ev in evals.items()},
+        }
+        out["seconds"] = time.perf_counter() - t1
+        return out
+
+    return build() if key is None else cached("lora-gt", key, build)
+
+
+def _claimed_results(
+    store: Any,
+    seed: int,
+    names: Sequence[str],
+    stored: Callable[[str], dict[str, Any] | None],
+    computed: Callable[[str], dict[str, Any]],
+    keep: Callable[[str, dict[str, Any], bool, float], None],
+    log: Callable[[str], None] | None,
+) -> None:
+    """``keep(s, result, read from the store, start time)`` for every source of ``names``: read
+    from the truth store, or computed (and saved) under this process's claim on (s, seed).  A
+    source another live process has claimed is passed over, then waited for (every
+    ``CLAIM_POLL`` seconds) once the rest is done, and computed here if that process stops."""
+
+    def attempt(s: str, first: bool) -> tuple[dict[str, Any], bool] | None:
+        res = stored(s)
+        if res is not None:
+            return res, True
+        holder = store.claim(s, seed)
+        if holder is not None:
+            if log and first:
+                log(f"LoRA on {s}: claimed by {holder}; its result is read from the truth store when it is saved")
+            return None
+        try:
+            res = stored(s)  # saved between the first look and the claim
+            return (res, True) if res is not None else (computed(s), False)
+        finally:
+            store.release(s, seed)
+
+    waiting = []
+    for s in names:
+        t0 = time.perf_counter()
+        got = attempt(s, True)
+        if got is None:
+            waiting.append(s)
+        else:
+            keep(s, *got, t0)
+    while waiting:
+        time.sleep(CLAIM_POLL)
+        for s in list(waiting):
+            t0 = time.perf_counter()
+            got = attempt(s, False)
+            if got is not None:
+                waiting.remove(s)
+                keep(s, *got, t0)
+
+
 def transfer_matrix(
     model: nn.Module,
     train: Mapping[str, Mapping[str, Tensor]],
@@ -364,39 +452,20 @@ def transfer_matrix(
     seconds: dict[str, float] = {}
 
     def compute(s: str, k: int) -> dict[str, Any]:
-        def build() -> dict[str, Any]:
-            t1 = time.perf_counter()
-            tail = finetune_lora(
-                model,
-                train[s],
-                n_last=n_last,
-                r=r,
-                alpha=alpha,
-                lr=lr,
-                steps=steps,
-                batch=batch,
-                seed=seed + k,
-                targets=targets,
-            )
-            out = {
-                "train_after": mean_loss(tail, train[s]),
-                "eval": {t: sequence_losses(tail, evals[t])[0] for t in wanted[s]},
+        key = None
+        if digests is not None:
+            parts = {
+                f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
+                for split, ts in (("train", [s]), ("eval", wanted[s]))
+                for t in ts
             }
-            out["seconds"] = time.perf_counter() - t1
-            return out
+            hp = (n_last, r, alpha, lr, steps, batch, seed + k, list(targets))
+            key = cache_key("lora-gt", code, resume_tag, *hp, parts)
+        hyper = {"n_last": n_last, "r": r, "alpha": alpha, "lr": lr, "steps": steps, "batch": batch, "targets": targets}
+        return _finetuned(model, train[s], {t: evals[t] for t in wanted[s]}, seed + k, hyper, key)
 
-        if digests is None:
-            return build()
-        parts = {
-            f"{split}/{t}": [digests[f"{split}/{t}/{x}"] for x in ("hidden", "labels", "mask")]
-            for split, ts in (("train", [s]), ("eval", wanted[s]))
-            for t in ts
-        }
-        key = cache_key("lora-gt", code, resume_tag, n_last, r, alpha, lr, steps, batch, seed + k, list(targets), parts)
-        return cached("lora-gt", key, build)
-
-    def stored(s: str, recipe: dict[str, Any]) -> dict[str, Any] | None:
-        res = store.load(s, seed, wanted[s], recipe)
+    def stored(s: str) -> dict[str, Any] | None:
+        res = store.load(s, seed, wanted[s], recipes[s])
         if res is not None:
             short = [t for t in wanted[s] if res["eval"][t].numel() != base_seq[t][1].numel()]
             if short:
@@ -407,23 +476,11 @@ def transfer_matrix(
                 )
         return res
 
-    def claimed_and_computed(s: str, k: int, recipe: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
-        """(result, read from the store) of (s, seed), computed and saved under this process's
-        claim; None when another live process holds the claim (waited for later)."""
-        holder = store.claim(s, seed)
-        if holder is not None:
-            if log:
-                log(f"LoRA on {s}: claimed by {holder}; its result is read from the truth store when it is saved")
-            return None
-        try:
-            res = stored(s, recipe)  # saved between the first look and the claim
-            if res is not None:
-                return res, True
-            res = compute(s, k)
-            store.save(s, seed, wanted[s], recipe, res)
-            return res, False
-        finally:
-            store.release(s, seed)
+    def computed(s: str) -> dict[str, Any]:
+        res = compute(s, names.index(s))
+        if store is not None:
+            store.save(s, seed, wanted[s], recipes[s], res)
+        return res
 
     def keep(s: str, res: dict[str, Any], from_store: bool, t0: float) -> None:
         train_loss[s] = {"after": float(res["train_after"])}
@@ -439,45 +496,13 @@ def transfer_matrix(
                 + (", from the truth store)" if from_store else ")")
             )
 
-    recipes = {
-        s: {
-            "n_last": n_last,
-            "r": r,
-            "alpha": alpha,
-            "lr": lr,
-            "steps": steps,
-            "batch": batch,
-            "targets": list(targets),
-            "finetune_seed": seed + k,
-        }
-        for k, s in enumerate(names)
-    }
-    waiting: list[tuple[int, str]] = []  # claimed by another process
-    for k, s in enumerate(names):
-        t0 = time.perf_counter()
-        recipe = recipes[s]
-        # filed under the run's fine-tuning seed: one folder per seed of the ground truth
-        if store is None:
-            keep(s, compute(s, k), False, t0)
-            continue
-        res = stored(s, recipe)
-        if res is not None:
-            keep(s, res, True, t0)
-            continue
-        got = claimed_and_computed(s, k, recipe)
-        if got is None:
-            waiting.append((k, s))
-        else:
-            keep(s, *got, t0)
-    while waiting:  # the results other processes claimed: read when saved, or computed if they stop
-        time.sleep(CLAIM_POLL)
-        for k, s in list(waiting):
+    recipes = {s: _recipe(n_last, r, alpha, lr, steps, batch, targets, seed + k) for k, s in enumerate(names)}
+    if store is None:
+        for s in names:
             t0 = time.perf_counter()
-            res = stored(s, recipes[s])
-            got = (res, True) if res is not None else claimed_and_computed(s, k, recipes[s])
-            if got is not None:
-                waiting.remove((k, s))
-                keep(s, *got, t0)
+            keep(s, computed(s), False, t0)
+    else:  # filed under the run's fine-tuning seed: one folder per seed of the ground truth
+        _claimed_results(store, seed, names, stored, computed, keep, log)
     # every table in source order, however the results arrived (ties are broken by that order)
     loss = {t: {s: loss[t][s] for s in names if s in loss[t]} for t in names}
     loss_seq = {t: {s: loss_seq[t][s] for s in names if s in loss_seq[t]} for t in names}
