@@ -206,5 +206,7 @@ def full_run_lines(rec: dict) -> list[str]:
         f"{total / 3600:.0f} h in all. With `truth_store` every group of scores (FisherSketch and DSIR per "
         "target, the head-input baselines, the per-example gradients) and every fine-tuning is kept as it "
         "finishes, so the run can stop and resume across sittings; a sitting captures block inputs only for "
-        "the fine-tunings it still has to run.",
+        "the fine-tunings it still has to run. Several processes running the command on one store (one per "
+        "core, or one per machine on a shared folder) split the fine-tunings: each claims one before running it "
+        "and, at the end, waits for those the others claimed.",
     ]
