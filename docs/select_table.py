@@ -208,5 +208,6 @@ def full_run_lines(rec: dict) -> list[str]:
         "finishes, so the run can stop and resume across sittings; a sitting captures block inputs only for "
         "the fine-tunings it still has to run. Several processes running the command on one store (one per "
         "core, or one per machine on a shared folder) split the fine-tunings: each claims one before running it "
-        "and, at the end, waits for those the others claimed.",
+        "and, at the end, waits for those the others claimed. Start the others once the first has kept every "
+        "group of scores, so that all of them read the same scores and fine-tune the same selections.",
     ]
