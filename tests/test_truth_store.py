@@ -351,6 +351,45 @@ def test_claims_keep_one_computation_per_result(tmp_path):
     assert not list(tmp_path.rglob("*.stale"))  # stale claims are moved aside, then removed
 
 
+def test_claimed_looks_claims_looks_again_and_always_releases(tmp_path):
+    from updatescope.experiments.groundtruth.store import TruthStore, settle
+
+    store = TruthStore(tmp_path, {"model": "m"}, {})
+    saved: dict[str, int] = {}
+    got = store.claimed("a", 0, lambda: saved.get("a"), lambda: saved.setdefault("a", 7))
+    assert got == (7, False, None) and not store.claim_path("a", 0).exists()
+    assert store.claimed("a", 0, lambda: saved.get("a"), lambda: pytest.fail("computed twice")) == (7, True, None)
+
+    looks = iter([None, 5])  # saved by another process between the first look and the claim
+    got = store.claimed("b", 0, lambda: next(looks), lambda: pytest.fail("computed a saved result"))
+    assert got == (5, True, None) and not store.claim_path("b", 0).exists()
+
+    with pytest.raises(RuntimeError):  # a failed computation leaves no claim behind
+        store.claimed("c", 0, lambda: None, lambda: (_ for _ in ()).throw(RuntimeError("stop")))
+    assert not store.claim_path("c", 0).exists()
+
+    proc = _sleeper()
+    try:
+        _write_claim(store, "d", 0, _claim_of(proc))
+        got = store.claimed("d", 0, lambda: None, lambda: pytest.fail("computed a claimed result"))
+        assert got.value is None and str(proc.pid) in got.holder
+    finally:
+        proc.kill()
+        proc.wait()
+
+    # settle: one pass, told what was passed over, then retries only those until done
+    tries: dict[str, int] = {}
+    passed: list[list[str]] = []
+
+    def attempt(x: str, first: bool) -> bool:
+        tries[x] = tries.get(x, 0) + 1
+        assert first == (tries[x] == 1)
+        return x != "late" or tries[x] == 3
+
+    settle(["a", "late", "b"], attempt, lambda: 0.0, passed.append)
+    assert tries == {"a": 1, "late": 3, "b": 1} and passed == [["late"]]
+
+
 def test_two_processes_on_one_store_split_the_work(tiny, monkeypatch):
     """A result claimed by another live process is not fine-tuned again: the run goes on, then
     waits for it to appear in the store, and ends with the same numbers as a run alone."""

@@ -37,6 +37,7 @@ from updatescope.errors import InputError
 from updatescope.experiments.caching import cache_key, cached
 from updatescope.experiments.configs import LORA_TARGETS
 from updatescope.experiments.groundtruth import minibatch_indices
+from updatescope.experiments.groundtruth.store import settle
 
 #: seconds between looks at the truth store for results another process has claimed
 CLAIM_POLL = 20.0
@@ -347,37 +348,17 @@ def _claimed_results(
     source another live process has claimed is passed over, then waited for (every
     ``CLAIM_POLL`` seconds) once the rest is done, and computed here if that process stops."""
 
-    def attempt(s: str, first: bool) -> tuple[dict[str, Any], bool] | None:
-        res = stored(s)
-        if res is not None:
-            return res, True
-        holder = store.claim(s, seed)
-        if holder is not None:
-            if log and first:
-                log(f"LoRA on {s}: claimed by {holder}; its result is read from the truth store when it is saved")
-            return None
-        try:
-            res = stored(s)  # saved between the first look and the claim
-            return (res, True) if res is not None else (computed(s), False)
-        finally:
-            store.release(s, seed)
-
-    waiting = []
-    for s in names:
+    def attempt(s: str, first: bool) -> bool:
         t0 = time.perf_counter()
-        got = attempt(s, True)
-        if got is None:
-            waiting.append(s)
-        else:
-            keep(s, *got, t0)
-    while waiting:
-        time.sleep(CLAIM_POLL)
-        for s in list(waiting):
-            t0 = time.perf_counter()
-            got = attempt(s, False)
-            if got is not None:
-                waiting.remove(s)
-                keep(s, *got, t0)
+        got = store.claimed(s, seed, lambda: stored(s), lambda: computed(s))
+        if got.holder is not None:
+            if log and first:
+                log(f"LoRA on {s}: claimed by {got.holder}; its result is read from the truth store when it is saved")
+            return False
+        keep(s, got.value, got.stored, t0)
+        return True
+
+    settle(names, attempt, lambda: CLAIM_POLL)
 
 
 def transfer_matrix(

@@ -44,16 +44,19 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
 from updatescope.errors import InputError
 from updatescope.records import write_bytes_atomic
 
-__all__ = ["FORMAT", "TruthStore", "texts_digest"]
+__all__ = ["FORMAT", "Claimed", "TruthStore", "settle", "texts_digest"]
+
+T = TypeVar("T")
+K = TypeVar("K")
 
 FORMAT = 1
 
@@ -97,6 +100,32 @@ def _alive(holder: Mapping[str, Any]) -> bool:
 
 def _describe(holder: Mapping[str, Any]) -> str:
     return f"process {holder.get('pid')} on {holder.get('host')}"
+
+
+class Claimed(NamedTuple):
+    """What ``TruthStore.claimed`` got: the result and whether it was read from the store, or
+    (``value`` None) the description of the live process that holds the claim."""
+
+    value: Any
+    stored: bool
+    holder: str | None
+
+
+def settle(
+    items: Iterable[K],
+    attempt: Callable[[K, bool], bool],
+    poll: Callable[[], float],
+    on_wait: Callable[[list[K]], None] | None = None,
+) -> None:
+    """Run ``attempt(item, first)`` over ``items`` once, then again every ``poll()`` seconds
+    over those it returned False for (claimed by another live process), until all are done;
+    ``on_wait`` is told which items were passed over in the first pass, if any."""
+    waiting = [x for x in items if not attempt(x, True)]
+    if waiting and on_wait is not None:
+        on_wait(waiting)
+    while waiting:
+        time.sleep(poll())
+        waiting = [x for x in waiting if not attempt(x, False)]
 
 
 def texts_digest(texts: Sequence[str], max_tokens: int | None) -> str:
@@ -203,6 +232,23 @@ class TruthStore:
                 json.dump(me, fh)
             return None
         raise InputError(f"truth store: could not claim {path} (other processes keep changing it)")
+
+    def claimed(self, source: str, seed: int, load: Callable[[], T | None], compute: Callable[[], T]) -> Claimed:
+        """(source, seed)'s result: ``load()`` from the store, or else ``compute()`` under this
+        process's claim (``compute`` saves it; looked for again once claimed, in case it was
+        saved in between; the claim is released however ``compute`` ends).  When another live
+        process holds the claim, -> ``Claimed(None, False, holder)``: ask again later."""
+        got = load()
+        if got is not None:
+            return Claimed(got, True, None)
+        holder = self.claim(source, seed)
+        if holder is not None:
+            return Claimed(None, False, holder)
+        try:
+            got = load()
+            return Claimed(got, True, None) if got is not None else Claimed(compute(), False, None)
+        finally:
+            self.release(source, seed)
 
     def release(self, source: str, seed: int) -> None:
         """Remove this process's claim on (source, seed), if it holds one."""

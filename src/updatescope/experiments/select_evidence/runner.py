@@ -38,6 +38,7 @@ from updatescope.errors import InputError
 from updatescope.experiments import Result, config_record, heads
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
+from updatescope.experiments.groundtruth.store import TruthStore, settle
 from updatescope.experiments.select_evidence import figures
 from updatescope.experiments.select_evidence.config import SelectEvidenceConfig
 from updatescope.experiments.select_evidence.selectors import (
@@ -109,10 +110,8 @@ class GroundTruth:
     ) -> tuple[float, float, bool] | None:
         """-> (target eval-loss reduction, fine-tuning + evaluation seconds, loaded from the store),
         or None when another live process sharing the truth store has claimed this fine-tuning
-        (``TruthStore.claim``: ask again later).  ``parts()`` gives the selection's block inputs,
+        (``TruthStore.claimed``: ask again later).  ``parts()`` gives the selection's block inputs,
         asked for only when it is fine-tuned."""
-        from updatescope.experiments.groundtruth.store import TruthStore
-
         ev = self.evals[target]
         source, recipe = f"{target}.k{k}.{selector}", self.recipe(k)
         if self.cfg.truth_store is None:
@@ -122,17 +121,17 @@ class GroundTruth:
             self.context,
             {"train": {source: _digest(texts)}, "eval": {target: ev["digest"]}},
         )
-        got = store.load(source, seed, [target], recipe)
-        if got is None:
-            if store.claim(source, seed) is not None:
-                return None
-            try:
-                got = store.load(source, seed, [target], recipe)  # saved between the look and the claim
-                if got is None:
-                    return self._finetune(target, k, parts, seed, store, source, recipe)
-            finally:
-                store.release(source, seed)
-        return ev["base"] - float(got["eval"][target].sum()) / ev["count"], got["seconds"], True
+        got = store.claimed(
+            source,
+            seed,
+            lambda: store.load(source, seed, [target], recipe),
+            lambda: self._finetune(target, k, parts, seed, store, source, recipe),
+        )
+        if got.holder is not None:
+            return None
+        if not got.stored:
+            return got.value
+        return ev["base"] - float(got.value["eval"][target].sum()) / ev["count"], got.value["seconds"], True
 
     def _finetune(
         self,
@@ -256,12 +255,14 @@ def _ground_truth(
 
     # one pass, leaving the fine-tunings another process sharing the truth store has claimed;
     # then wait for those to be saved (or take them over if that process stops)
-    waiting = [job for job in jobs if not run(job)]
-    if waiting:
-        log(f"{len(waiting)} fine-tunings claimed by other processes: waiting for them in the truth store")
-    while waiting:
-        time.sleep(lora_gt.CLAIM_POLL)
-        waiting = [job for job in waiting if not run(job)]
+    settle(
+        jobs,
+        lambda job, _first: run(job),
+        lambda: lora_gt.CLAIM_POLL,
+        lambda waiting: log(
+            f"{len(waiting)} fine-tunings claimed by other processes: waiting for them in the truth store"
+        ),
+    )
     for t in cfg.targets:
         for key in ("reduction", "selected", "own", "tokens"):
             out[key][t] = {name: {} for name in METHODS}
