@@ -175,9 +175,24 @@ def _said(row: dict) -> str:
 
 
 def natural_error_verdict(m: dict) -> dict[str, Any] | None:
-    """FisherSketch − error-only on per-target Spearman in a natural-shift record: the
-    coupling's test there, one comparison (its own Holm family of one)."""
+    """FisherSketch − error-only on per-target Spearman in a natural-shift record: the record's
+    pre-registered verdict where it has one (Holm over its pre-specified comparisons; "powered"
+    by the pre-registered rule), else the coupling's test computed here as one comparison (its
+    own Holm family of one, not pre-registered)."""
     from updatescope.select.metrics import paired_verdicts
+
+    pre = next(
+        (r for r in (m.get("verdicts") or {}).get("primary", []) if r["comparison"] == "A_F - Scov(Gamma_e)"), None
+    )
+    if pre is not None:
+        mean = pre["mean_spearman_difference"]
+        return {
+            "mean": math.nan if mean is None else float(mean),
+            "word": pre["word"],
+            "n": pre["n_targets"],
+            "note": f"Holm p {_p(pre['p_holm'])} over {pre['family_size']}, pre-registered",
+            "powered": bool(m["verdicts"].get("powered")),
+        }
 
     def vals(name: str) -> dict[str, float] | None:
         block = (m["methods"].get(name) or {}).get("spearman")
@@ -190,7 +205,8 @@ def natural_error_verdict(m: dict) -> dict[str, Any] | None:
         return None
     d = {t: a[t] - b[t] for t in a if t in b}
     (v,) = paired_verdicts({"A_F - Scov(Gamma_e)": d}, family="natural shift: the coupling's one comparison")
-    return {"mean": v.mean, "p": v.p, "word": v.word, "n": v.n, "note": v.note()}
+    note = f"{v.note()}; one comparison, not pre-registered"
+    return {"mean": v.mean, "p": v.p, "word": v.word, "n": v.n, "note": note, "powered": None}
 
 
 def trust_lines(recs: list[dict]) -> list[str]:
@@ -247,8 +263,9 @@ def trust_lines(recs: list[dict]) -> list[str]:
             tail = "error-only ranks better than A_F and is cheaper (no activation sketch): prefer it there"
         else:
             tail = "error-only is as good as A_F and cheaper (no activation sketch)"
+        weight = " This record is not powered: the words carry no weight." if nv["powered"] is False else ""
         lines.append(
             f"- On natural domain shift (`{nat_name}`), {tail}: Δ per-target Spearman {nv['mean']:+.2f}, "
-            f"{nv['word']} ({nv['note']}, {nv['n']} targets; one comparison, not pre-registered)."
+            f"{nv['word']} ({nv['note']}, {nv['n']} targets).{weight}"
         )
     return lines

@@ -87,3 +87,22 @@ def test_quick_verdict_line_says_it_carries_no_weight():
     assert "carry no weight" in tool.verdicts_table(cd["metrics"])[-1]
     cd["metrics"]["powered"] = True
     assert "carry no weight" not in tool.verdicts_table(cd["metrics"])[-1]
+
+
+def test_natural_shift_clause_uses_the_preregistered_verdict_where_the_record_has_one():
+    tool, cd, _nat = _recs()
+    pre = json.loads((ROOT / "docs" / "results" / "source_selection_quick.json").read_text())
+    pre["_file"] = "source_selection_quick.json"
+    last = tool.trust_lines([cd, pre])[-1]
+    assert "pre-registered" in last and "not pre-registered" not in last
+    assert "carry no weight" in last  # the quick pilot is not powered
+    pre["metrics"]["verdicts"]["powered"] = True
+    for word, mean, said in (
+        ("better", 0.2, "A_F ranks better than error-only there too"),
+        ("worse", -0.2, "prefer it there"),
+        ("no difference", 0.0, "as good as A_F and cheaper"),
+    ):
+        rec = copy.deepcopy(pre)
+        _set_word(rec, "A_F - Scov(Gamma_e)", word, mean)
+        last = tool.trust_lines([cd, rec])[-1]
+        assert said in last and "carry no weight" not in last
