@@ -85,3 +85,12 @@ def test_demo_domains():
     assert len({fams[n] for n in demo}) >= 4
     for name, docs in demo.items():
         assert docs and 3000 <= sum(map(len, docs)) <= 12000, name
+
+
+def test_unknown_domains_are_named_in_one_line():
+    from updatescope.data.domains import check_known_domains, list_domains
+
+    names = [d.name for d in list_domains()]
+    check_known_domains(names)  # every built-in domain passes
+    with pytest.raises(InputError, match=r"unknown domains \['nope', 'also_not'\]: see `updatescope domains`"):
+        check_known_domains([names[0], "nope", "also_not"])

@@ -162,6 +162,7 @@ def test_ties_charge_the_mean_of_the_tied_adapters():
         ("coupling_dark.shots=16", "n_fit"),  # quick: 16 training inputs per class, so at most 15 others
         ("coupling_dark.queries_per_mapping=0", "queries_per_mapping"),
         ("truth_store=/dev/null", "truth_store"),  # not a folder (either design keeps a store)
+        ('truth_store=" "', "truth_store"),  # blank
     ],
 )
 def test_bad_settings_get_one_line_and_exit_2(tmp_path, item, message):

@@ -28,14 +28,22 @@ of the packages (gensim, rdkit, matplotlib, numpy): see ``domain_digest``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from updatescope.data import _sources as src
 from updatescope.errors import InputError, MissingExtraError
 
-__all__ = ["DomainInfo", "SPLITS", "list_domains", "load_domain", "domain_digest", "demo_domains"]
+__all__ = [
+    "DomainInfo",
+    "SPLITS",
+    "check_known_domains",
+    "list_domains",
+    "load_domain",
+    "domain_digest",
+    "demo_domains",
+]
 
 SPLITS = {"train": (0, 40), "sketch": (40, 70), "eval": (70, 100)}  # hash percentiles
 
@@ -328,6 +336,14 @@ def list_domains(family: str | None = None) -> list[DomainInfo]:
             families = sorted({i.family for i, _ in _reg().values()})
             raise InputError(f"unknown domain family {family!r}: choose one of {', '.join(families)}")
     return infos
+
+
+def check_known_domains(names: Iterable[str]) -> None:
+    """One line naming every name that is not a built-in domain (InputError), before any work."""
+    known = {d.name for d in list_domains()}
+    unknown = [d for d in names if d not in known]
+    if unknown:
+        raise InputError(f"unknown domains {unknown}: see `updatescope domains`")
 
 
 def _bucket(text: str) -> tuple[int, str]:

@@ -87,13 +87,10 @@ def _rows(blocks: Mapping[str, torch.Tensor], n: int, what: str) -> dict[str, to
 def load_tasks(cfg: InterferenceLMConfig, model: Any, tok: Any, fp: str) -> dict[str, Any]:
     """Block inputs of every task's train / sketch / eval rows, family and group labels, and
     digests of the texts each split was made of."""
-    from updatescope.data.domains import list_domains, load_domain
-    from updatescope.errors import InputError
+    from updatescope.data.domains import check_known_domains, list_domains, load_domain
 
+    check_known_domains(cfg.domains)
     info = {d.name: d for d in list_domains()}
-    unknown = [d for d in cfg.domains if d not in info]
-    if unknown:
-        raise InputError(f"unknown domains {unknown}: see `updatescope domains`")
     lc = cfg.lora
     data: dict[str, dict[str, Any]] = {"train": {}, "sketch": {}, "eval": {}}
     digest: dict[str, dict[str, str]] = {"train": {}, "eval": {}}

@@ -148,17 +148,14 @@ def _digest(d: dict[str, torch.Tensor]) -> str:
 
 
 def run(cfg: MixturesConfig, out_dir: Path) -> Result:
-    from updatescope.data.domains import list_domains, load_domain
+    from updatescope.data.domains import check_known_domains, load_domain
     from updatescope.errors import InputError
     from updatescope.pipeline import SketchOptions, sketch_corpus
 
     t0 = time.perf_counter()
     log = functools.partial(print, flush=True)
     prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
-    known = {d.name for d in list_domains()}
-    unknown = [d for d in (*cfg.pool, *cfg.targets) if d not in known]
-    if unknown:
-        raise InputError(f"unknown domains {unknown}: see `updatescope domains`")
+    check_known_domains((*cfg.pool, *cfg.targets))
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
     lc = cfg.lora

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from updatescope.constants import DEFAULT_SKETCH_DIM
@@ -15,6 +14,7 @@ from updatescope.experiments.configs import (
     check_positive,
     check_seed,
     check_sketch_dim,
+    check_store_folder,
 )
 from updatescope.experiments.mapping_tasks import CLASSES, FAMILIES
 
@@ -111,6 +111,7 @@ class RoutingConfig:
     truth_store: str | None = None
 
     def __post_init__(self) -> None:
+        check_store_folder(self.truth_store, "truth_store")
         check_gt_seeds(self.gt_seeds)
         check_sketch_dim(self.sketch_dim)
         check_seed(self.seed)
@@ -124,8 +125,6 @@ class RoutingConfig:
             raise InputError(f"arrow_top_k ({self.arrow_top_k}) exceeds the library ({len(self.library)} adapters)")
         if self.design not in ("domains", "coupling_dark"):
             raise InputError(f"design must be 'domains' or 'coupling_dark', got {self.design!r}")
-        if self.truth_store is not None and Path(self.truth_store).exists() and not Path(self.truth_store).is_dir():
-            raise InputError(f"truth_store {self.truth_store}: exists and is not a folder")
         if self.request_tokens < 8:
             raise InputError(f"request_tokens must be at least 8, got {self.request_tokens}")
 

@@ -501,12 +501,9 @@ def run(cfg: RoutingConfig, out_dir: Path) -> Result:
     t0 = time.perf_counter()
     log = functools.partial(print, flush=True)
     prereg_sha = hashlib.sha256(PREREG.read_bytes()).hexdigest() if PREREG.exists() else None
-    from updatescope.data.domains import list_domains
+    from updatescope.data.domains import check_known_domains
 
-    known = {d.name for d in list_domains()}
-    unknown = [d for d in (*cfg.library, *cfg.outside) if d not in known]
-    if unknown:
-        raise InputError(f"unknown domains {unknown}: see `updatescope domains`")
+    check_known_domains((*cfg.library, *cfg.outside))
     model, tok = heads.load_model(cfg.model)
     fp = heads.fingerprint(model, tok)
     requests, doms = build_requests(cfg, tok)
