@@ -1468,9 +1468,17 @@ def reanalyse(out: str, paths: list[str]) -> int:
     return 0
 
 
-#: the pages whose generated blocks this script writes: the results, the evidence summary
-#: and the guides' worked examples
-DOCS = ("results.md", "evidence.md", "guide-banks.md", "guide-select.md", "guide-route.md", "guide-mix.md")
+#: the pages whose generated blocks this script writes: the results, the evidence summary,
+#: the guides' worked examples and the README's evidence summary
+DOCS = (
+    "results.md",
+    "evidence.md",
+    "guide-banks.md",
+    "guide-select.md",
+    "guide-route.md",
+    "guide-mix.md",
+    "../README.md",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -26,6 +26,7 @@ def _tool():
         "docs/guide-select.md",
         "docs/guide-route.md",
         "docs/guide-mix.md",
+        "README.md",
     ],
 )
 def test_committed_docs_match_committed_records(doc):
