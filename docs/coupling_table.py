@@ -260,9 +260,12 @@ def trust_lines(recs: list[dict]) -> list[str]:
         if nv["word"] == "better":
             tail = "A_F ranks better than error-only there too"
         elif nv["word"] == "worse":
-            tail = "error-only ranks better than A_F and is cheaper (no activation sketch): prefer it there"
+            tail = (
+                "error-only ranks better than A_F and is cheaper (no activation sketch): prefer it there "
+                "(`rank --by error`)"
+            )
         else:
-            tail = "error-only is as good as A_F and cheaper (no activation sketch)"
+            tail = "error-only is as good as A_F and cheaper (no activation sketch; `rank --by error`)"
         weight = " This record is not powered: the words carry no weight." if nv["powered"] is False else ""
         lines.append(
             f"- On natural domain shift (`{nat_name}`), {tail}: Δ per-target Spearman {nv['mean']:+.2f}, "

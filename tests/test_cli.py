@@ -100,6 +100,13 @@ def test_sketch_rank_inspect(models, corpora, tmp_path, capsys):
     assert ranking["target"] == "code"
     rc, out, _ = _run(capsys, "rank", "--target", sigs["code"], sigs["prose"], sigs["code2"])
     assert rc == 0 and "code2" in out and "regime" in out
+    for by in ("error", "activation"):
+        rc, out, _ = _run(capsys, "rank", "--target", sigs["code"], sigs["prose"], sigs["code2"], "--by", by, "--json")
+        rows = json.loads(out)["rows"]
+        assert rc == 0 and json.loads(out)["by"] == by
+        assert [r[by] for r in rows] == sorted((r[by] for r in rows), reverse=True)
+    rc, out, _ = _run(capsys, "rank", "--target", sigs["code"], sigs["prose"], sigs["code2"], "--by", "error")
+    assert rc == 0 and "ranked by error-only" in out
     rc, out, _ = _run(capsys, "inspect", sigs["code"], "--json")
     info = json.loads(out)[0]
     assert info["count"] == 800 and info["config"]["act_dim"] == 16 and info["config"]["out_dim"] == 64

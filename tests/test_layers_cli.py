@@ -95,6 +95,8 @@ def test_rank_and_inspect_show_the_per_layer_view(setup, capsys, tmp_path):
     res = json.loads(out)
     assert res["kind"] == "network" and res["layers"][-1] == "lm_head"
     assert [r["source"] for r in res["rows"]] == ["code2", "prose"]  # same domain first
+    rc, _, err = _run(capsys, "rank", "--target", sig["code"], sig["prose"], "--by", "error")
+    assert rc == 2 and err.count("\n") == 1 and "network signatures rank by their full alignment" in err, err
     for r in res["rows"]:
         assert (
             len(r["profile"]) == 4

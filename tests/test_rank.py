@@ -57,6 +57,23 @@ def test_activation_dark_regime_and_witness():
     del fam
 
 
+def test_rank_by_a_marginal_orders_by_it_and_keeps_the_diagnosis():
+    fam = HeadTaskFamily(act_dim=32, out_dim=256)
+    target = sketch(fam, fam.sample(0, 0, 800, seed=100))
+    sources = {f"c{c}b{b}": sketch(fam, fam.sample(c, b, 800, seed=10 * c + b)) for c in range(3) for b in range(3)}
+    joint = us.rank_sources(target, sources)
+    assert joint.by == "fisher" and joint.as_dict()["by"] == "fisher"
+    for by in ("error", "activation"):
+        ranking = us.rank_sources(target, sources, by=by)
+        values = [getattr(r, by) for r in ranking.rows]
+        assert values == sorted(values, reverse=True) and ranking.as_dict()["by"] == by
+        assert {r.source: getattr(r, by) for r in ranking.rows} == {r.source: getattr(r, by) for r in joint.rows}
+        assert (ranking.regime, ranking.explanation) == (joint.regime, joint.explanation)
+    assert [r.source for r in us.rank_sources(target, sources, by="fisher").rows] == [r.source for r in joint.rows]
+    with pytest.raises(us.InputError, match="rank by 'coupling': choose one of fisher, error, activation"):
+        us.rank_sources(target, sources, by="coupling")
+
+
 def test_rank_needs_sources_and_handles_untrusted():
     fam = HeadTaskFamily(act_dim=8, out_dim=32)
     t = sketch(fam, fam.sample(0, 0, 100, seed=1), m=64)

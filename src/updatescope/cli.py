@@ -25,8 +25,8 @@ from updatescope.commands._checks import (
     signature_kind,
     unique_names,
 )
-from updatescope.constants import DEFAULT_SKETCH_DIM, DTYPE_CHOICES, MAP_CHOICES
-from updatescope.errors import UpdatescopeError
+from updatescope.constants import DEFAULT_SKETCH_DIM, DTYPE_CHOICES, MAP_CHOICES, RANK_BY
+from updatescope.errors import InputError, UpdatescopeError
 
 EXIT_USER_ERROR = 2
 _MATRIX_MAX = 40  # signatures up to which rank --report draws the all-pairs heatmaps
@@ -143,6 +143,8 @@ def cmd_sketch(args: argparse.Namespace) -> int:
 def cmd_rank(args: argparse.Namespace) -> int:
     report = check_report(args.report, inputs=[args.target, *args.sources])
     if one_kind([args.target, *args.sources]) == "network":
+        if args.by != "fisher":
+            raise InputError(f"--by {args.by}: network signatures rank by their full alignment only")
         return _network.rank_network(args, report)
     from updatescope.select.rank import rank_sources
     from updatescope.signatures.io import load_signature
@@ -150,7 +152,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     target = load_signature(args.target)
     sources = unique_names(args.sources, load_signature)
     tname = sig_name(args.target, target)
-    ranking = rank_sources(target, sources, target_name=tname)
+    ranking = rank_sources(target, sources, target_name=tname, by=args.by)
     if args.json:
         print_json(ranking.as_dict())
     else:
@@ -381,6 +383,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--target", required=True)
     r.add_argument("sources", nargs="+", metavar="SOURCE_SIG")
     r.add_argument("--json", action="store_true")
+    r.add_argument(
+        "--by",
+        choices=RANK_BY,
+        default="fisher",
+        help="order by the joint Fisher alignment A_F (default), or by its error-only or activation-only "
+        "marginal (docs/evidence.md: which one the records support, and where)",
+    )
     r.add_argument(
         "--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) to this folder"
     )

@@ -20,6 +20,7 @@ __all__ = [
     "EXPERIMENT_SEED_LIMIT",
     "check_seed",
     "DEFAULT_TOKEN_BUDGET",
+    "RANK_BY",
 ]
 
 #: Label that marks a position without a target (padding, prompt tokens): the sketch skips it.
@@ -104,3 +105,7 @@ def torch_dtype(dtype: object) -> object:
     if isinstance(dtype, str) and dtype in DTYPE_NAMES:
         return getattr(torch, DTYPE_NAMES[dtype])
     raise InputError(f"unknown dtype {dtype!r}: use {', '.join(DTYPE_CHOICES)}")
+
+
+#: the scores ``rank`` can order sources by: the joint Fisher alignment A_F, or one marginal
+RANK_BY = ("fisher", "error", "activation")

@@ -94,7 +94,9 @@ def print_ranking(ranking: Any, console: Any = None) -> None:
     sep = " ± " if wide else "±"
     cols = ["rank", "source", "fisher", "activation-only", "error-only"]
     cols += ["coupling", "n", "note"] if wide else []
-    t = _table(f"sources for target '{ranking.target}' — regime: {ranking.regime}", cols, right=("rank", "n"))
+    by = getattr(ranking, "by", "fisher")
+    order = "" if by == "fisher" else f" — ranked by {by}-only"
+    t = _table(f"sources for target '{ranking.target}'{order} — regime: {ranking.regime}", cols, right=("rank", "n"))
     notes = []
     for i, r in enumerate(ranking.rows, 1):
         cells = [

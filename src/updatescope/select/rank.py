@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from updatescope.constants import RANK_BY
 from updatescope.errors import InputError
 from updatescope.sketch.align import Alignment, alignment
 from updatescope.sketch.signature import Signature
@@ -66,12 +67,14 @@ class Ranking:
     explanation: str
     spreads: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    by: str = "fisher"
 
     def as_dict(self, json_safe: bool = True) -> dict[str, Any]:
         """Plain dict for JSON output; with ``json_safe`` (default) every non-finite float
         (an undefined value or standard error) is None, i.e. ``null`` in JSON."""
         return {
             "target": self.target,
+            "by": self.by,
             "regime": self.regime,
             "explanation": self.explanation,
             "spreads": {k: _safe(v, json_safe) for k, v in self.spreads.items()},
@@ -193,8 +196,12 @@ def _row_note(a: Alignment) -> str:
     return ", ".join(notes)
 
 
-def rank_sources(target: Signature, sources: Mapping[str, Signature], *, target_name: str = "target") -> Ranking:
-    """Rows sorted by estimated fisher (undefined values last), with a regime diagnosis.
+def rank_sources(
+    target: Signature, sources: Mapping[str, Signature], *, target_name: str = "target", by: str = "fisher"
+) -> Ranking:
+    """Rows sorted by the estimated ``by`` score (:data:`RANK_BY`: the joint Fisher alignment
+    by default, or the error-only / activation-only marginal; undefined values last, ties in
+    the order given), with a regime diagnosis (the same whatever the order).
 
     A source that is the target itself (the same object or the same accumulated state, e.g.
     ``rank --target t.sig t.sig``) is never ranked: it is listed in ``Ranking.skipped``.  A
@@ -205,6 +212,8 @@ def rank_sources(target: Signature, sources: Mapping[str, Signature], *, target_
         raise InputError(f"rank_sources needs a target Signature, got {type(target).__name__}")
     if not sources:
         raise InputError("rank_sources needs at least one source signature")
+    if by not in RANK_BY:
+        raise InputError(f"rank by {by!r}: choose one of {', '.join(RANK_BY)}")
     skipped = {
         name: "the target itself (same signature state)"
         for name, sig in sources.items()
@@ -230,8 +239,8 @@ def rank_sources(target: Signature, sources: Mapping[str, Signature], *, target_
         )
         for name, a in aligns.items()
     ]
-    rows.sort(key=lambda r: (not math.isfinite(r.fisher), -r.fisher if math.isfinite(r.fisher) else 0.0))
+    rows.sort(key=lambda r: (not math.isfinite(v := getattr(r, by)), -v if math.isfinite(v) else 0.0))
     regime, explanation, spreads = diagnose(aligns)
     if skipped:
         explanation += f" ({len(skipped)} source(s) skipped: the target itself)"
-    return Ranking(target_name, tuple(rows), regime, explanation, spreads, skipped)
+    return Ranking(target_name, tuple(rows), regime, explanation, spreads, skipped, by)
