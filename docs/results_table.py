@@ -1380,6 +1380,7 @@ RECORD_KINDS["verbdark"] = selection_reading.dark_lines
 MULTI_KINDS["spanreading"] = selection_reading.span_lines
 MULTI_KINDS["foldreading"] = selection_reading.fold_lines
 MULTI_KINDS["claimsreading"] = selection_reading.claims_lines
+MULTI_KINDS["evalnoise"] = selection_reading.eval_noise_lines
 RECORD_KINDS["visionvstext"] = selection_reading.vision_vs_text_lines
 
 import mixtures_table  # noqa: E402  (docs/mixtures_table.py: the mixtures evidence)

@@ -935,3 +935,39 @@ def vision_vs_text_lines(rec: dict) -> list[str]:
         f"{a['exact_median']:.3f} ({v['exact_median'] / a['exact_median']:.2f} of it); Spearman "
         f"{v['spearman_mean']:.3f} against {a['spearman_mean']:.3f}."
     ]
+
+
+def eval_noise_lines(recs: list[dict]) -> list[str]:
+    """How precise each record's truth is: the seed noise and the evaluation-sample noise per
+    value, against the median gap between a target's best and second-best source, with the
+    noise ceiling and what it counts.  The clause under the table says, per record, whether the
+    evaluation noise of that gap is below the gap (rule: its median SE under the median gap)."""
+    rows = [
+        "| record | eval tokens per target (requested) | median eval sequences per target | SE per value: seeds | "
+        "SE per value: eval sample | median gap best − second | eval SE of that gap | best source kept under "
+        "eval resampling | per-target Spearman ceiling (what it counts) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for r in recs:
+        name = f"`{r['_file'].removesuffix('.json')}`"
+        n = r["metrics"]["truth_noise"]
+        ev = n.get("eval") or {}
+        c = n["ceiling"]["spearman"]
+        counts = n.get("ceiling_noise", "seeds")
+        rows.append(
+            f"| {name} | {r['config']['tokens']['eval']:,} | {ev.get('n_sequences', float('nan')):.0f} | "
+            f"{n['median_se']:.4f} | {ev.get('median_se', float('nan')):.4f} | {n['median_best_gap']:.4f} | "
+            f"{ev.get('median_gap_se', float('nan')):.4f} | {100 * ev.get('mean_best_stable', float('nan')):.0f}% | "
+            f"{c['mean']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] ({counts}) |"
+        )
+        gap_se = ev.get("median_gap_se")
+        if gap_se is not None:
+            side = "below" if gap_se < n["median_best_gap"] else "not below"
+            verdicts.append(f"{name} {side}")
+    return [
+        *rows,
+        "",
+        "The evaluation sample's SE of the best − second-best difference against the median gap itself "
+        "(rule: below when the SE is smaller): " + "; ".join(verdicts) + ".",
+    ]

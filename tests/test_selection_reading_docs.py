@@ -368,3 +368,16 @@ def test_vision_against_text_reading_flips():
     assert "(smaller); median exact A_F 0.031 against 0.171" in sr.vision_vs_text_lines(rec)[0]
     rec["metrics"]["vision"]["accuracy"]["groups"]["label_maps"]["fisher"]["mean_abs_err"] = 0.05
     assert "0.0500 against 0.0193 (not smaller)" in sr.vision_vs_text_lines(rec)[0]
+
+
+def test_eval_noise_clause_follows_the_gap_and_its_se():
+    mod = _mod()
+    rec = _rec("source_selection_powered")
+    rec["_file"] = "source_selection_powered.json"
+    n = rec["metrics"]["truth_noise"]
+    assert "`source_selection_powered` below" in mod.eval_noise_lines([rec])[-1]
+    noisy = copy.deepcopy(rec)
+    noisy["metrics"]["truth_noise"]["eval"]["median_gap_se"] = 2 * n["median_best_gap"]
+    last = mod.eval_noise_lines([noisy])[-1]
+    assert "`source_selection_powered` not below" in last
+    assert "(seeds and eval sequences)" in mod.eval_noise_lines([rec])[2]
