@@ -261,11 +261,14 @@ def trust_lines(recs: list[dict]) -> list[str]:
             tail = "A_F ranks better than error-only there too"
         elif nv["word"] == "worse":
             tail = (
-                "error-only ranks better than A_F and is cheaper (no activation sketch): prefer it there "
-                "(`rank --by error`)"
+                "error-only ranks better than A_F: prefer it there (`rank --by error`; every signature already "
+                "holds it, so it costs nothing extra)"
             )
         else:
-            tail = "error-only is as good as A_F and cheaper (no activation sketch; `rank --by error`)"
+            tail = (
+                "error-only is as good as A_F (`rank --by error`; every signature already holds it, so it costs "
+                "nothing extra)"
+            )
         weight = " This record is not powered: the words carry no weight." if nv["powered"] is False else ""
         lines.append(
             f"- On natural domain shift (`{nat_name}`), {tail}: Δ per-target Spearman {nv['mean']:+.2f}, "

@@ -67,7 +67,7 @@ def test_natural_shift_clause_follows_the_paired_test():
     assert "prefer it there" in tool.trust_lines([cd, high])[-1]
     same = copy.deepcopy(nat)
     same["metrics"]["methods"]["error"]["spearman"]["per_target"] = dict(fisher)
-    assert "as good as A_F and cheaper" in tool.trust_lines([cd, same])[-1]
+    assert "error-only is as good as A_F" in tool.trust_lines([cd, same])[-1]
 
 
 def test_unscored_record_says_not_decided_and_prereg_mismatch_is_stated():
@@ -100,7 +100,7 @@ def test_natural_shift_clause_uses_the_preregistered_verdict_where_the_record_ha
     for word, mean, said in (
         ("better", 0.2, "A_F ranks better than error-only there too"),
         ("worse", -0.2, "prefer it there"),
-        ("no difference", 0.0, "as good as A_F and cheaper"),
+        ("no difference", 0.0, "error-only is as good as A_F"),
     ):
         rec = copy.deepcopy(pre)
         _set_word(rec, "A_F - Scov(Gamma_e)", word, mean)
