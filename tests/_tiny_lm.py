@@ -29,6 +29,19 @@ class WordTokenizer:
         return {f"tok{i}": i for i in range(self.vocab_size)}
 
 
+#: the LoRA settings of the tiny experiment runs: one adapted block, rank 2, a few steps
+TINY_LORA = {
+    "n_last": 1,
+    "r": 2,
+    "alpha": 4,
+    "targets": ["q_proj", "v_proj"],
+    "lr": 1e-2,
+    "steps": 3,
+    "batch": 2,
+    "seq_len": 16,
+}
+
+
 def tiny_llama(vocab_size: int = 256, hidden: int = 16, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 

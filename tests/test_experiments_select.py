@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _tiny_lm import WordTokenizer, reproduce, tiny_llama
+from _tiny_lm import TINY_LORA, WordTokenizer, reproduce, tiny_llama
 from updatescope.errors import InputError, MissingExtraError
 from updatescope.experiments import heads
 from updatescope.experiments.configs import LoRAConfig
@@ -117,16 +117,7 @@ TINY = {
     "warmup_steps": 2,
     "dsir_buckets": 512,
     "n_boot": 200,
-    "lora": {
-        "n_last": 1,
-        "r": 2,
-        "alpha": 4,
-        "targets": ["q_proj", "v_proj"],
-        "lr": 1e-2,
-        "steps": 1,
-        "batch": 2,
-        "seq_len": 16,
-    },
+    "lora": {**TINY_LORA, "steps": 1},
 }
 
 

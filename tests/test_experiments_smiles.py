@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from _tiny_lm import check_budget_run, loader, reproduce
+from _tiny_lm import TINY_LORA, check_budget_run, loader, reproduce
 from updatescope.experiments import heads
 from updatescope.experiments.smiles import runner as smiles
 
@@ -45,16 +45,7 @@ def test_smiles_tiny_run(tiny, gt):
         "baseline_n": 30,
         "n_perm": 200,
         "ground_truth": gt,
-        "lora": {
-            "n_last": 1,
-            "r": 2,
-            "alpha": 4,
-            "targets": ["q_proj", "v_proj"],
-            "lr": 1e-2,
-            "steps": 3,
-            "batch": 2,
-            "seq_len": 16,
-        },
+        "lora": TINY_LORA,
         "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8},
     }
     res = reproduce("smiles", tiny / "out", cfg)
@@ -112,16 +103,7 @@ def test_smiles_budget_chosen_on_the_validation_split(tiny, monkeypatch):
         "gt_seeds": 2,
         "budget_grid": [1, 5],
         "budget_domains": 3,
-        "lora": {
-            "n_last": 1,
-            "r": 2,
-            "alpha": 4,
-            "targets": ["q_proj", "v_proj"],
-            "lr": 1e-2,
-            "steps": 3,
-            "batch": 2,
-            "seq_len": 16,
-        },
+        "lora": TINY_LORA,
     }
     check_budget_run("smiles", tiny, cfg, ["smi_a", "smi_c", "smi_e"])
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from _tiny_lm import check_budget_run, loader, reproduce
+from _tiny_lm import TINY_LORA, check_budget_run, loader, reproduce
 from updatescope.experiments import heads
 from updatescope.experiments import selection as source_selection
 
@@ -40,16 +40,7 @@ def test_source_selection_tiny_run(tiny, gt):
         "exact_n": 30,
         "baseline_n": 30,
         "ground_truth": gt,
-        "lora": {
-            "n_last": 1,
-            "r": 2,
-            "alpha": 4,
-            "targets": ["q_proj", "v_proj"],
-            "lr": 1e-2,
-            "steps": 3,
-            "batch": 2,
-            "seq_len": 16,
-        },
+        "lora": TINY_LORA,
         "finetune": {"lr": 1e-2, "steps": 5, "batch": 16, "extra_rows": 8},
     }
     res = reproduce("source-selection", tiny / "out", cfg)
@@ -101,16 +92,7 @@ def test_source_selection_candidate_subsets(tiny):
         "exact_n": 30,
         "baseline_n": 30,
         "gt_seeds": 2,
-        "lora": {
-            "n_last": 1,
-            "r": 2,
-            "alpha": 4,
-            "targets": ["q_proj", "v_proj"],
-            "lr": 1e-2,
-            "steps": 2,
-            "batch": 2,
-            "seq_len": 16,
-        },
+        "lora": {**TINY_LORA, "steps": 2},
     }
     res = reproduce("source-selection", tiny / "out", cfg)
     m = res["metrics"]
@@ -137,16 +119,7 @@ def test_budget_chosen_on_the_validation_split(tiny):
         "exact_n": 30,
         "baseline_n": 30,
         "gt_seeds": 2,
-        "lora": {
-            "n_last": 1,
-            "r": 2,
-            "alpha": 4,
-            "targets": ["q_proj", "v_proj"],
-            "lr": 1e-2,
-            "steps": 2,
-            "batch": 2,
-            "seq_len": 16,
-        },
+        "lora": {**TINY_LORA, "steps": 2},
     }
     check_budget_run("source-selection", tiny, cfg, ["dom_a", "dom_c", "dom_e"])
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from _tiny_lm import loader, reproduce
+from _tiny_lm import TINY_LORA, loader, reproduce
 from updatescope.errors import InputError
 from updatescope.experiments import heads, scoring
 from updatescope.experiments import selection as source_selection
@@ -28,16 +28,7 @@ CFG = {
     "exact_n": 30,
     "baseline_n": 30,
     "gt_seeds": 2,
-    "lora": {
-        "n_last": 1,
-        "r": 2,
-        "alpha": 4,
-        "targets": ["q_proj", "v_proj"],
-        "lr": 1e-2,
-        "steps": 3,
-        "batch": 2,
-        "seq_len": 16,
-    },
+    "lora": TINY_LORA,
 }
 FINETUNE = lora.finetune_lora
 #: timings differ between runs; every other number must not
