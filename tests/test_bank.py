@@ -53,6 +53,14 @@ def test_query_equals_pairwise_alignment_for_every_entry(tmp_path, family):
     assert {r.source for r in ranking.rows[:3]} == {"c0b0", "c1b0", "c2b0"}
     top2 = query(bank, target, top=2)
     assert [r.source for r in top2.rows] == [r.source for r in ranking.rows[:2]]
+    # by a marginal: every entry's full alignment, in that marginal's order (the same as rank)
+    for by in ("error", "activation"):
+        got = query(bank, target, top=4, by=by)
+        ref = us.rank_sources(target, sigs, by=by)
+        assert got.by == by and [r.source for r in got.rows] == [r.source for r in ref.rows[:4]]
+        assert [getattr(r, by) for r in got.rows] == [getattr(r, by) for r in ref.rows[:4]]
+    with pytest.raises(us.InputError, match="rank by 'coupling'"):
+        query(bank, target, by="coupling")
 
 
 def test_signature_round_trip_and_cheap_append(tmp_path, family):
@@ -138,6 +146,11 @@ def test_cli_index_build_query_dedup(tmp_path, family, capsys):
     assert math.isclose(out["rows"][0]["fisher"], us.alignment(sigs[out["rows"][0]["source"]], target).fisher)
     assert main(["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "t.safetensors")]) == 0
     capsys.readouterr()
+    bank_args = ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "t.safetensors")]
+    assert main([*bank_args, "--by", "error", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    errors = [r["error"] for r in out["rows"]]
+    assert out["by"] == "error" and errors == sorted(errors, reverse=True)
     assert main(["index", "dedup", str(tmp_path / "bank"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"entries": len(sigs), "duplicates": []}
     # append to the bank, then bad input: one line, exit 2
@@ -151,6 +164,7 @@ def test_cli_index_build_query_dedup(tmp_path, family, capsys):
         ["index", "build", str(d), "--out", str(tmp_path / "bank")],
         ["index", "query", str(tmp_path / "nope"), "--target", str(tmp_path / "t.safetensors")],
         ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "odd.safetensors")],
+        ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "odd.safetensors"), "--by", "error"],
         ["index", "query", str(tmp_path / "bank"), "--target", str(tmp_path / "t.safetensors"), "--top", "0"],
     ):
         assert main(argv) == 2, argv

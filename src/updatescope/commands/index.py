@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from updatescope.constants import RANK_BY
 from updatescope.errors import InputError
 
 
@@ -41,7 +42,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     bank = open_bank(args.bank)
     target = load_signature(args.target)
     name = target.meta.get("name") or Path(args.target).name.split(".")[0]
-    ranking = query(bank, target, top=args.top, target_name=name)
+    ranking = query(bank, target, top=args.top, target_name=name, by=args.by)
     if args.json:
         print_json({"bank": str(args.bank), "entries": len(bank), **ranking.as_dict()})
     else:
@@ -113,6 +114,13 @@ def register(subparsers: Any) -> None:
     q.add_argument("bank", metavar="BANK")
     q.add_argument("--target", required=True, metavar="SIG")
     q.add_argument("--top", type=int, default=10, help="entries shown with full alignment (default 10)")
+    q.add_argument(
+        "--by",
+        choices=RANK_BY,
+        default="fisher",
+        help="order by the joint alignment (default: one product with the bank's matrix, then the short list) "
+        "or by one marginal (every entry's full alignment: exact, slower on large banks)",
+    )
     q.add_argument("--json", action="store_true")
     q.add_argument(
         "--report", default=None, metavar="DIR", help="also write an HTML report (figures inlined) to this folder"

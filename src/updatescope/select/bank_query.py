@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from updatescope.constants import RANK_BY
 from updatescope.errors import InputError
 from updatescope.select.rank import rank_sources
-from updatescope.signatures.bank import SignatureBank, fisher_scores
+from updatescope.signatures.bank import SignatureBank, check_target, fisher_scores
 from updatescope.sketch.signature import Signature
 
 __all__ = ["query", "top_order"]
@@ -23,21 +24,33 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
     return part[np.argsort(key[part], kind="stable")]
 
 
-def query(bank: SignatureBank, target: Signature, top: int | None = 10, *, target_name: str = "target") -> Any:
-    """Ranking (``select.rank.Ranking``) of the ``top`` best entries for ``target`` (None: all).
+def query(
+    bank: SignatureBank, target: Signature, top: int | None = 10, *, target_name: str = "target", by: str = "fisher"
+) -> Any:
+    """Ranking (``select.rank.Ranking``) of the ``top`` best entries for ``target`` (None: all),
+    ordered by ``by`` (``constants.RANK_BY``).
 
-    Stage 1 ranks every entry by ``fisher_scores``; stage 2 computes the full ``alignment``
-    of the short list with ``rank_sources`` (the regime diagnosis is over that list).  An
-    entry holding the target's own state is skipped, as in ``rank``.
+    By the joint alignment (the default), stage 1 ranks every entry by ``fisher_scores`` (one
+    product with the bank's matrix of joint vectors) and stage 2 computes the full
+    ``alignment`` of the short list with ``rank_sources`` (the regime diagnosis is over that
+    list).  By a marginal there is no such scan (the matrix holds the joint vectors only), so
+    every entry's full alignment is computed: exact, and slower on large banks.  An entry
+    holding the target's own state is skipped, as in ``rank``.
     """
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
         raise InputError(f"top must be a positive integer, got {top!r}")
+    if by not in RANK_BY:
+        raise InputError(f"rank by {by!r}: choose one of {', '.join(RANK_BY)}")
     if len(bank) == 0:
         raise InputError(f"the bank is empty: {bank.path}")
-    scores = fisher_scores(bank, target)
     k = len(bank) if top is None else top
-    idx = top_order(scores, min(len(bank), k + 1))  # one spare: the target itself may be in the bank
-    ranking = rank_sources(target, {bank.rows[i]["name"]: bank.signature(int(i)) for i in idx}, target_name=target_name)
+    if by == "fisher":
+        idx = top_order(fisher_scores(bank, target), min(len(bank), k + 1))  # one spare: the target may be in it
+    else:
+        check_target(bank, target)
+        idx = np.arange(len(bank))
+    entries = {bank.rows[i]["name"]: bank.signature(int(i)) for i in idx}
+    ranking = rank_sources(target, entries, target_name=target_name, by=by)
     if len(ranking.rows) > k:
         from dataclasses import replace
 

@@ -74,6 +74,7 @@ __all__ = [
     "open_bank",
     "build_bank",
     "fisher_scores",
+    "check_target",
     "dedup",
     # the file layout, for tools that write rows in bulk (benchmarks/bank_query.py)
     "row_sha",
@@ -554,7 +555,7 @@ def fisher_scores(bank: SignatureBank, target: Signature) -> np.ndarray:
     -> (n,) float64 (NaN where an entry's or the target's norm estimate is not positive).
     One matmul per ``_SCAN_ROWS`` rows of the memory-mapped matrix: memory O(rows·m).
     """
-    _check_target(bank, target)
+    check_target(bank, target)
     bank.verify_vectors()
     v = target.vector().to(torch.float32)
     mm = bank.vectors()
@@ -575,7 +576,8 @@ def _rows(mm: np.ndarray, start: int) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(mm[start : start + _SCAN_ROWS]))
 
 
-def _check_target(bank: SignatureBank, target: Signature) -> None:
+def check_target(bank: SignatureBank, target: Signature) -> None:
+    """One line (InputError) unless ``target`` is a signature of this bank's model and basis."""
     if not isinstance(target, Signature):
         raise InputError(f"the target must be a Signature, got {type(target).__name__}")
     try:
