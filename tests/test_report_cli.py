@@ -238,6 +238,20 @@ def test_write_report_escapes_every_field(tmp_path):
     assert text.count("&lt;script&gt;") >= 5 and "score" in text
 
 
+def test_report_of_rankings_by_a_marginal_says_so_and_keeps_the_fisher_summary(sigs, tmp_path):
+    from updatescope.report.html import write_report
+
+    target = us.load_signature(sigs["target"])
+    sources = {k: us.load_signature(sigs[k]) for k in ("c0b1", "c1b0", "c2b2", "c0b0")}
+    rankings = [us.rank_sources(target, sources, target_name=t, by="error") for t in ("t1", "t2")]
+    path = write_report(tmp_path / "r", title="by error", meta={}, rankings=rankings)
+    text, _ = _check_page(path)
+    assert text.count("ranked by error-only") == 2
+    best = max(rankings[0].rows, key=lambda r: r.fisher)  # the summary's fisher column, whatever the order
+    summary = text[text.index("Summary: best source") : text.index("Ranked sources per target")]
+    assert f"<td>{best.source}</td><td class='num'>{best.fisher:.3f}" in summary
+
+
 def _chromium():
     import shutil
 

@@ -67,7 +67,7 @@ KEY = [
         "fisher",
         "Estimated head Fisher alignment A_F: the cosine between the two corpora's head-gradient "
         "second moments. High means fine-tuning on the source moves the head the way the target needs. "
-        "This is the ranking score.",
+        "This is the default ranking score (`--by error` or `--by activation` orders by a marginal instead).",
     ),
     (
         "activation-only",
@@ -223,7 +223,7 @@ def _summary(rankings: Sequence[Any], families: Mapping[str, str] | None) -> lis
         if not rk.rows:
             continue
         rows = rk.rows
-        best = rows[0]
+        best = max(rows, key=lambda r: r.fisher if math.isfinite(r.fisher) else -math.inf)  # whatever the order
         by_act = max(rows, key=lambda r: r.activation if math.isfinite(r.activation) else -math.inf)
         by_err = max(rows, key=lambda r: r.error if math.isfinite(r.error) else -math.inf)
         fam = (families or {}).get(rk.target, "")
@@ -258,7 +258,8 @@ def _rankings(figs: _Figures, rankings: Sequence[Any]) -> list[str]:
         rows = [r.as_dict() for r in rk.rows]
         parts.append(
             f"<details{' open' if i == 0 else ''}><summary>{_e(rk.target)} — "
-            f"<span class='regime'>{_e(rk.regime)}</span></summary>"
+            + ("" if getattr(rk, "by", "fisher") == "fisher" else f"ranked by {_e(rk.by)}-only — ")
+            + f"<span class='regime'>{_e(rk.regime)}</span></summary>"
         )
         parts.append(
             f"<p>{_e(rk.explanation)}</p><table><tr><th>#</th><th>source</th><th>fisher</th>"
