@@ -22,7 +22,7 @@ from updatescope.errors import InputError
 from updatescope.paths import cache_dir
 from updatescope.records import write_bytes_atomic
 
-__all__ = ["cache_key", "cache_file", "cached", "stored_json"]
+__all__ = ["cache_key", "cache_file", "cached", "read_stored_json", "stored_json", "stored_json_path"]
 
 
 def cache_key(*parts: Any) -> str:
@@ -53,6 +53,31 @@ def cached(kind: str, key: str, build: Callable[[], Any], *, use_cache: bool = T
     return obj
 
 
+def stored_json_path(directory: str | Path, kind: str, parts: dict[str, Any]) -> Path:
+    """The file ``stored_json`` keeps ``parts``'s result in: ``<directory>/<kind>-<key>.json.gz``."""
+    norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
+    return Path(directory) / f"{kind}-{cache_key(norm)}.json.gz"
+
+
+def read_stored_json(directory: str | Path, kind: str, parts: dict[str, Any], default: Any = None) -> Any:
+    """The result ``stored_json`` kept for ``parts`` in ``directory``, or ``default`` when there
+    is none; a file that is not what its name says is refused as in ``stored_json``."""
+    norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
+    path = stored_json_path(directory, kind, parts)
+    if not path.exists():
+        return default
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file")
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"{path}: not a readable stored result ({type(e).__name__})") from None
+    if not isinstance(obj, dict) or obj.get("kind") != kind or obj.get("key_parts") != norm or "result" not in obj:
+        raise InputError(f"{path}: its stored key parts are not this run's; move it away to recompute")
+    return obj["result"]
+
+
 def stored_json(directory: str | Path | None, kind: str, parts: dict[str, Any], build: Callable[[], Any]) -> Any:
     """``build()``'s JSON result, kept in ``directory`` (None: not kept) as
     ``<kind>-<key>.json.gz`` with ``key = cache_key(parts)``: a small committed file that lets
@@ -63,21 +88,13 @@ def stored_json(directory: str | Path | None, kind: str, parts: dict[str, Any], 
     it (nothing is overwritten)."""
     if directory is None:
         return build()
+    missing = object()
+    got = read_stored_json(directory, kind, parts, missing)
+    if got is not missing:
+        return got
     norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
-    path = Path(directory) / f"{kind}-{cache_key(norm)}.json.gz"
-    if path.exists():
-        if not path.is_file():
-            raise InputError(f"{path}: not a regular file")
-        try:
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                obj = json.load(fh)
-        except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as e:
-            raise InputError(f"{path}: not a readable stored result ({type(e).__name__})") from None
-        if not isinstance(obj, dict) or obj.get("kind") != kind or obj.get("key_parts") != norm or "result" not in obj:
-            raise InputError(f"{path}: its stored key parts are not this run's; move it away to recompute")
-        return obj["result"]
     result = build()
     body = json.dumps({"kind": kind, "key_parts": norm, "result": result}, sort_keys=True, allow_nan=True)
     Path(directory).mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(gzip.compress(body.encode("utf-8"), mtime=0), path)
+    write_bytes_atomic(gzip.compress(body.encode("utf-8"), mtime=0), stored_json_path(directory, kind, parts))
     return json.loads(body)["result"]  # what a resumed run reads back, so both runs record the same

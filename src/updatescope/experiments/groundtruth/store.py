@@ -53,7 +53,7 @@ import torch
 from updatescope.errors import InputError
 from updatescope.records import write_bytes_atomic
 
-__all__ = ["FORMAT", "Claimed", "TruthStore", "settle", "texts_digest"]
+__all__ = ["FORMAT", "Claimed", "TruthStore", "claim_file", "claimed_at", "release_file", "settle", "texts_digest"]
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -150,6 +150,97 @@ def _differing(stored: Any, wanted: Any, prefix: str = "") -> list[str]:
     return [] if stored == wanted else [prefix.rstrip(".")]
 
 
+def claim_file(path: Path) -> str | None:
+    """Claim the computation behind the claim file ``path`` for this process: None when the
+    claim is this process's (made now, or left by it earlier), else a description of the live
+    process that holds it.  A stale claim (module docstring) is taken over."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    me = {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid), "time": time.time()}
+    for _ in range(8):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = _holder(path)
+            if holder is None:  # removed in between: try again
+                continue
+            if holder.get("writing"):
+                return "a process writing its claim"
+            if holder.get("host") == me["host"] and holder.get("pid") == pid and holder.get("start") == me["start"]:
+                return None
+            if _alive(holder):
+                return _describe(holder)
+            _take_over(path, holder)
+            continue
+        with os.fdopen(fd, "w") as fh:
+            json.dump(me, fh)
+        return None
+    raise InputError(f"could not claim {path} (other processes keep changing it)")
+
+
+def release_file(path: Path) -> None:
+    """Remove the claim file ``path`` if this process holds it."""
+    holder = _holder(path)
+    if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+        path.unlink(missing_ok=True)
+
+
+def claimed_at(path: Path, load: Callable[[], T | None], compute: Callable[[], T]) -> Claimed:
+    """A result: ``load()`` from its store, or else ``compute()`` under this process's claim
+    ``path`` (``compute`` saves it; looked for again once claimed, in case it was saved in
+    between; the claim is released however ``compute`` ends).  When another live process
+    holds the claim, -> ``Claimed(None, False, holder)``: ask again later."""
+    got = load()
+    if got is not None:
+        return Claimed(got, True, None)
+    holder = claim_file(path)
+    if holder is not None:
+        return Claimed(None, False, holder)
+    try:
+        got = load()
+        return Claimed(got, True, None) if got is not None else Claimed(compute(), False, None)
+    finally:
+        release_file(path)
+
+
+def _holder(path: Path) -> dict[str, Any] | None:
+    """A claim file's content; None when it is missing.  An unreadable one younger than a
+    minute is being written ({"writing": True}); an older one reads as a dead claimant's."""
+    try:
+        holder = json.loads(path.read_text())
+        if not isinstance(holder, dict):
+            raise ValueError("not an object")
+        return holder
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        try:
+            young = time.time() - path.stat().st_mtime < 60
+        except OSError:
+            return None
+        return {"writing": True} if young else {"host": "", "pid": -1, "time": 0.0}
+
+
+def _take_over(path: Path, stale: Mapping[str, Any]) -> None:
+    """Move a stale claim aside, atomically, unless another process has replaced it since it
+    was read (then put that one back: the caller looks again)."""
+    aside = path.with_name(f"{path.name}.{uuid.uuid4().hex}.stale")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    try:
+        now = json.loads(aside.read_text())
+    except (OSError, ValueError):
+        now = dict(stale)
+    if now != dict(stale):  # a fresh claim was made in between: restore it, never clobbering
+        try:
+            os.link(aside, path)
+        except OSError:
+            pass
+    aside.unlink(missing_ok=True)
+
+
 class TruthStore:
     """The truth store in ``directory`` for one run.
 
@@ -206,94 +297,16 @@ class TruthStore:
         return self.directory / f"seed{seed}" / f".{source}.claim"
 
     def claim(self, source: str, seed: int) -> str | None:
-        """Claim the computation of (source, seed) for this process: None when the claim is
-        this process's (made now, or left by it earlier), else a description of the live
-        process that holds it.  A stale claim (module docstring) is taken over."""
-        path = self.claim_path(source, seed)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pid = os.getpid()
-        me = {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid), "time": time.time()}
-        for _ in range(8):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = self._holder(path)
-                if holder is None:  # removed in between: try again
-                    continue
-                if holder.get("writing"):
-                    return "a process writing its claim"
-                if holder.get("host") == me["host"] and holder.get("pid") == pid and holder.get("start") == me["start"]:
-                    return None
-                if _alive(holder):
-                    return _describe(holder)
-                self._take_over(path, holder)
-                continue
-            with os.fdopen(fd, "w") as fh:
-                json.dump(me, fh)
-            return None
-        raise InputError(f"truth store: could not claim {path} (other processes keep changing it)")
+        """Claim the computation of (source, seed) for this process (:func:`claim_file`)."""
+        return claim_file(self.claim_path(source, seed))
 
     def claimed(self, source: str, seed: int, load: Callable[[], T | None], compute: Callable[[], T]) -> Claimed:
-        """(source, seed)'s result: ``load()`` from the store, or else ``compute()`` under this
-        process's claim (``compute`` saves it; looked for again once claimed, in case it was
-        saved in between; the claim is released however ``compute`` ends).  When another live
-        process holds the claim, -> ``Claimed(None, False, holder)``: ask again later."""
-        got = load()
-        if got is not None:
-            return Claimed(got, True, None)
-        holder = self.claim(source, seed)
-        if holder is not None:
-            return Claimed(None, False, holder)
-        try:
-            got = load()
-            return Claimed(got, True, None) if got is not None else Claimed(compute(), False, None)
-        finally:
-            self.release(source, seed)
+        """(source, seed)'s result, read or computed under this process's claim (:func:`claimed_at`)."""
+        return claimed_at(self.claim_path(source, seed), load, compute)
 
     def release(self, source: str, seed: int) -> None:
         """Remove this process's claim on (source, seed), if it holds one."""
-        path = self.claim_path(source, seed)
-        holder = self._holder(path)
-        if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
-            path.unlink(missing_ok=True)
-
-    @staticmethod
-    def _holder(path: Path) -> dict[str, Any] | None:
-        """A claim file's content; None when it is missing.  An unreadable one younger than a
-        minute is being written ({"writing": True}); an older one reads as a dead claimant's."""
-        try:
-            holder = json.loads(path.read_text())
-            if not isinstance(holder, dict):
-                raise ValueError("not an object")
-            return holder
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            try:
-                young = time.time() - path.stat().st_mtime < 60
-            except OSError:
-                return None
-            return {"writing": True} if young else {"host": "", "pid": -1, "time": 0.0}
-
-    @staticmethod
-    def _take_over(path: Path, stale: Mapping[str, Any]) -> None:
-        """Move a stale claim aside, atomically, unless another process has replaced it since it
-        was read (then put that one back: the caller looks again)."""
-        aside = path.with_name(f"{path.name}.{uuid.uuid4().hex}.stale")
-        try:
-            os.rename(path, aside)
-        except FileNotFoundError:
-            return
-        try:
-            now = json.loads(aside.read_text())
-        except (OSError, ValueError):
-            now = dict(stale)
-        if now != dict(stale):  # a fresh claim was made in between: restore it, never clobbering
-            try:
-                os.link(aside, path)
-            except OSError:
-                pass
-        aside.unlink(missing_ok=True)
+        release_file(self.claim_path(source, seed))
 
     def save(
         self, source: str, seed: int, targets: Sequence[str], recipe: Mapping[str, Any], res: Mapping[str, Any]

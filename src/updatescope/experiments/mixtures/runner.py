@@ -13,7 +13,10 @@ loss before minus after, on its ``eval`` rows.  Arms:
   source is fine-tuned once per seed and judged on every target).
 
 Runs with the same rows share one fine-tuning (e.g. ``fisher_top1`` is a single-source run).
-Only the last ``lora.n_last`` blocks are adapted: the residual stream entering them is
+With ``run_store``, several processes running the same command split the fine-tunings: each
+claims one before running it (a ``.fit-<key>.claim`` file beside the result, as in
+``groundtruth.store``), leaves those another live process has claimed, and waits for them at
+the end of each seed.  Only the last ``lora.n_last`` blocks are adapted: the residual stream entering them is
 captured once per row.  Analysis: PREREGISTRATION.md.
 """
 
@@ -29,9 +32,10 @@ import numpy as np
 import torch
 
 from updatescope.experiments import Result, config_record, heads
-from updatescope.experiments.caching import cache_key, cached, stored_json
+from updatescope.experiments.caching import cache_key, cached, read_stored_json, stored_json, stored_json_path
 from updatescope.experiments.groundtruth import lora as lora_gt
 from updatescope.experiments.groundtruth import seeds as gt_seeds
+from updatescope.experiments.groundtruth.store import claimed_at, settle
 from updatescope.experiments.mixtures.config import MixturesConfig
 
 NAME = "mixtures"
@@ -124,8 +128,11 @@ def _fit_key(fp: str, cfg: MixturesConfig, counts: list[int], seed: int, digests
     )
 
 
-def finetune_eval(model, fp, cfg, blocks, evals, counts, seed, digests) -> dict[str, float]:
-    """Fine-tune on the mixture with ``counts`` rows per source; -> target -> mean eval loss."""
+def finetune_eval(model, fp, cfg, blocks, evals, counts, seed, digests) -> dict[str, float] | None:
+    """Fine-tune on the mixture with ``counts`` rows per source; -> target -> mean eval loss.
+    With ``run_store``, the result is read from the store or computed under this process's
+    claim beside it (``groundtruth.store.claimed_at``); None when another live process sharing
+    the store holds that claim (ask again later)."""
     lc = cfg.lora
 
     def build() -> dict[str, Any]:
@@ -136,7 +143,12 @@ def finetune_eval(model, fp, cfg, blocks, evals, counts, seed, digests) -> dict[
     key = _fit_key(fp, cfg, counts, seed, digests)
     if cfg.run_store is not None:  # kept in the run store: floats, as the cache gives them back
         parts = {"fit": key, "rows": counts, "seed": seed, "targets": sorted(evals)}
-        return stored_json(cfg.run_store, "fit", parts, lambda: {t: float(v) for t, v in build().items()})
+        path = stored_json_path(cfg.run_store, "fit", parts)
+        return claimed_at(
+            path.with_name(f".{path.name.removesuffix('.json.gz')}.claim"),
+            lambda: read_stored_json(cfg.run_store, "fit", parts),
+            lambda: stored_json(cfg.run_store, "fit", parts, lambda: {t: float(v) for t, v in build().items()}),
+        ).value
     res = cached("mixtures-run", key, build)
     return {t: float(v) for t, v in res.items()}
 
@@ -211,15 +223,28 @@ def run(cfg: MixturesConfig, out_dir: Path) -> Result:
         s = gt_seeds.gt_seed(cfg.seed, j)
         log(f"mixtures: seed {j + 1}/{cfg.gt_seeds} ({s})")
         done: dict[str, dict[str, float]] = {}
+        wanted: dict[str, list[int]] = {}  # every fine-tuning of this seed, once per row counts
+        for w in singles + [w for t in cfg.targets for w in proposals[t]["weights"].values()]:
+            counts = row_counts(w, cfg.budget_rows)
+            wanted.setdefault(run_key(counts), counts)
 
-        def loss_at(weights: list[float], s: int = s, done: dict = done) -> dict[str, float]:
-            counts = row_counts(weights, cfg.budget_rows)
-            key = run_key(counts)
-            if key not in done:
-                t1 = time.perf_counter()
-                done[key] = finetune_eval(model, fp, cfg, blocks, evals, counts, s, digests)
-                log(f"  run {key}: {time.perf_counter() - t1:.1f}s")
-            return done[key]
+        def fit(key: str, first: bool, s: int = s, done: dict = done) -> bool:
+            t1 = time.perf_counter()
+            res = finetune_eval(model, fp, cfg, blocks, evals, wanted[key], s, digests)
+            if res is None:
+                if first:
+                    log(f"  run {key}: claimed by another process; read from the run store when it is saved")
+                return False
+            done[key] = res
+            log(f"  run {key}: {time.perf_counter() - t1:.1f}s")
+            return True
+
+        # one pass, leaving the fine-tunings another process sharing the run store has claimed;
+        # then wait for those to be saved (or take them over if that process stops)
+        settle(wanted, fit, lambda: lora_gt.CLAIM_POLL)
+
+        def loss_at(weights: list[float], done: dict = done) -> dict[str, float]:
+            return done[run_key(row_counts(weights, cfg.budget_rows))]
 
         single_transfer = {n: {t: base[t] - loss_at(w)[t] for t in cfg.targets} for n, w in zip(names, singles)}
         arms = {}
