@@ -126,26 +126,14 @@ def test_run_store_resumes_every_fine_tuning_and_records_the_same(tiny, tmp_path
 def test_a_fine_tuning_claimed_by_another_process_is_waited_for_not_trained(tiny, tmp_path, monkeypatch):
     """Several processes may share one run store: a fit another live process has claimed is
     passed over, then read from the store once that process saves it; the same metrics."""
-    import json
-    import shutil
-    import socket
-    import subprocess
-    import sys
-    import threading
-    import time
-
+    from _claims import held_by_another_process
     from updatescope.experiments.groundtruth import lora as lora_gt
     from updatescope.experiments.groundtruth import store as st
 
     store = tmp_path / "store"
     first = reproduce("mixtures", tmp_path / "a", {**SETTINGS, "run_store": str(store)})
     fit = sorted(store.glob("fit-*.json.gz"))[0]
-    kept = tmp_path / "kept.json.gz"
-    shutil.move(fit, kept)
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     claim = fit.parent / f".{fit.name.removesuffix('.json.gz')}.claim"
-    holder = {"host": socket.gethostname(), "pid": other.pid, "start": st._process_start(other.pid)}
-    claim.write_text(json.dumps({**holder, "time": time.time()}))
     monkeypatch.setattr(lora_gt, "CLAIM_POLL", 0.05)
     asked = []
     real_claim = st.claim_file
@@ -155,21 +143,8 @@ def test_a_fine_tuning_claimed_by_another_process_is_waited_for_not_trained(tiny
         raise AssertionError("a fine-tuning was trained although it was stored or claimed")
 
     monkeypatch.setattr(lora_gt, "finetune_from_config", no_training)
-
-    def saves_it():  # the claimant saves its result once this run has asked for the claim
-        while claim not in asked:
-            time.sleep(0.02)
-        shutil.move(kept, fit)
-        claim.unlink()
-
-    helper = threading.Thread(target=saves_it, daemon=True)
-    helper.start()
-    try:
+    with held_by_another_process(claim, fit, tmp_path / "kept.json.gz", asked):
         shared = reproduce("mixtures", tmp_path / "b", {**SETTINGS, "run_store": str(store)})
-    finally:
-        other.kill()
-        other.wait()
-        helper.join(5)
     assert claim in asked and shared["metrics"] == first["metrics"]
     assert not list(store.glob(".*.claim"))
 

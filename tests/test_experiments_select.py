@@ -172,43 +172,18 @@ def test_select_tiny_run_and_resume_from_the_truth_store(tiny, monkeypatch):
         assert bool(meth["cost"].get("stored")) is (name in selectors.SCORED)
     # a fine-tuning claimed by another live process sharing the store is not run here: the run
     # waits for its result to be saved, then records the same numbers
-    import json
-    import shutil
-    import socket
-    import subprocess
-    import sys
-    import threading
-    import time
-
+    from _claims import held_by_another_process
     from updatescope.experiments.groundtruth import lora as lora_gt
     from updatescope.experiments.groundtruth import store as st
 
     fit = sorted(fits)[0]
-    kept = tiny / "kept.json.gz"
-    shutil.move(fit, kept)
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     claim = fit.parent / f".{fit.name[: -len('.json.gz')]}.claim"
-    holder = {"host": socket.gethostname(), "pid": other.pid, "start": st._process_start(other.pid)}
-    claim.write_text(json.dumps({**holder, "time": time.time()}))
     monkeypatch.setattr(lora_gt, "CLAIM_POLL", 0.05)
     asked = []
-    real_claim = st.TruthStore.claim
-    monkeypatch.setattr(st.TruthStore, "claim", lambda self, *a: asked.append(a) or real_claim(self, *a))
-
-    def saves_it():
-        while not asked:
-            time.sleep(0.02)
-        shutil.move(kept, fit)
-        claim.unlink()
-
-    helper = threading.Thread(target=saves_it, daemon=True)
-    helper.start()
-    try:
+    real_claim = st.claim_file
+    monkeypatch.setattr(st, "claim_file", lambda path: asked.append(path) or real_claim(path))
+    with held_by_another_process(claim, fit, tiny / "kept.json.gz", asked):
         shared = reproduce("select", tiny / "shared", {**TINY, "truth_store": str(store)})
-    finally:
-        other.kill()
-        other.wait()
-        helper.join(5)
     assert asked and shared["metrics"]["finetuning"]["computed"] == 0
     assert shared["metrics"]["reduction"] == m["reduction"] and not claim.exists()
     # a store of another recipe is refused, naming the file
