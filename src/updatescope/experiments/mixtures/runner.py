@@ -16,8 +16,8 @@ Runs with the same rows share one fine-tuning (e.g. ``fisher_top1`` is a single-
 With ``run_store``, several processes running the same command split the fine-tunings: each
 claims one before running it (a ``.fit-<key>.claim`` file beside the result, as in
 ``groundtruth.store``), leaves those another live process has claimed, and waits for them at
-the end of each seed.  Only the last ``lora.n_last`` blocks are adapted: the residual stream entering them is
-captured once per row.  Analysis: PREREGISTRATION.md.
+the end of each seed.  Only the last ``lora.n_last`` blocks are adapted: the residual stream
+entering them is captured once per row.  Analysis: PREREGISTRATION.md.
 """
 
 from __future__ import annotations
