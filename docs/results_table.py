@@ -417,7 +417,10 @@ def _finetune_line(gt: dict) -> str:
     if secs is None:
         return ""
     n = len(gt.get("seeds", [])) * len(gt.get("train_loss_by_seed", [{}])[0])
-    return f" The {n} LoRA fine-tunings (with their evaluations) took {secs:,.0f} s in all."
+    return (
+        f" The {n} LoRA fine-tunings (with their evaluations) took {secs:,.0f} s of wall time in all (a run "
+        "paused during a fine-tuning counts the pause)."
+    )
 
 
 def _candidate_line(m: dict) -> str:
