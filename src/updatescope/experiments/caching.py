@@ -53,17 +53,24 @@ def cached(kind: str, key: str, build: Callable[[], Any], *, use_cache: bool = T
     return obj
 
 
+def _normalised(directory: str | Path, kind: str, parts: dict[str, Any]) -> tuple[Any, Path]:
+    """``parts`` as they read back from JSON, and the file they name in ``directory``."""
+    norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
+    return norm, Path(directory) / f"{kind}-{cache_key(norm)}.json.gz"
+
+
 def stored_json_path(directory: str | Path, kind: str, parts: dict[str, Any]) -> Path:
     """The file ``stored_json`` keeps ``parts``'s result in: ``<directory>/<kind>-<key>.json.gz``."""
-    norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
-    return Path(directory) / f"{kind}-{cache_key(norm)}.json.gz"
+    return _normalised(directory, kind, parts)[1]
 
 
 def read_stored_json(directory: str | Path, kind: str, parts: dict[str, Any], default: Any = None) -> Any:
     """The result ``stored_json`` kept for ``parts`` in ``directory``, or ``default`` when there
     is none; a file that is not what its name says is refused as in ``stored_json``."""
-    norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
-    path = stored_json_path(directory, kind, parts)
+    return _read(*_normalised(directory, kind, parts), kind, default)
+
+
+def _read(norm: Any, path: Path, kind: str, default: Any) -> Any:
     if not path.exists():
         return default
     if not path.is_file():
@@ -88,13 +95,13 @@ def stored_json(directory: str | Path | None, kind: str, parts: dict[str, Any], 
     it (nothing is overwritten)."""
     if directory is None:
         return build()
+    norm, path = _normalised(directory, kind, parts)
     missing = object()
-    got = read_stored_json(directory, kind, parts, missing)
+    got = _read(norm, path, kind, missing)
     if got is not missing:
         return got
-    norm = json.loads(json.dumps(parts, sort_keys=True, default=str))
     result = build()
     body = json.dumps({"kind": kind, "key_parts": norm, "result": result}, sort_keys=True, allow_nan=True)
     Path(directory).mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(gzip.compress(body.encode("utf-8"), mtime=0), stored_json_path(directory, kind, parts))
+    write_bytes_atomic(gzip.compress(body.encode("utf-8"), mtime=0), path)
     return json.loads(body)["result"]  # what a resumed run reads back, so both runs record the same

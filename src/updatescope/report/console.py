@@ -94,8 +94,7 @@ def print_ranking(ranking: Any, console: Any = None) -> None:
     sep = " ± " if wide else "±"
     cols = ["rank", "source", "fisher", "activation-only", "error-only"]
     cols += ["coupling", "n", "note"] if wide else []
-    by = getattr(ranking, "by", "fisher")
-    order = "" if by == "fisher" else f" — ranked by {by}-only"
+    order = "" if ranking.by == "fisher" else f" — ranked by {ranking.by}-only"
     t = _table(f"sources for target '{ranking.target}'{order} — regime: {ranking.regime}", cols, right=("rank", "n"))
     notes = []
     for i, r in enumerate(ranking.rows, 1):

@@ -258,7 +258,7 @@ def _rankings(figs: _Figures, rankings: Sequence[Any]) -> list[str]:
         rows = [r.as_dict() for r in rk.rows]
         parts.append(
             f"<details{' open' if i == 0 else ''}><summary>{_e(rk.target)} — "
-            + ("" if getattr(rk, "by", "fisher") == "fisher" else f"ranked by {_e(rk.by)}-only — ")
+            + ("" if rk.by == "fisher" else f"ranked by {_e(rk.by)}-only — ")
             + f"<span class='regime'>{_e(rk.regime)}</span></summary>"
         )
         parts.append(

@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from updatescope.constants import RANK_BY
 from updatescope.errors import InputError
-from updatescope.select.rank import rank_sources
+from updatescope.select.rank import check_rank_by, rank_sources
 from updatescope.signatures.bank import SignatureBank, check_target, fisher_scores
 from updatescope.sketch.signature import Signature
 
@@ -39,8 +38,7 @@ def query(
     """
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
         raise InputError(f"top must be a positive integer, got {top!r}")
-    if by not in RANK_BY:
-        raise InputError(f"rank by {by!r}: choose one of {', '.join(RANK_BY)}")
+    check_rank_by(by)
     if len(bank) == 0:
         raise InputError(f"the bank is empty: {bank.path}")
     k = len(bank) if top is None else top

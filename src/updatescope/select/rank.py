@@ -196,6 +196,12 @@ def _row_note(a: Alignment) -> str:
     return ", ".join(notes)
 
 
+def check_rank_by(by: str) -> None:
+    """One line (InputError) unless ``by`` names a score a ranking can be ordered by (``RANK_BY``)."""
+    if by not in RANK_BY:
+        raise InputError(f"rank by {by!r}: choose one of {', '.join(RANK_BY)}")
+
+
 def rank_sources(
     target: Signature, sources: Mapping[str, Signature], *, target_name: str = "target", by: str = "fisher"
 ) -> Ranking:
@@ -212,8 +218,7 @@ def rank_sources(
         raise InputError(f"rank_sources needs a target Signature, got {type(target).__name__}")
     if not sources:
         raise InputError("rank_sources needs at least one source signature")
-    if by not in RANK_BY:
-        raise InputError(f"rank by {by!r}: choose one of {', '.join(RANK_BY)}")
+    check_rank_by(by)
     skipped = {
         name: "the target itself (same signature state)"
         for name, sig in sources.items()
