@@ -295,6 +295,7 @@ def test_flip_and_dark_readings_flip():
 def test_summary_words_follow_their_rules():
     rt = docs_script("results_table")
     names = (
+        "source_selection_powered",
         "source_selection_full",
         "source_selection_full_seed1",
         "verbalizer_quick",
@@ -308,14 +309,23 @@ def test_summary_words_follow_their_rules():
     assert "activation blindness **reproduced**; 66.7%: exact A_F not excluded" in text
     assert "| **reproduced**; the contrast with activation-only is not" in text
     assert "| 0.97 (ViT) | **reproduced** |" in text
-    ss, ss1, vq, vf, sm, est = copy.deepcopy(recs)
+    powered = text.splitlines()[2]
+    assert powered.startswith("| source-selection, 51 domains") and "153 fine-tunings" in powered
+    assert "A_F - Scov(Gamma_e): worse (Holm p 0.016)" in powered
+    pw, ss, ss1, vq, vf, sm, est = copy.deepcopy(recs)
+    pw["metrics"]["methods"]["fisher"]["top1"]["ci"] = [0.3, 0.5]
+    pw["metrics"]["methods"]["fisher"]["spearman"]["ci"] = [-0.1, 0.6]
+    pw["metrics"]["verdicts"]["primary"][0].update(word="better", p_holm=0.01)
     ss["metrics"]["methods"]["fisher"]["spearman"]["ci"] = [-0.1, 0.6]
     ss["metrics"]["methods"]["fisher"]["top1"]["ci"] = [0.1, 0.5]
     vq["metrics"]["methods"]["cka"]["top1"]["mean"] = 0.9
     sm["metrics"]["correlation"]["fisher"]["pooled"]["p_perm"] = 0.2
     est["metrics"]["accuracy"]["fisher"]["spearman_mean"] = 0.9
-    text = "\n".join(rt.summary_table([ss, ss1, vq, vf, sm, est]))
-    assert "| not shown predictive; top-1 not excluded" in text
+    text = "\n".join(rt.summary_table([pw, ss, ss1, vq, vf, sm, est]))
+    powered = text.splitlines()[2]
+    assert "| not shown predictive; top-1 not excluded" in powered
+    assert "A_F - Scov(Gamma_e): better (Holm p 0.010)" in powered
+    assert "| not shown predictive; top-1 not excluded" in text.splitlines()[3]
     assert "activation blindness **not** reproduced" in text
     assert "| **not** reproduced; the contrast with activation-only is not" in text
     assert "| 0.97 (ViT) | **not** reproduced |" in text
