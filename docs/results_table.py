@@ -1082,8 +1082,9 @@ def _powered_row(rec: dict) -> str:
     return (
         f"| source-selection, {m['n_domains']} domains / {m['n_families']} families, "
         f"{len(next(iter(m['candidates'].values())))} candidates per target | powered, {_secs(rec)} of scoring; "
-        f"{noise['n_seeds']} seeds, {n_ft} fine-tunings ({m['ground_truth']['finetune_seconds']:,.0f} s) | LoRA, last 2 blocks; noise ceiling (seeds and eval "
-        f"samples) Spearman {ceil['spearman']['mean']:.2f}, top-1 {ceil['top1']['mean']:.2f} "
+        f"{noise['n_seeds']} seeds, {n_ft} fine-tunings ({m['ground_truth']['finetune_seconds']:,.0f} s) "
+        f"| LoRA, last 2 blocks; noise ceiling (seeds and eval samples) "
+        f"Spearman {ceil['spearman']['mean']:.2f}, top-1 {ceil['top1']['mean']:.2f} "
         f"| per-target Spearman {_mci(f['spearman'])}, oracle-norm. {_mci(f['oracle_normalised_transfer'])}, "
         f"top-1 {_mci(f['top1'])} (chance {f['chance_top1']:.2f}) | top-1 45.7%, oracle-norm. 98.4% "
         f"| {predictive}; top-1 {_paper_word(f['top1'], pc['top1'])}, oracle-norm. "
@@ -1096,8 +1097,9 @@ def summary_table(recs: list[dict]) -> list[str]:
     """The summary, one row per experiment, from the records source_selection_powered (the
     powered multi-seed run: :func:`_powered_row`), then the first runs: source_selection_full +
     its seed-1 rerun, verbalizer_quick, verbalizer_full, smiles_full and estimator_full (in
-    that order; its EfficientNet part holds the label-map and the spanning groups). The paper's values are fixed text; every number of ours and every word
-    comes from a record by the rule stated under the table: a paper's top-1 or
+    that order; its EfficientNet part holds the label-map and the spanning groups). The
+    paper's values are fixed text; every number of ours and every word comes from a record
+    by the rule stated under the table: a paper's top-1 or
     oracle-normalised value is "not excluded" inside our 95% CI, else not reproduced; a
     correlation is reproduced with a positive pooled ρ_s and a permutation p below 0.05;
     activation-only methods are blind when their top-1 is at or below chance
