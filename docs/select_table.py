@@ -37,6 +37,22 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.0f}"
 
 
+def _ft_time(ft: dict, batch: int) -> str:
+    """How many fine-tunings this run computed and their time per LoRA step; where it read
+    some from the truth store, also the time per step over all of them as each stored it."""
+    said = f"{ft['computed']} computed in this run"
+    if ft["computed"]:
+        said += f", {ft['seconds_per_step']:.2f} s per LoRA step of {batch} documents"
+    stored = ft["count"] - ft["computed"]
+    if stored and "all_seconds_per_step" in ft:
+        said += (
+            f"; {stored} read back from the truth store, fine-tuned in earlier sittings; over all "
+            f"{ft['count']}, {ft['all_seconds_per_step']:.2f} s per LoRA step of {batch} documents "
+            f"({ft['all_seconds'] / 3600:.1f} h in all), as each stored its own wall time"
+        )
+    return said
+
+
 def setup_lines(rec: dict) -> list[str]:
     c, m, env = rec["config"], rec["metrics"], rec.get("env", {})
     sha = hashlib.sha256(PREREG.read_bytes()).hexdigest()
@@ -56,8 +72,7 @@ def setup_lines(rec: dict) -> list[str]:
         f"- Pool: {m['n_pool']:,} documents ({m['pool_tokens']:,} tokens) of {c['doc_chars']} characters from "
         f"{len(c['pool'])} domains, origin hidden; {len(targets)} targets ({', '.join(targets)}), "
         f"target eval {min(ev):,}–{max(ev):,} tokens each; budgets {budgets}; {len(m['seeds'])} fine-tuning seeds; "
-        f"{ft['count']} fine-tunings ({ft['computed']} computed in this run, "
-        f"{ft['seconds_per_step']:.2f} s per LoRA step of {c['lora']['batch']} documents).",
+        f"{ft['count']} fine-tunings ({_ft_time(ft, c['lora']['batch'])}).",
         f"- DSIR's minimum length ({c['dsir_min_length']} word(s)) left out "
         + ", ".join(f"{n} document(s) for {t}" for t, n in dropped.items())
         + ".",

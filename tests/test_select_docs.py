@@ -67,3 +67,16 @@ def test_setup_states_a_preregistration_mismatch_and_the_full_time_scales_with_t
     r["metrics"]["finetuning"]["seconds_per_step"] *= 2
     after = tool.full_run_lines(r)
     assert before != after and before[1].startswith("updatescope reproduce select --set truth_store=")
+
+
+def test_a_record_read_back_from_the_store_says_so_and_times_every_fine_tuning():
+    tool, rec = _rec()
+    ft = rec["metrics"]["finetuning"]
+    assert f"{ft['count']} computed in this run, " in tool.setup_lines(rec)[1]
+    r = copy.deepcopy(rec)
+    f = r["metrics"]["finetuning"]
+    f.update(computed=0, seconds=0.0, seconds_per_step=0.0, all_seconds=7200.0, all_seconds_per_step=2.5)
+    line = tool.setup_lines(r)[1]
+    assert "0 computed in this run;" in line and "s per LoRA step" in line
+    assert f"{f['count']} read back from the truth store" in line and "2.50 s per LoRA step" in line
+    assert "2.0 h in all" in line

@@ -326,12 +326,16 @@ def _print(title: str, methods: Mapping[str, Any], verdict: Mapping[str, Any], l
 
 
 def _finetuning(cfg: SelectEvidenceConfig, ft_log: list[dict[str, Any]], budgets: Mapping[str, int]) -> dict:
+    """The fine-tunings' count and time: those computed in this run, and all of them with the
+    time each one stored when it ran (a record made from a complete truth store computes none)."""
     computed = [f for f in ft_log if not f["stored"]]
     return {
         "count": len(ft_log),
         "computed": len(computed),
         "seconds": sum(f["seconds"] for f in computed),
         "seconds_per_step": sum(f["seconds"] for f in computed) / max(sum(f["steps"] for f in computed), 1),
+        "all_seconds": sum(f["seconds"] for f in ft_log),
+        "all_seconds_per_step": sum(f["seconds"] for f in ft_log) / max(sum(f["steps"] for f in ft_log), 1),
         "by_k": {
             str(k): {"steps": cfg.steps(k), "mean_seconds": _mean([f["seconds"] for f in computed if f["k"] == k])}
             for k in budgets.values()
