@@ -46,7 +46,7 @@ def _ft_time(ft: dict, batch: int) -> str:
     stored = ft["count"] - ft["computed"]
     if stored and "all_seconds_per_step" in ft:
         said += (
-            f"; {stored} read back from the truth store, fine-tuned in earlier sittings; over all "
+            f"; {stored} read back from the truth store, fine-tuned by earlier runs of the command; over all "
             f"{ft['count']}, {ft['all_seconds_per_step']:.2f} s per LoRA step of {batch} documents "
             f"({ft['all_seconds'] / 3600:.1f} h in all), as each stored its own wall time"
         )
