@@ -328,14 +328,20 @@ def _print(title: str, methods: Mapping[str, Any], verdict: Mapping[str, Any], l
 def _finetuning(cfg: SelectEvidenceConfig, ft_log: list[dict[str, Any]], budgets: Mapping[str, int]) -> dict:
     """The fine-tunings' count and time: those computed in this run, and all of them with the
     time each one stored when it ran (a record made from a complete truth store computes none)."""
+
+    def timed(fs: list[dict[str, Any]]) -> tuple[float, float]:
+        secs = sum(f["seconds"] for f in fs)
+        return secs, secs / max(sum(f["steps"] for f in fs), 1)
+
     computed = [f for f in ft_log if not f["stored"]]
+    (secs, per_step), (all_secs, all_per_step) = timed(computed), timed(ft_log)
     return {
         "count": len(ft_log),
         "computed": len(computed),
-        "seconds": sum(f["seconds"] for f in computed),
-        "seconds_per_step": sum(f["seconds"] for f in computed) / max(sum(f["steps"] for f in computed), 1),
-        "all_seconds": sum(f["seconds"] for f in ft_log),
-        "all_seconds_per_step": sum(f["seconds"] for f in ft_log) / max(sum(f["steps"] for f in ft_log), 1),
+        "seconds": secs,
+        "seconds_per_step": per_step,
+        "all_seconds": all_secs,
+        "all_seconds_per_step": all_per_step,
         "by_k": {
             str(k): {"steps": cfg.steps(k), "mean_seconds": _mean([f["seconds"] for f in computed if f["k"] == k])}
             for k in budgets.values()
