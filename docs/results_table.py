@@ -1440,7 +1440,6 @@ RECORD_KINDS["selectnotes"] = select_table.setup_lines
 KINDS["select"] = select_table.selectors_table
 KINDS["selectverdicts"] = select_table.verdicts_table
 RECORD_KINDS["selectguide"] = select_table.guidance
-RECORD_KINDS["selectfull"] = select_table.full_run_lines
 
 
 def render(kind: str, record: str, results_dir: Path) -> list[str]:

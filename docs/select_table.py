@@ -2,15 +2,13 @@
 
 Registered as kinds of ``docs/results_table.py``: ``selectnotes`` (setup, pre-registration,
 noise), ``select`` (selectors per budget with their costs), ``selectverdicts`` (the
-pre-registered comparisons), ``selectguide`` (what a user may conclude) and ``selectfull``
-(the full run's command and its time, extrapolated from the record).  Every word is chosen
+pre-registered comparisons) and ``selectguide`` (what a user may conclude).  Every word is chosen
 by a rule over the recorded numbers.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,6 +160,10 @@ def guidance(rec: dict) -> list[str]:
         )
     elif words.get("random") != "better":
         advice = "`select` did not beat a random subset here: do not rely on it for this kind of pool."
+        beat = [said[k] for k in ("DSIR", "embedding", "per-example gradient") if words.get(k) == "worse"]
+        if beat:
+            each = "it" if len(beat) == 1 else "each"
+            advice += f" Use {' or '.join(beat)} instead: {each} did better than `select`."
     elif len(cheap) == 2:
         advice = "`select` beat both cheap filters here: it is worth its forward pass over the pool."
     elif cheap:
@@ -171,58 +173,27 @@ def guidance(rec: dict) -> list[str]:
         )
     else:
         advice = "`select` beat random, but a cheaper filter did as well: use DSIR or an embedding filter first."
-    return [line, "", advice]
+    return [line, "", advice, *_marginal_lines(m)]
 
 
-def full_run_lines(rec: dict) -> list[str]:
-    """The full run's command and its time, extrapolated from this record: fine-tuning from
-    the measured seconds per LoRA step (training, evaluation and the selection's train loss)
-    scaled by the documents per step and their length; the rest of the run (model load,
-    scoring, captures) from the record's wall time minus its fine-tuning, with FisherSketch's
-    and DSIR's per-target scoring scaled by pool characters and targets and everything else
-    by pool characters."""
-    from updatescope.experiments.select_evidence.config import SelectEvidenceConfig
-    from updatescope.experiments.select_evidence.runner import METHODS
+def _marginal_lines(m: dict) -> list[str]:
+    """The joint score beside its two marginals (the score file's other columns), by their means.
 
-    m, c = rec["metrics"], rec["config"]
-    full = SelectEvidenceConfig.defaults(False)
-    ft = m["finetuning"]
-    scale_step = (full.lora.batch / c["lora"]["batch"]) * (full.doc_chars / c["doc_chars"])
-    n_ft = len(full.targets) * len(METHODS) * full.seeds * len(full.budgets)
-    steps = len(full.targets) * len(METHODS) * full.seeds * sum(full.steps(full.k(b)) for b in full.budgets)
-    ft_s = ft["seconds_per_step"] * scale_step * steps
-    pool_scale = (full.n_pool * full.doc_chars) / (m["n_pool"] * c["doc_chars"])
-    target_scale = len(full.targets) / len(m["targets"])
-    per_target = sum(m["methods"][n]["cost"]["seconds"] for n in ("fisher", "dsir"))
-    rest = max(rec.get("seconds", 0.0) - ft["seconds"] - per_target, 0.0)
-    other_s = per_target * pool_scale * target_scale + rest * pool_scale
-    total = ft_s + other_s
-    la = m.get("load_average") or {}
-    cpus = rec.get("env", {}).get("cpu_count")
-    load = (
-        f"load average {la['start']:.1f} at the start and {la['end']:.1f} at the end on {cpus} cores; "
-        if la.get("start") is not None and la.get("end") is not None
-        else ""
-    )
-    if not math.isfinite(total) or ft["computed"] == 0:
-        return ["- The record has no computed fine-tuning to time the full run from."]
-    return [
-        "```",
-        "updatescope reproduce select --set truth_store=docs/results/truth/select_full "
-        "--out docs/results/select_full.json",
-        "```",
-        "",
-        f"Time, extrapolated from `{rec['_file']}` on the machine that wrote it ({load}"
-        f"{rec.get('seconds', 0):,.0f} s, of which {ft['seconds']:,.0f} s fine-tuning): {n_ft} fine-tunings "
-        f"({steps:,} LoRA steps) at {ft['seconds_per_step']:.2f} s per quick step × {scale_step:.1f} "
-        f"(documents per step and their length) ≈ {ft_s / 3600:.1f} h; FisherSketch's and DSIR's scoring "
-        f"({per_target:,.0f} s) × {pool_scale:.0f} for the pool × {target_scale:.0f} for the targets and the "
-        f"rest of the run ({rest:,.0f} s) × {pool_scale:.0f} ≈ {other_s / 3600:.1f} h: about "
-        f"{total / 3600:.0f} h in all. With `truth_store` every group of scores (FisherSketch and DSIR per "
-        "target, the head-input baselines, the per-example gradients) and every fine-tuning is kept as it "
-        "finishes, so the run can stop and resume across sittings; a sitting captures block inputs only for "
-        "the fine-tunings it still has to run. Several processes running the command on one store (one per "
-        "core, or one per machine on a shared folder) split the fine-tunings: each claims one before running it "
-        "and, at the end, waits for those the others claimed. Start the others once the first has kept every "
-        "group of scores, so that all of them read the same scores and fine-tune the same selections.",
-    ]
+    Not among the pre-registered comparisons, so the sentence says so and gives no verdict.
+    """
+    said = {"error": "error-only (the score file's `error` column)", "activation": "activation-only"}
+    joint = m["methods"]["fisher"]["by_budget"]
+    parts = []
+    for key, name in said.items():
+        if key not in m["methods"]:
+            continue
+        diff = [m["methods"][key]["by_budget"][b]["mean"] - joint[b]["mean"] for b in joint]
+        if all(d > 0 for d in diff):
+            parts.append(f"{name} had a higher mean loss reduction than the joint score at every budget")
+        elif all(d < 0 for d in diff):
+            parts.append(f"{name} had a lower mean loss reduction than the joint score at every budget")
+        else:
+            parts.append(f"{name} was above the joint score at some budgets and below at others")
+    if not parts:
+        return []
+    return ["", "Not pre-registered, so without a verdict: " + "; ".join(parts) + "."]
