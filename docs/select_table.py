@@ -181,7 +181,7 @@ def _marginal_lines(m: dict) -> list[str]:
 
     Not among the pre-registered comparisons, so the sentence says so and gives no verdict.
     """
-    said = {"error": "error-only (the score file's `error` column)", "activation": "activation-only"}
+    said = {"error": "error-only (`select --by error`)", "activation": "activation-only (`select --by activation`)"}
     joint = m["methods"]["fisher"]["by_budget"]
     parts = []
     for key, name in said.items():

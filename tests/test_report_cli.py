@@ -187,6 +187,16 @@ def test_select_report_shows_top_documents_and_histogram(tmp_path, capsys):
     for r in top:  # every kept document's score and (escaped) text prefix is in the table
         assert f"{r['score']:.3f}" in text
     assert "&lt;script&gt;" in text or all(r["index"] != 1 for r in top)
+    assert "by the error-only score" not in text
+    # ordered by a marginal: the page says so, and its top rows are that column's largest
+    argv = ["select", "--model", str(path), "--data", str(pool), "--target", str(tmp_path / "t.safetensors")]
+    argv += ["--top", "3", "--out", str(tmp_path / "sub_e.jsonl"), "--quiet", "--by", "error"]
+    assert main([*argv, "--report", str(tmp_path / "erep")]) == 0
+    capsys.readouterr()
+    text, _ = _check_page(tmp_path / "erep" / "index.html")
+    assert "Top 3 of 8 documents for target t by the error-only score" in text and "ordered by" in text
+    for r in (json.loads(x) for x in (tmp_path / "sub_e.jsonl").read_text().splitlines()):
+        assert f"{r['error']:.3f}" in text
     # the report folder must not be one of the inputs or outputs
     assert (
         main(

@@ -73,13 +73,13 @@ def test_the_marginals_are_compared_by_their_means_without_a_verdict():
             row["mean"] = joint[b]["mean"] + shift
     said = tool.guidance(r)[-1]
     assert said.startswith("Not pre-registered, so without a verdict")
-    assert "error-only (the score file's `error` column) had a higher mean" in said
-    assert "activation-only had a lower mean" in said
+    assert "error-only (`select --by error`) had a higher mean" in said
+    assert "activation-only (`select --by activation`) had a lower mean" in said
     first = next(iter(joint))
     for key in ("fisher", "error", "activation"):  # a second budget, where error-only is below
         rows = r["metrics"]["methods"][key]["by_budget"]
         rows["other"] = {**rows[first], "mean": joint[first]["mean"] - 2.0 * (key != "fisher")}
-    assert "`error` column) was above the joint score at some budgets" in tool.guidance(r)[-1]
+    assert "--by error`) was above the joint score at some budgets" in tool.guidance(r)[-1]
 
 
 def test_setup_states_a_preregistration_mismatch():

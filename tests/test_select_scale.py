@@ -237,6 +237,26 @@ def test_chunked_scores_equal_whole_pool_scores(files, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial or temporary file left
 
 
+def test_by_a_marginal_keeps_the_top_of_that_column_and_the_same_score_file(files, tmp_path):
+    joint = tmp_path / "joint.jsonl"
+    assert _run_one(_argv(files, joint, "--chunk-docs", 7)) == 0
+    rows = [json.loads(x) for x in _outputs(joint)[1].decode().splitlines()]
+    for by in ("error", "activation"):
+        out = tmp_path / f"{by}.jsonl"
+        assert _run_one(_argv(files, out, "--chunk-docs", 7, "--by", by)) == 0
+        want = sorted((r for r in rows if r[by] is not None), key=lambda r: (-r[by], r["index"]))[:6]
+        top = [json.loads(x) for x in out.read_text().splitlines()]
+        assert [r["index"] for r in top] == [r["index"] for r in want]
+        assert [r["rank"] for r in top] == list(range(1, 7))
+        mine = [json.loads(x) for x in _outputs(out)[1].decode().splitlines()]
+        drop = lambda r: {k: v for k, v in r.items() if k != "rank"}  # noqa: E731
+        assert [drop(r) for r in mine] == [drop(r) for r in rows]  # the same scores; only the ranks move
+    # negative control: on this pool the error-only top 6 is not the joint top 6
+    assert [json.loads(x)["index"] for x in (tmp_path / "error.jsonl").read_text().splitlines()] != [
+        json.loads(x)["index"] for x in joint.read_text().splitlines()
+    ]
+
+
 def test_resume_after_an_interrupt_gives_the_same_bytes(files, tmp_path, monkeypatch, capsys):
     import updatescope.pipeline.select_stream as ss
 
@@ -261,7 +281,7 @@ def test_resume_after_an_interrupt_gives_the_same_bytes(files, tmp_path, monkeyp
     # a flag that changes the outputs is refused, and so is a changed pool: one line, exit 2,
     # before the model loads (the model path is gone)
     model, pool, target = files
-    for flag, value in (("--token-budget", "32"), ("--top", "5"), ("--min-tokens", "3")):
+    for flag, value in (("--token-budget", "32"), ("--top", "5"), ("--min-tokens", "3"), ("--by", "error")):
         argv = _with(_argv(files, out, "--chunk-docs", 4, "--resume"), flag, value)
         assert _run_one(argv) == 2
         err = capsys.readouterr().err

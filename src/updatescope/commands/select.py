@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from updatescope.constants import DTYPE_CHOICES
+from updatescope.constants import DTYPE_CHOICES, RANK_BY
 from updatescope.errors import InputError
 
 SCORE_FIELDS = ("rank", "score", "score_se", "activation", "error", "tokens", "short", "source", "index")
@@ -186,7 +186,7 @@ def _select(args: argparse.Namespace, paths: Any, world: int, device: Any) -> in
     fmt, out, scores_path, report, ckpt = paths
     columns = _pool_columns(args)
     table = is_table_input(args.data, columns)
-    options = SelectOptions(args.top, args.chunk_docs, args.token_budget, args.min_tokens)
+    options = SelectOptions(args.top, args.chunk_docs, args.token_budget, args.min_tokens, args.by)
     pool = scan_pool(args.data, columns, chunk_docs=args.chunk_docs, check_chunk=_chunk_check(fmt, table))
     if args.top > pool.documents:
         raise InputError(f"--top {args.top} is larger than the pool ({pool.documents} documents)")
@@ -252,13 +252,17 @@ def _select(args: argparse.Namespace, paths: Any, world: int, device: Any) -> in
         def value(x: float | None) -> float:
             return float("nan") if x is None else float(x)
 
+        by = options.column
         print_rows(
-            f"top {len(records)} documents for target {Path(args.target).name}",
-            ("rank", "score", "tokens", "short", "source", "index"),
+            f"top {len(records)} documents for target {Path(args.target).name}"
+            + ("" if by == "score" else f", by the {by}-only score"),
+            ("rank", "score" if by == "score" else by, "tokens", "short", "source", "index"),
             [
                 (
                     r["rank"],
-                    fmt_value(value(r["score"]), value(r["score_se"]), digits=4),
+                    fmt_value(value(r["score"]), value(r["score_se"]), digits=4)
+                    if by == "score"
+                    else f"{value(r[by]):.4f}",
                     r["tokens"],
                     "yes" if r["short"] else "",
                     Path(r["source"]).name,
@@ -269,13 +273,15 @@ def _select(args: argparse.Namespace, paths: Any, world: int, device: Any) -> in
             right=("rank", "tokens", "index"),
         )
     if report is not None:
-        _write_report(args, report, target, layout, sel, scores_path)
+        _write_report(args, report, target, layout, sel, scores_path, options.column)
     return 0
 
 
-def _write_report(args: argparse.Namespace, report: Path, target: Any, layout: Any, sel: Any, scores: Path) -> None:
-    """The HTML report: the top documents, and the histogram of every score (read back from the
-    score file: one float per document, the only per-document state of the run)."""
+def _write_report(
+    args: argparse.Namespace, report: Path, target: Any, layout: Any, sel: Any, scores: Path, by: str
+) -> None:
+    """The HTML report: the top documents, and the histogram of every score in the field ``by``
+    that ordered them (read back from the score file: the only per-document state of the run)."""
     import sys
 
     from updatescope.pipeline import Corpus
@@ -283,8 +289,9 @@ def _write_report(args: argparse.Namespace, report: Path, target: Any, layout: A
 
     tname = target.meta.get("name") or Path(args.target).name.split(".")[0]
     with open(scores, encoding="utf-8") as fh:
-        values = tuple(float("nan") if (v := json.loads(line)["score"]) is None else float(v) for line in fh)
-    view = DocumentView(tname, tuple({"text": Corpus((doc,), layout).text(0), **rec} for rec, doc in sel.top), values)
+        values = tuple(float("nan") if (v := json.loads(line)[by]) is None else float(v) for line in fh)
+    top = tuple({"text": Corpus((doc,), layout).text(0), **rec} for rec, doc in sel.top)
+    view = DocumentView(tname, top, values, by)
     path = write_report(
         report,
         title=f"updatescope — documents selected for {tname}",
@@ -295,6 +302,7 @@ def _write_report(args: argparse.Namespace, report: Path, target: Any, layout: A
             "kept": len(sel.top),
             "short": sel.short,
             "model": str(args.model),
+            "ordered by": args.by,
         },
         documents=view,
     )
@@ -322,6 +330,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--target", required=True, metavar="SIG", help="target signature")
     p.add_argument("--top", type=int, required=True, metavar="K", help="documents to keep")
+    p.add_argument(
+        "--by",
+        choices=RANK_BY,
+        default="fisher",
+        help="keep the documents with the highest joint score (default), or the highest error-only or "
+        "activation-only marginal; the score file holds all three (docs/guide-select.md: what the records show)",
+    )
     p.add_argument(
         "--out",
         required=True,

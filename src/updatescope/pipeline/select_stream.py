@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from updatescope.constants import RANK_BY
 from updatescope.data.formats import Columns
 from updatescope.data.stream import iter_pool
 from updatescope.errors import InputError
@@ -85,12 +86,20 @@ class SelectOptions:
     chunk_docs: int = CHUNK_DOCS
     token_budget: int = 1024
     min_tokens: int = MIN_TOKENS
+    by: str = "fisher"  # the score that orders the pool: the joint one, or a marginal (RANK_BY)
 
     def __post_init__(self) -> None:
         for name, low in (("top", 1), ("chunk_docs", 1), ("token_budget", 2), ("min_tokens", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise InputError(f"{name} must be an integer of at least {low}, got {v!r}")
+        if self.by not in RANK_BY:
+            raise InputError(f"by must be one of {', '.join(RANK_BY)}, got {self.by!r}")
+
+    @property
+    def column(self) -> str:
+        """The field of a score record that orders the pool."""
+        return "score" if self.by == "fisher" else self.by
 
     def chunks(self, n_docs: int) -> int:
         return -(-n_docs // self.chunk_docs)
@@ -418,9 +427,9 @@ def select_pool(
                         rec = _record(v, source, row_index)
                         short += rec["short"]
                         tokens += rec["tokens"]
-                        if rec["score"] is not None:
+                        if rec[options.column] is not None:
                             scored += 1
-                            heap.update(rec["score"], base + k, [rec, doc])
+                            heap.update(rec[options.column], base + k, [rec, doc])
                         lines.append(json.dumps(rec))
                 if fh is not None:
                     fh.write(("\n".join(lines) + "\n").encode("utf-8"))

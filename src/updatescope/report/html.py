@@ -161,11 +161,12 @@ class NetworkView:
 class DocumentView:
     """Document selection for one target: ``top`` records best first (keys rank, score,
     score_se, activation, error, tokens, short, source, index, text) and ``scores`` of every
-    document of the pool (for the histogram)."""
+    document of the pool (for the histogram), both in the field ``by`` that ordered them."""
 
     target: str
     top: tuple[Mapping[str, Any], ...]
     scores: tuple[float, ...]
+    by: str = "score"
 
 
 CSS = """
@@ -341,14 +342,15 @@ def _network(figs: _Figures, view: NetworkView) -> list[str]:
 def _documents(figs: _Figures, view: DocumentView) -> list[str]:
     from updatescope.report.figures import score_histogram
 
-    kept = [float(r["score"]) for r in view.top if isinstance(r.get("score"), (int, float))]
+    kept = [float(r[view.by]) for r in view.top if isinstance(r.get(view.by), (int, float))]
     thr = min(kept) if kept else None
+    which = "" if view.by == "score" else f" by the {view.by}-only score"
     parts = [
-        f"<h2>Top {len(view.top)} of {len(view.scores)} documents for target {_e(view.target)}</h2>",
+        f"<h2>Top {len(view.top)} of {len(view.scores)} documents for target {_e(view.target)}{_e(which)}</h2>",
         figs.img(
             "score_histogram.png",
             lambda p: score_histogram(view.scores, p, threshold=thr),
-            "histogram of document scores",
+            f"histogram of document scores{which}",
         ),
         "<table><tr><th>#</th><th>score</th><th>activation</th><th>error</th><th>tokens</th><th>short</th>"
         "<th>source</th><th>index</th><th>text</th></tr>",
