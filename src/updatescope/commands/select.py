@@ -256,7 +256,7 @@ def _select(args: argparse.Namespace, paths: Any, world: int, device: Any) -> in
         print_rows(
             f"top {len(records)} documents for target {Path(args.target).name}"
             + ("" if by == "score" else f", by the {by}-only score"),
-            ("rank", "score" if by == "score" else by, "tokens", "short", "source", "index"),
+            ("rank", by, "tokens", "short", "source", "index"),
             [
                 (
                     r["rank"],
