@@ -7,9 +7,9 @@
     the per-request sums), paired request by request, the first arm alternating, ``--reps`` rounds over
     ``--requests`` requests of ``--req-len`` tokens.  Figure: median over requests and rounds
     of (routed − bare) / bare.  Also timed alone on the same captured rows, chunk by chunk as
-    the router makes them (``error_chunks``: the error softmax into the reused buffer, then
-    ``features`` in the workspace): the features and the bank product (``Router.terms``, 16
-    adapters).  Target: extra ≤ 5 % of the forward pass.
+    the router makes them (``Router.chunk_rows`` rows at a time, ``error_chunks``: the error
+    softmax into the reused buffer, then ``features`` in the workspace): the features and the
+    bank product (``Router.terms``, 16 adapters).  Target: extra ≤ 5 % of the forward pass.
     The same on a random-weight model of Llama-3.2-1B's shape (``LARGE_SHAPE``, built from its
     config, read with SmolLM2's tokenizer), ``--large-reps`` rounds: the per-token sketch work
     grows with the vocabulary while the forward pass grows with the whole model, so the
@@ -180,13 +180,14 @@ def latency(args: argparse.Namespace, model=None, reps: int | None = None) -> di
         for _ in range(reps * 2):
             feat = bank_s = 0.0
             t = time.perf_counter()
-            for a, errors in error_chunks(acts, logits, labels, kept, logits.device):
-                f = features(router.config, a.to(errors.dtype), errors, tag="token_features")
-                t1 = time.perf_counter()
-                feat += t1 - t
-                router.terms(f)
-                t = time.perf_counter()
-                bank_s += t - t1
+            for piece in kept.split(router.chunk_rows):  # as Router._features cuts them
+                for a, errors in error_chunks(acts, logits, labels, piece, logits.device):
+                    f = features(router.config, a.to(errors.dtype), errors, tag="route_features")
+                    t1 = time.perf_counter()
+                    feat += t1 - t
+                    router.terms(f)
+                    t = time.perf_counter()
+                    bank_s += t - t1
             t_feat.append(feat)
             t_bank.append(bank_s)
     b_med = statistics.median(t_bare)

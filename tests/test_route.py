@@ -156,6 +156,25 @@ def test_bank_product_equals_per_adapter_document_scores(lib):
     assert torch.equal(scores.tokens, ref.tokens)
 
 
+def test_features_are_the_same_bits_whatever_the_chunk_rows(lib):
+    """The router makes errors and features a few rows at a time (``chunk_rows``): every row's
+    features are the same bits as ``token_features``' (the documents' scoring) at any chunking."""
+    from updatescope.pipeline import Router
+    from updatescope.pipeline.score import _tokens, token_features
+
+    router = Router(lib["model"], lib["tok"], lib["sigs"])
+    assert router.chunk_rows >= 1
+    tokens = _tokens(lib["texts"], router.tokenizer, None)
+    keep = list(range(len(lib["texts"])))
+    args = (router.model, router.tokenizer, tokens, keep, router.config, router.head)
+    want = torch.cat([f.clone() for f in token_features(*args, token_budget=router.token_budget)])
+    assert want.shape[0] > 3
+    for rows in (router.chunk_rows, 1, 3):
+        router.chunk_rows = rows
+        got = torch.cat([f.clone() for f in router._features(tokens, keep, progress=False)])
+        assert torch.equal(got, want), rows
+
+
 def test_each_domain_goes_to_its_own_adapter_and_only_shared_signatures_are_flagged(lib):
     from updatescope.pipeline import Corpus, Router, sketch_corpus
 

@@ -14,14 +14,14 @@ are in :mod:`updatescope.select.route`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from updatescope.errors import IncompatibleSignatureError, InputError
 from updatescope.pipeline.corpus import Corpus, Tokens
-from updatescope.pipeline.score import _tokens, head_basis, token_features
+from updatescope.pipeline.score import _tokens, head_basis
 from updatescope.select.documents import MIN_TOKENS
 from updatescope.select.route import (
     CANDIDATES,
@@ -35,6 +35,13 @@ from updatescope.select.route import (
     joint_ranking_bank,
 )
 from updatescope.sketch.signature import Signature
+
+#: Error floats per chunk of a captured batch (rows × vocabulary): few enough that a chunk's
+#: error softmax is still in cache when the error map reads it, which makes the router's
+#: features faster than at the sketch's larger accumulation step (benchmarks/README.md,
+#: "Routing among adapters").  The features are the same whatever it is; ``score_documents``
+#: keeps the larger step, so that the stored scores of its evidence stay valid.
+ROUTE_ELEMS = 1 << 20
 
 __all__ = ["Router"]
 
@@ -99,6 +106,8 @@ class Router:
         self._joint64: torch.Tensor | None = None  # a small bank's joint directions on the features' device
         self._kinds32: torch.Tensor | None = None  # and its activation and error directions, float32
         self._mixes: dict[tuple[tuple[str, ...], tuple[float, ...]], str] = {}
+        #: rows of a captured batch whose errors and features are made at a time (``ROUTE_ELEMS``)
+        self.chunk_rows = max(1, ROUTE_ELEMS // self.config.out_dim)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -127,24 +136,40 @@ class Router:
             acc = CandidateAccumulator(self.names, counted, self.bank, **opts)
         else:
             acc = RouteAccumulator(self.names, counted, min_tokens=self.min_tokens)
-        stream = token_features(
-            self.model,
-            self.tokenizer,
-            tokens,
-            keep,
-            self.config,
-            self.head,
-            token_budget=self.token_budget,
-            dtype=self.dtype,
-            progress=progress,
-            desc="route",
-        )
-        for feats in stream:
+        for feats in self._features(tokens, keep, progress):
             if large:
                 acc.update(feats)
                 continue
             acc.update(self.terms(feats))
         return acc.compute()
+
+    def _features(self, tokens: Tokens, keep: list[int], progress: bool) -> Iterator[torch.Tensor]:
+        """The counted tokens' features ``(n, 3, m)`` in stream order, as ``token_features``
+        makes them from the same forward passes, ``chunk_rows`` rows at a time (each tensor is
+        overwritten by the next)."""
+        from updatescope.capture.causal_lm import capture_causal_lm
+        from updatescope.constants import IGNORE_INDEX
+        from updatescope.sketch.fishersketch import error_chunks, features
+
+        with torch.inference_mode():
+            batches = capture_causal_lm(
+                self.model,
+                [tokens.ids[i] for i in keep],
+                self.tokenizer,
+                positions=[tokens.masks[i] for i in keep],
+                token_budget=self.token_budget,
+                dtype=self.dtype,
+                progress=progress,
+                desc="route",
+                head=self.head,
+                compact=False,
+            )
+            for acts, logits, labels in batches:
+                kept = (labels != IGNORE_INDEX).nonzero().squeeze(1)
+                # error_chunks cuts each piece at most once more (runs of scattered rows)
+                for piece in kept.split(self.chunk_rows):
+                    for a, errors in error_chunks(acts, logits, labels, piece, logits.device):
+                        yield features(self.config, a.to(errors.dtype), errors, tag="route_features")
 
     def terms(self, feats: torch.Tensor) -> torch.Tensor:
         """Per-token terms (n, A, 3) of a small bank, one (n, m) × (m, A) product per kind: the
