@@ -200,6 +200,7 @@ def latency(args: argparse.Namespace, model=None, reps: int | None = None) -> di
         "adapter_domains": list(sigs),
         "request_tokens": args.req_len,
         "requests": args.requests,
+        "chunk_rows": router.chunk_rows,
         "bare_forward_s": _median_spread(t_bare),
         "routed_s": _median_spread(t_route),
         "extra_over_forward": _median_spread(extra),
@@ -403,6 +404,11 @@ def table(paths: list[str]) -> str:
             f"\n- {probe}threads {rec['config']['threads']}, torch {env.get('torch', '?')}, "
             f"{rec['config']['reps']} rounds over {lat['requests']} requests"
             + (f" ({res['latency_large']['rounds']} on the larger model)" if "latency_large" in res else "")
+            + (
+                f", the router's features {lat['chunk_rows']} rows at a time"
+                if "chunk_rows" in lat
+                else ", the router's features at the sketch's step (before `Router.chunk_rows`)"
+            )
             + ", load average "
             f"{lat['loadavg_before'][0]:.1f} → {lat['loadavg_after'][0]:.1f}; "
             f"commit {str(env.get('git_commit', '?'))[:7]}"
