@@ -41,7 +41,7 @@ from updatescope.sketch.signature import Signature
 #: features faster than at the sketch's larger accumulation step (benchmarks/README.md,
 #: "Routing among adapters").  The features are the same whatever it is; ``score_documents``
 #: keeps the larger step, so that the stored scores of its evidence stay valid.
-ROUTE_ELEMS = 1 << 20
+ROUTE_ELEMS = 3 << 19  # 32 rows at a 49,152-token vocabulary
 
 __all__ = ["Router"]
 
