@@ -166,7 +166,7 @@ class Router:
             )
             for acts, logits, labels in batches:
                 kept = (labels != IGNORE_INDEX).nonzero().squeeze(1)
-                # error_chunks cuts each piece at most once more (runs of scattered rows)
+                # error_chunks reads a piece as one chunk, or one per run of its kept rows
                 for piece in kept.split(self.chunk_rows):
                     for a, errors in error_chunks(acts, logits, labels, piece, logits.device):
                         yield features(self.config, a.to(errors.dtype), errors, tag="route_features")
