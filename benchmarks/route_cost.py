@@ -7,7 +7,7 @@
     the per-request sums), paired request by request, the first arm alternating, ``--reps`` rounds over
     ``--requests`` requests of ``--req-len`` tokens.  Figure: median over requests and rounds
     of (routed − bare) / bare.  Also timed alone on the same captured rows, chunk by chunk as
-    the router makes them (``Router.chunk_rows`` rows at a time, ``error_chunks``: the error
+    the router makes them (``Router.chunk_features``: ``Router.chunk_rows`` rows at a time, the error
     softmax into the reused buffer, then ``features`` in the workspace): the features and the
     bank product (``Router.terms``, 16 adapters).  Target: extra ≤ 5 % of the forward pass.
     The same on a random-weight model of Llama-3.2-1B's shape (``LARGE_SHAPE``, built from its
@@ -129,7 +129,6 @@ def latency(args: argparse.Namespace, model=None, reps: int | None = None) -> di
     from updatescope.data.domains import load_domain
     from updatescope.models.smollm2 import load_smollm2
     from updatescope.pipeline import Router
-    from updatescope.sketch.fishersketch import error_chunks, features
 
     smol, tok = load_smollm2()
     name = "SmolLM2-135M" if model is None else "random Llama-3.2-1B shape"
@@ -174,20 +173,17 @@ def latency(args: argparse.Namespace, model=None, reps: int | None = None) -> di
     # the parts of the extra, alone, on the captured rows of one request, as the router makes
     # them: the errors a cache-sized chunk at a time in the reused buffer, then the features
     acts, logits, labels = next(iter(capture_causal_lm(model, [reqs[0]], tok, progress=False)))
-    kept = torch.arange(labels.shape[0])
     t_feat, t_bank = [], []
     with torch.inference_mode():
         for _ in range(reps * 2):
             feat = bank_s = 0.0
             t = time.perf_counter()
-            for piece in kept.split(router.chunk_rows):  # as Router._features cuts them
-                for a, errors in error_chunks(acts, logits, labels, piece, logits.device):
-                    f = features(router.config, a.to(errors.dtype), errors, tag="route_features")
-                    t1 = time.perf_counter()
-                    feat += t1 - t
-                    router.terms(f)
-                    t = time.perf_counter()
-                    bank_s += t - t1
+            for f in router.chunk_features(acts, logits, labels):  # as Router.score makes them
+                t1 = time.perf_counter()
+                feat += t1 - t
+                router.terms(f)
+                t = time.perf_counter()
+                bank_s += t - t1
             t_feat.append(feat)
             t_bank.append(bank_s)
     b_med = statistics.median(t_bare)

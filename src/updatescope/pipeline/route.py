@@ -148,8 +148,6 @@ class Router:
         makes them from the same forward passes, ``chunk_rows`` rows at a time (each tensor is
         overwritten by the next)."""
         from updatescope.capture.causal_lm import capture_causal_lm
-        from updatescope.constants import IGNORE_INDEX
-        from updatescope.sketch.fishersketch import error_chunks, features
 
         with torch.inference_mode():
             batches = capture_causal_lm(
@@ -165,11 +163,19 @@ class Router:
                 compact=False,
             )
             for acts, logits, labels in batches:
-                kept = (labels != IGNORE_INDEX).nonzero().squeeze(1)
-                # error_chunks reads a piece as one chunk, or one per run of its kept rows
-                for piece in kept.split(self.chunk_rows):
-                    for a, errors in error_chunks(acts, logits, labels, piece, logits.device):
-                        yield features(self.config, a.to(errors.dtype), errors, tag="route_features")
+                yield from self.chunk_features(acts, logits, labels)
+
+    def chunk_features(self, acts: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> Iterator[torch.Tensor]:
+        """Features ``(n, 3, m)`` of one captured batch's counted rows, ``chunk_rows`` rows at a
+        time, in row order (each tensor is overwritten by the next)."""
+        from updatescope.constants import IGNORE_INDEX
+        from updatescope.sketch.fishersketch import error_chunks, features
+
+        kept = (labels != IGNORE_INDEX).nonzero().squeeze(1)
+        # error_chunks reads a piece as one chunk, or one per run of its kept rows
+        for piece in kept.split(self.chunk_rows):
+            for a, errors in error_chunks(acts, logits, labels, piece, logits.device):
+                yield features(self.config, a.to(errors.dtype), errors, tag="route_features")
 
     def terms(self, feats: torch.Tensor) -> torch.Tensor:
         """Per-token terms (n, A, 3) of a small bank, one (n, m) × (m, A) product per kind: the
