@@ -44,6 +44,7 @@ def setup_lines(rec: dict) -> list[str]:
             if m["powered"]
             else "the quick variant: not powered, its words carry no weight."
         ),
+        regime_line(m),
         "- Pre-registration: the record's sha256 "
         + (
             "matches the committed `PREREGISTRATION.md`."
@@ -53,11 +54,38 @@ def setup_lines(rec: dict) -> list[str]:
     ]
 
 
+def _helped(m: dict, arm: str) -> int:
+    """Targets whose eval loss the arm's fine-tuning lowered (mean transfer over seeds > 0)."""
+    return sum(1 for row in m["transfer"].values() if row[arm] > 0)
+
+
+def regime_line(m: dict) -> str:
+    """What the fine-tunings did to the targets at the record's budget, counted from it: when
+    even the best measured single source raises most targets' loss, the arms are compared on
+    how little they harm, not on how much they help."""
+    n = len(m["transfer"])
+    oracle, mix = _helped(m, "oracle_single"), _helped(m, "fisher_mix")
+    below = sum(1 for row in m["summary"].values() if row["transfer"] < 0)
+    line = (
+        f"- Regime: the oracle single source lowered the target's loss on {oracle} of {n} targets, the "
+        f"FisherSketch mixture on {mix}; {below} of {len(m['summary'])} arms have a mean transfer below zero"
+    )
+    if 2 * oracle < n:
+        return line + (
+            ": at this budget fine-tuning on the pool raised most targets' loss, so the arms are "
+            "compared mostly on how little they harm."
+        )
+    return line + "."
+
+
 def arms_table(m: dict) -> list[str]:
     lines = [
-        "| arm | transfer, mean over targets (nats/token, ± SE over targets) | share of the oracle single source |",
-        "|---|---|---|",
+        "| arm | transfer, mean over targets (nats/token, ± SE over targets) | targets it helped (transfer > 0) "
+        f"| share of the oracle single source (mean over the {_helped(m, 'oracle_single')} targets the oracle "
+        "helped) |",
+        "|---|---|---|---|",
     ]
+    n = len(m["transfer"])
     for a, label in LABEL.items():
         row = m["summary"].get(a)
         if row is None:
@@ -67,7 +95,7 @@ def arms_table(m: dict) -> list[str]:
         lines.append(
             f"| {label} | {row['transfer']:+.4f}"
             + ("" if se is None else f" ± {se:.4f}")
-            + f" | {'–' if share is None else f'{share:.2f}'} |"
+            + f" | {_helped(m, a)} of {n} | {'–' if share is None else f'{share:.2f}'} |"
         )
     return lines
 
@@ -120,4 +148,10 @@ def guidance(rec: dict) -> list[str]:
         "better": "it beats the uniform mixture of the pool",
         "worse": "the uniform mixture of the pool beats it",
     }.get(uni, "against the uniform mixture of the pool no difference is resolved")
-    return [f"- `{name}`{weight}: {head}; {tail}."]
+    n, oracle = len(m["transfer"]), _helped(m, "oracle_single")
+    harm = (
+        f" At this budget the best measured single source lowered the loss of only {oracle} of {n} targets."
+        if 2 * oracle < n
+        else ""
+    )
+    return [f"- `{name}`{weight}: {head}; {tail}.{harm}"]

@@ -52,3 +52,21 @@ def test_prereg_mismatch_is_stated():
     r = copy.deepcopy(rec)
     r["config"]["preregistration_sha256"] = "0" * 64
     assert "does not match" in tool.setup_lines(r)[-1]
+
+
+def test_the_regime_line_counts_the_targets_the_fine_tunings_helped():
+    tool, rec = _rec()
+    arms = list(rec["metrics"]["summary"])
+    for sign, harmed in ((1.0, False), (-1.0, True)):
+        r = copy.deepcopy(rec)
+        for row in r["metrics"]["transfer"].values():
+            for a in arms:
+                row[a] = sign * 0.01
+        for a in arms:
+            r["metrics"]["summary"][a]["transfer"] = sign * 0.01
+        n = len(r["metrics"]["transfer"])
+        line = tool.regime_line(r["metrics"])
+        assert f"lowered the target's loss on {n if sign > 0 else 0} of {n} targets" in line
+        assert ("raised most targets' loss" in line) is harmed
+        assert ("lowered the loss of only" in tool.guidance(r)[0]) is harmed
+        assert f"| {n if sign > 0 else 0} of {n} |" in tool.arms_table(r["metrics"])[2]
