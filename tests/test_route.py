@@ -575,3 +575,42 @@ def test_guide_example_runs(lib, tmp_path, monkeypatch, capsys):
     rows = [json.loads(r) for r in (tmp_path / "routed.jsonl").read_text().splitlines()]
     assert [r["index"] for r in rows] == list(range(6))
     assert all(r["adapters"][0] in {"http", "space"} and r["loss"] is not None for r in rows)
+
+
+def test_best_is_the_stable_descending_order_of_the_finite_scores():
+    """``_best`` (the candidates of a large bank) equals ``argsort(-scores, stable=True)[:, :c]``
+    with non-finite scores last: on distinct scores, on ties inside the top c and at its edge,
+    and on NaN and infinite scores."""
+    from updatescope.select.route import _best
+
+    g = torch.Generator().manual_seed(3)
+    distinct = torch.randn(6, 50, generator=g, dtype=torch.float64)
+    tied = torch.randint(0, 5, (6, 50), generator=g).to(torch.float64)  # ties everywhere, edges included
+    inner = distinct.clone()
+    inner[:, 7] = inner[:, 3] = inner.max() + 1  # a tie among the best, not at the edge
+    odd = distinct.clone()
+    odd[0, :4] = float("nan")
+    odd[1, 10] = float("inf")
+    odd[2, 11] = -float("inf")
+    for scores in (distinct, tied, inner, odd, distinct.float(), distinct.T.contiguous().T):
+        key = torch.where(torch.isfinite(scores), scores, torch.full_like(scores, -torch.inf))
+        for c in (2, 5, 16):
+            assert torch.equal(_best(scores, c), torch.argsort(-key, dim=1, stable=True)[:, :c])
+
+
+def test_coarse_ranking_over_bank_blocks_is_the_float32_product():
+    """``bank_choice`` reads the float32 ranking copy ``RANK_ROWS`` rows at a time: on a bank of
+    a few blocks and a partial one, its scores are the one-product float32 scores within float32
+    rounding of |mean||v| per entry, and its candidates are ``_best`` of them."""
+    from updatescope.select.route import RANK_ROWS, _best, bank_choice
+
+    g = torch.Generator().manual_seed(4)
+    a, m = 2 * RANK_ROWS + 37, 64
+    joint = torch.randn(a, m, generator=g)
+    means = torch.randn(5, m, generator=g, dtype=torch.float64)
+    scores, cand = bank_choice(means, joint, 8)
+    assert scores.shape == (5, a) and scores.dtype == torch.float64
+    whole = means.float() @ joint.T
+    bound = 8 * torch.finfo(torch.float32).eps * m * (means.norm(dim=1)[:, None] * joint.double().norm(dim=1))
+    assert bool(((scores - whole.double()).abs() <= bound).all())
+    assert torch.equal(cand, _best(scores, 8))
