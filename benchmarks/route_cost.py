@@ -216,6 +216,7 @@ def bank_scale(args: argparse.Namespace) -> dict:
     from updatescope.select.route import (
         CANDIDATES,
         PAIRED_LIMIT,
+        RANK_ROWS,
         CandidateAccumulator,
         bank_choice,
         bank_terms,
@@ -269,6 +270,7 @@ def bank_scale(args: argparse.Namespace) -> dict:
         "request_tokens": args.req_len,
         "candidates": CANDIDATES,
         "paired_limit": PAIRED_LIMIT,
+        "rank_rows": RANK_ROWS,  # bank rows per product of the coarse ranking
         "library_compute_s": _median_spread(comp),
         "library_choice_s": _median_spread(choice),
         "library_accumulate_s": _median_spread(upd),
@@ -404,6 +406,11 @@ def table(paths: list[str]) -> str:
                 f", the router's features {lat['chunk_rows']} rows at a time"
                 if "chunk_rows" in lat
                 else ", the router's features at the sketch's step (before `Router.chunk_rows`)"
+            )
+            + (
+                f", the coarse ranking {res['bank']['rank_rows']} bank rows at a time"
+                if "rank_rows" in res["bank"]
+                else ", the coarse ranking in one product (before `RANK_ROWS`)"
             )
             + ", load average "
             f"{lat['loadavg_before'][0]:.1f} → {lat['loadavg_after'][0]:.1f}; "
