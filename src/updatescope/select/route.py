@@ -307,9 +307,9 @@ def bank_choice(mean_joint: Tensor, joint: Tensor, c: int) -> tuple[Tensor, Tens
         scores = mean_joint.to(torch.float64) @ joint.T
         return scores, _best(scores, c)
     # bank-major: with a few requests the (A, m) × (m, G) product reads the bank once, here
-    # ``RANK_ROWS`` bank rows at a time into one (A, G) buffer (the same numbers as one product
-    # over all A rows, which ran slower on the benchmark's host); the candidates are picked
-    # before widening (widening keeps every order and tie)
+    # ``RANK_ROWS`` bank rows at a time into one (A, G) buffer (each score the same float32 dot
+    # product; one product over all A rows ran slower on the benchmark's host); the candidates
+    # are picked before widening (widening keeps every order and tie)
     q = mean_joint.to(joint.dtype).T.contiguous()  # (m, G)
     out = torch.empty(joint.shape[0], q.shape[1], dtype=joint.dtype, device=joint.device)
     for lo in range(0, joint.shape[0], RANK_ROWS):
