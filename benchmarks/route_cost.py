@@ -231,11 +231,14 @@ def bank_scale(args: argparse.Namespace) -> dict:
     bank = bank.transpose(0, 1).contiguous().transpose(0, 1)  # kind-major, as the Router keeps it
     joint64 = bank[:, 0]
     joint32 = joint_ranking_bank(bank)  # the float32 ranking copy, made once per bank (as the Router keeps it)
+    # the same-run baseline: the BLAS kernel's ranking copy (the library's path before oneDNN)
+    blas32 = joint_ranking_bank(bank, "blas") if joint32.kernel != "blas" else None
+    plain32 = bank[:, 0].to(torch.float32).contiguous()  # for the bare float32 product
     f64 = feats[: args.batch, 0].to(torch.float64)
     f32 = feats[: args.batch, 0].contiguous()
 
-    def library() -> tuple[float, float]:
-        acc = CandidateAccumulator(names, counts, bank, group_tokens=sum(counts) + 1, joint=joint32)
+    def library(joint=joint32) -> tuple[float, float]:
+        acc = CandidateAccumulator(names, counts, bank, group_tokens=sum(counts) + 1, joint=joint)
         t = time.perf_counter()
         for s in range(0, feats.shape[0], 1024):  # captured batches of 1024 tokens
             acc.update(feats[s : s + 1024])
@@ -245,8 +248,10 @@ def bank_scale(args: argparse.Namespace) -> dict:
         return t_upd, time.perf_counter() - t
 
     means = feats.view(args.batch, args.req_len, 3, args.m).to(torch.float64).mean(1)[:, 0].contiguous()
-    library(), f64 @ joint64.T, f32 @ joint32.T, bank_choice(means, joint32, CANDIDATES)  # warm-up
-    upd, comp, choice, t64, t32, per_token = [], [], [], [], [], []
+    library(), f64 @ joint64.T, f32 @ plain32.T, bank_choice(means, joint32, CANDIDATES)  # warm-up
+    if blas32 is not None:
+        library(blas32), bank_choice(means, blas32, CANDIDATES)
+    upd, comp, choice, t64, t32, per_token, comp_blas, choice_blas = [], [], [], [], [], [], [], []
     for _ in range(args.reps):
         u, c = library()
         upd.append(u)
@@ -254,11 +259,16 @@ def bank_scale(args: argparse.Namespace) -> dict:
         t = time.perf_counter()
         bank_choice(means, joint32, CANDIDATES)
         choice.append(time.perf_counter() - t)
+        if blas32 is not None:  # paired with the round's kernel, same requests and bank
+            comp_blas.append(library(blas32)[1])
+            t = time.perf_counter()
+            bank_choice(means, blas32, CANDIDATES)
+            choice_blas.append(time.perf_counter() - t)
         t = time.perf_counter()
         f64 @ joint64.T
         t64.append(time.perf_counter() - t)
         t = time.perf_counter()
-        f32 @ joint32.T
+        f32 @ plain32.T
         t32.append(time.perf_counter() - t)
         t = time.perf_counter()
         bank_terms(feats[: args.req_len], bank)
@@ -270,15 +280,25 @@ def bank_scale(args: argparse.Namespace) -> dict:
         "request_tokens": args.req_len,
         "candidates": CANDIDATES,
         "paired_limit": PAIRED_LIMIT,
-        "rank_rows": RANK_ROWS,  # bank rows per product of the coarse ranking
+        "rank_rows": RANK_ROWS,  # bank rows per product of the coarse ranking (BLAS kernel)
+        "rank_kernel": joint32.kernel,  # the float32 ranking kernel the library chose
         "library_compute_s": _median_spread(comp),
         "library_choice_s": _median_spread(choice),
         "library_accumulate_s": _median_spread(upd),
         "joint_float64_s": _median_spread(t64),
         "joint_float32_s": _median_spread(t32),
         "all_kinds_per_token_one_request_s": _median_spread(per_token),
+        **(
+            {
+                "blas_compute_s": _median_spread(comp_blas),
+                "blas_choice_s": _median_spread(choice_blas),
+                "compute_over_blas": _median_spread([a / b for a, b in zip(comp, comp_blas)]),
+            }
+            if comp_blas
+            else {}
+        ),
         "bank_bytes_float64": bank.numel() * 8,
-        "joint_bank_bytes_float32": joint32.numel() * 4,
+        "joint_bank_bytes_float32": plain32.numel() * 4,
     }
 
 
@@ -375,7 +395,17 @@ def table(paths: list[str]) -> str:
             f"(`bank_choice`, the part that grows with the bank) **{big['library_choice_s']['median'] * 1e3:.0f} ms** "
             f"({big['library_choice_s']['min'] * 1e3:.0f}–{big['library_choice_s']['max'] * 1e3:.0f}); "
             f"with the candidates' exact scores, standard errors and paired co-moments (`compute()`) "
-            f"**{big['library_compute_s']['median'] * 1e3:.0f} ms**; the bare joint product "
+            f"**{big['library_compute_s']['median'] * 1e3:.0f} ms**"
+            + (
+                f" (ranking kernel {big['rank_kernel']}; the BLAS ranking kernel in the same rounds: "
+                f"{big['blas_choice_s']['median'] * 1e3:.0f} ms and "
+                f"{big['blas_compute_s']['median'] * 1e3:.0f} ms, `compute()` time ratio "
+                f"{big['compute_over_blas']['median']:.2f} median, "
+                f"{big['compute_over_blas']['min']:.2f}–{big['compute_over_blas']['max']:.2f})"
+                if "blas_compute_s" in big
+                else ""
+            )
+            + "; the bare joint product "
             f"{big['joint_float64_s']['median'] * 1e3:.0f} ms in float64, "
             f"{big['joint_float32_s']['median'] * 1e3:.0f} ms in float32; accumulating the "
             f"{big['batch'] * big['request_tokens']:,} tokens' features (any bank size) "
@@ -408,7 +438,9 @@ def table(paths: list[str]) -> str:
                 else ", the router's features at the sketch's step (before `Router.chunk_rows`)"
             )
             + (
-                f", the coarse ranking {res['bank']['rank_rows']} bank rows at a time"
+                ", the coarse ranking by oneDNN's packed float32 kernel"
+                if res["bank"].get("rank_kernel") == "onednn"
+                else f", the coarse ranking {res['bank']['rank_rows']} bank rows at a time"
                 if "rank_rows" in res["bank"]
                 else ", the coarse ranking in one product (before `RANK_ROWS`)"
             )

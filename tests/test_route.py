@@ -202,13 +202,18 @@ def test_each_domain_goes_to_its_own_adapter_and_only_shared_signatures_are_flag
         ([3, 3, 3, 3, 3, 3], 6, 5),  # runs cut by the batches and the groups
     ],
 )
-def test_large_bank_path_matches_the_exact_path_on_its_candidates(counts, step, group):
+@pytest.mark.parametrize("kernel", ["onednn", "blas"])
+def test_large_bank_path_matches_the_exact_path_on_its_candidates(counts, step, group, kernel):
     """CandidateAccumulator (bank scores from mean features, errors for the candidates only)
     against RouteAccumulator's per-token terms for every adapter: same scores for every
     adapter, same se / activation / error / paired gap errors on the candidates, NaN elsewhere,
     the same choices; groups split across batches, requests with 0 or 1 counted tokens, and
-    consecutive requests of one length (scored as one batched block)."""
-    from updatescope.select.route import CandidateAccumulator, RouteAccumulator, bank_terms
+    consecutive requests of one length (scored as one batched block); with either float32
+    ranking kernel."""
+    from updatescope.select.route import CandidateAccumulator, RouteAccumulator, _onednn, bank_terms
+
+    if kernel == "onednn" and _onednn() is None:
+        pytest.skip("this PyTorch has no oneDNN")
 
     g = torch.Generator().manual_seed(0)
     a, m, c = 40, 24, 6
@@ -216,7 +221,8 @@ def test_large_bank_path_matches_the_exact_path_on_its_candidates(counts, step, 
     feats = torch.randn(sum(counts), 3, m, generator=g, dtype=torch.float32)
     names = [f"a{i}" for i in range(a)]
     ex = RouteAccumulator(names, counts)
-    ca = CandidateAccumulator(names, counts, bank, candidates=c, group_tokens=group)
+    ca = CandidateAccumulator(names, counts, bank, candidates=c, group_tokens=group, kernel=kernel)
+    assert ca.joint.kernel == kernel
     for s in range(0, feats.shape[0], step):
         ex.update(bank_terms(feats[s : s + step], bank))
         ca.update(feats[s : s + step])
@@ -614,3 +620,46 @@ def test_coarse_ranking_over_bank_blocks_is_the_float32_product():
     bound = 8 * torch.finfo(torch.float32).eps * m * (means.norm(dim=1)[:, None] * joint.double().norm(dim=1))
     assert bool(((scores - whole.double()).abs() <= bound).all())
     assert torch.equal(cand, _best(scores, 8))
+
+
+def test_ranking_kernels_agree_within_float32_rounding(monkeypatch):
+    """The oneDNN ranking copy (packed) and the BLAS one give every adapter's score within
+    float32 rounding of |mean||v| of the float64 product, for any group size (including one
+    request and more than the packing's ``RANK_BATCH``), and per-token products within the same
+    bound; bad kernels and shapes are one-line errors."""
+    from updatescope.select import route
+    from updatescope.select.route import RANK_BATCH, RANK_ROWS, RankingBank, _best, _onednn, bank_choice
+
+    if _onednn() is None:
+        pytest.skip("this PyTorch has no oneDNN")
+    g = torch.Generator().manual_seed(5)
+    a, m = RANK_ROWS + 77, 96
+    joint = torch.randn(a, m, generator=g, dtype=torch.float64)
+    banks = {k: RankingBank(joint, k) for k in ("onednn", "blas")}
+    assert RankingBank(joint).kernel == "onednn" and len(banks["blas"]) == a
+    eps = torch.finfo(torch.float32).eps
+    for groups in (1, 7, RANK_BATCH + 3):
+        means = torch.randn(groups, m, generator=g, dtype=torch.float64)
+        exact = means @ joint.T
+        bound = 8 * eps * m * (means.norm(dim=1)[:, None] * joint.norm(dim=1))
+        for rank in banks.values():
+            scores, cand = bank_choice(means, rank, 8)
+            assert scores.shape == (groups, a) and scores.dtype == torch.float64
+            assert bool(((scores - exact).abs() <= bound).all())
+            assert torch.equal(cand, _best(scores, 8))
+    feats = torch.randn(3, 11, m, generator=g)
+    dirs = joint[:12].float().view(3, 4, m)
+    want = torch.bmm(feats.double(), dirs.double().transpose(1, 2))
+    tb = 8 * eps * m * (feats.double().norm(dim=2)[..., None] * dirs.double().norm(dim=2)[:, None, :])
+    for rank in banks.values():
+        got = rank.products(feats, dirs)
+        assert got.shape == (3, 11, 4) and got.dtype == torch.float32
+        assert bool(((got.double() - want).abs() <= tb).all())
+    with pytest.raises(InputError, match="kernel must be one of"):
+        RankingBank(joint, "fast")
+    monkeypatch.setattr(route, "_onednn", lambda: None)  # a PyTorch without oneDNN: BLAS, or one line
+    assert RankingBank(joint).kernel == "blas"
+    with pytest.raises(InputError, match="oneDNN ranking kernel needs"):
+        RankingBank(joint, "onednn")
+    with pytest.raises(InputError, match=r"\(A, m\)"):
+        RankingBank(joint[None])

@@ -20,12 +20,14 @@ Large banks.  Beyond ``PAIRED_LIMIT`` adapters, :class:`CandidateAccumulator` sc
 requests at once, as a coarse ranking and an exact re-scoring.  The joint score of every
 adapter is the request's mean joint feature times the bank (the same value as the mean of the
 per-token terms), one (A, m) × (m, D) product per group in float32 against a float32 copy of
-the bank's joint directions (the bank is read once per group, not once per token): a score off
-the float64 value by float32 rounding (about 1e-7 of |mean||v_a|) is enough to rank.  Each
+the bank's joint directions (the bank is read once per group, not once per token; the copy and
+its kernel, oneDNN's packed inner product on the CPU or BLAS, are a :class:`RankingBank`): a
+score off the float64 value by float32 rounding (about 1e-7 of |mean||v_a|) is enough to rank.  Each
 request's ``CANDIDATES`` best adapters by that ranking are then scored again in float64 from
 the same mean features, re-ordered by those exact scores (bank order among ties), with their
 activation and error scores, and get their per-token joint terms: one (n_D, m) × (m, C) product
-in float32 (the precision of the features themselves) against the ranking copy, centred on its
+in float32 (the precision of the features themselves, with the ranking's kernel) against the
+candidates' directions rounded to float32 (the ranking copy's values), centred on its
 own mean in float64, giving the standard errors and the paired co-moments among the
 candidates, so the gap between the best and the runner-up keeps its paired error at any bank
 size.  Centred co-moments avoid the cancellation of raw sums of products against n·mean².  A
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -63,6 +66,7 @@ __all__ = [
     "CandidateAccumulator",
     "RouteAccumulator",
     "RouteChoice",
+    "RankingBank",
     "RouteScores",
     "bank_choice",
     "bank_terms",
@@ -78,7 +82,8 @@ GROUP_TOKENS = 4096  # larger banks: counted tokens whose joint features are hel
 # larger banks: bytes of candidate directions gathered at once (a group of many short requests is
 # re-scored a slice of requests at a time, so this bounds the gathers, not the group)
 GATHER_BYTES = 1 << 25
-RANK_ROWS = 1024  # larger banks: bank rows per product of the coarse ranking (``bank_choice``)
+RANK_ROWS = 1024  # larger banks: bank rows per product of the coarse ranking (``bank_choice``, BLAS)
+RANK_BATCH = 32  # larger banks: the group size oneDNN's packed ranking copy is laid out for
 
 
 def direction_bank(targets: Sequence[Signature]) -> Tensor:
@@ -296,32 +301,100 @@ def _best(scores: Tensor, c: int) -> Tensor:
     return torch.stack(out)
 
 
-def bank_choice(mean_joint: Tensor, joint: Tensor, c: int) -> tuple[Tensor, Tensor]:
+def _onednn() -> tuple[Any, Any] | None:
+    """oneDNN's float32 inner product and its weight packing, as PyTorch's compiler calls them
+    for linear layers on the CPU (``torch.ops.mkldnn``), or None where this build lacks them."""
+    if not torch.backends.mkldnn.is_available():
+        return None
+    ops = getattr(torch.ops, "mkldnn", None)
+    try:
+        return ops._linear_pointwise.default, ops._reorder_linear_weight.default  # type: ignore[union-attr]
+    except (AttributeError, RuntimeError):
+        return None
+
+
+KERNELS = ("auto", "onednn", "blas")
+
+
+class RankingBank:
+    """A large bank's joint directions in float32, (A, m): what the coarse ranking reads (a
+    sixth of the float64 bank's bytes), made once per bank.
+
+    kernel ``"onednn"``: the copy is held in oneDNN's packed layout and read by its float32
+    inner-product kernel (CPU only); ``"blas"``: a contiguous tensor read ``RANK_ROWS`` rows at a
+    time by ``torch.mm``; ``"auto"``: oneDNN on a CPU whose PyTorch has it, else BLAS.  Either
+    way each score is one float32 dot product, in the kernel's own order of accumulation, so the
+    two agree within float32 rounding (about 1e-7 of |mean||v_a|); the oneDNN kernel is the
+    faster on the benchmark's host (benchmarks/README.md, "Routing among adapters")."""
+
+    def __init__(self, joint: Tensor, kernel: str = "auto") -> None:
+        if kernel not in KERNELS:
+            raise InputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+        if joint.dim() != 2:
+            raise InputError(f"the ranking directions must be (A, m), got shape {tuple(joint.shape)}")
+        onednn = _onednn() if joint.device.type == "cpu" else None
+        if kernel == "onednn" and onednn is None:
+            raise InputError("the oneDNN ranking kernel needs a CPU bank and a PyTorch built with oneDNN")
+        self.shape, self.device = joint.shape, joint.device
+        self.dtype = torch.float32
+        plain = joint.to(torch.float32).contiguous()
+        self.kernel = "blas" if onednn is None or kernel == "blas" else "onednn"
+        if self.kernel == "onednn":
+            self._linear, pack = onednn  # type: ignore[misc]
+            self._packed = pack(plain, RANK_BATCH)
+            self._plain = None
+        else:
+            self._plain = plain
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
+
+    def scores(self, mean_joint: Tensor) -> Tensor:
+        """(G, m) -> every adapter's float32 ranking score, (G, A) (a transposed view under BLAS)."""
+        q = mean_joint.to(self.device, torch.float32)
+        if self._plain is None:
+            return self._linear(q.contiguous(), self._packed, None, "none", [], "")
+        # bank-major: with a few requests the (A, m) × (m, G) product reads the bank once, here
+        # ``RANK_ROWS`` bank rows at a time into one (A, G) buffer (one product over all A rows
+        # ran slower on the benchmark's host)
+        qt = q.T.contiguous()  # (m, G)
+        out = torch.empty(self.shape[0], qt.shape[1], dtype=torch.float32, device=self.device)
+        for lo in range(0, self.shape[0], RANK_ROWS):
+            torch.mm(self._plain[lo : lo + RANK_ROWS], qt, out=out[lo : lo + RANK_ROWS])
+        return out.T
+
+    def products(self, feats: Tensor, dirs: Tensor) -> Tensor:
+        """Per-token float32 terms of a block of requests against their own candidates, with
+        this bank's kernel: feats (g, n, m), dirs (g, C, m) float32 -> (g, n, C)."""
+        feats = feats.to(torch.float32)
+        if self._plain is not None:
+            return torch.bmm(feats, dirs.transpose(1, 2))
+        out = torch.empty(feats.shape[0], feats.shape[1], dirs.shape[1], dtype=torch.float32, device=feats.device)
+        for i in range(feats.shape[0]):  # oneDNN's inner product takes one request at a time
+            out[i] = self._linear(feats[i].contiguous(), dirs[i], None, "none", [], "")
+        return out
+
+
+def bank_choice(mean_joint: Tensor, joint: Tensor | RankingBank, c: int) -> tuple[Tensor, Tensor]:
     """Every adapter's joint score for a group of requests, and each request's c best adapters:
     the part of large-bank routing whose cost grows with the bank.
 
-    mean_joint (G, m), the requests' mean joint features; joint (A, m), the bank's joint
-    directions, float32 (the coarse ranking) or float64 (exact) -> scores (G, A) float64,
-    computed in joint's dtype; candidates (G, c) best first."""
-    if joint.dtype == torch.float64:
+    mean_joint (G, m), the requests' mean joint features; joint: the bank's joint directions,
+    a :class:`RankingBank` or a float32 (A, m) tensor (the coarse ranking, BLAS), or a float64
+    (A, m) tensor (exact) -> scores (G, A) float64, computed in joint's dtype; candidates
+    (G, c) best first."""
+    if isinstance(joint, Tensor) and joint.dtype == torch.float64:
         scores = mean_joint.to(torch.float64) @ joint.T
         return scores, _best(scores, c)
-    # bank-major: with a few requests the (A, m) × (m, G) product reads the bank once, here
-    # ``RANK_ROWS`` bank rows at a time into one (A, G) buffer (each score the same float32 dot
-    # product; one product over all A rows ran slower on the benchmark's host); the candidates
-    # are picked before widening (widening keeps every order and tie)
-    q = mean_joint.to(joint.dtype).T.contiguous()  # (m, G)
-    out = torch.empty(joint.shape[0], q.shape[1], dtype=joint.dtype, device=joint.device)
-    for lo in range(0, joint.shape[0], RANK_ROWS):
-        torch.mm(joint[lo : lo + RANK_ROWS], q, out=out[lo : lo + RANK_ROWS])
-    scores = out.T
+    rank = joint if isinstance(joint, RankingBank) else RankingBank(joint, kernel="blas")
+    scores = rank.scores(mean_joint)
+    # the candidates are picked before widening (widening keeps every order and tie)
     return scores.to(torch.float64), _best(scores, c)
 
 
-def joint_ranking_bank(bank: Tensor) -> Tensor:
-    """The bank's joint directions in float32, (A, m) contiguous: what a large bank's coarse
-    ranking reads (a sixth of the float64 bank's bytes)."""
-    return bank[:, 0].to(torch.float32).contiguous()
+def joint_ranking_bank(bank: Tensor, kernel: str = "auto") -> RankingBank:
+    """The float32 ranking copy of a bank's joint directions (``RankingBank``): bank (A, 3, m)."""
+    return RankingBank(bank[:, 0], kernel)
 
 
 def _blocks(feats: Sequence[Tensor], most: int) -> Iterator[tuple[int, int, Tensor]]:
@@ -362,11 +435,12 @@ class CandidateAccumulator:
     ``RouteScores`` with ``candidates`` set.
 
     counts: counted tokens per request (D,), in stream order; bank: (A, 3, m) float64; joint:
-    the bank's joint directions in float32, (A, m) contiguous, for the coarse ranking (made from
-    the bank when not given: a caller scoring many groups against one bank, as the Router,
-    keeps one copy).  The joint features of at most about ``group_tokens`` counted tokens are
-    held at once (a request is never split: a longer one is held whole), plus the rest of the
-    captured batch an unfinished request arrived in (each batch's joint rows are one copy)."""
+    the bank's :class:`RankingBank` for the coarse ranking (made from the bank when not given: a
+    caller scoring many groups against one bank, as the Router, keeps one copy).  ``kernel``:
+    the ranking kernel of a copy made here (``RankingBank``).  The joint features of at most
+    about ``group_tokens`` counted tokens are held at once (a request is never split: a longer
+    one is held whole), plus the rest of the captured batch an unfinished request arrived in
+    (each batch's joint rows are one copy)."""
 
     def __init__(
         self,
@@ -377,13 +451,18 @@ class CandidateAccumulator:
         min_tokens: int = MIN_TOKENS,
         candidates: int = CANDIDATES,
         group_tokens: int = GROUP_TOKENS,
-        joint: Tensor | None = None,
+        joint: RankingBank | Tensor | None = None,
+        kernel: str = "auto",
     ) -> None:
         check_candidates(candidates)
         self.names = tuple(names)
         self.counts = torch.tensor(list(counts), dtype=torch.int64)
         self.bank = bank.to(torch.float64)
-        self.joint = joint_ranking_bank(self.bank) if joint is None else joint
+        if joint is None:
+            joint = joint_ranking_bank(self.bank, kernel)
+        elif isinstance(joint, Tensor):  # a float32 (A, m) copy the caller made
+            joint = RankingBank(joint, kernel)
+        self.joint = joint
         self.min_tokens, self.group_tokens = min_tokens, group_tokens
         d, a = len(self.counts), len(self.names)
         if self.bank.shape[0] != a:
@@ -454,12 +533,13 @@ class CandidateAccumulator:
             parts = self.held.pop(d)
             feats.append(parts[0] if len(parts) == 1 else torch.cat(parts))  # (n_d, m)
             self.held_tokens -= feats[-1].shape[0]
-        for lo, hi, block in _blocks(feats, self._slice(self.joint.element_size())):
-            # the block's candidates' float32 joint directions in the exact order, one gather
-            dirs = self.joint.index_select(0, cand[lo:hi].reshape(-1)).view(hi - lo, self.c, -1)
+        for lo, hi, block in _blocks(feats, self._slice(4)):
+            # the block's candidates' joint directions in the exact order, one gather, rounded
+            # to float32 (the ranking copy's values)
+            dirs = self.bank[:, 0].index_select(0, cand[lo:hi].reshape(-1)).to(torch.float32)
             # (g, n_d, C) per-token joint terms of the candidates, float32, centred in float64
             # (the scores stay the mean features': identical directions keep identical scores)
-            terms = torch.bmm(block.to(self.joint.dtype), dirs.transpose(1, 2)).to(torch.float64)
+            terms = self.joint.products(block, dirs.view(hi - lo, self.c, -1)).to(torch.float64)
             terms -= terms.mean(1, keepdim=True)
             torch.bmm(terms.transpose(1, 2), terms, out=cross[lo:hi])
         self.cross[idx] = cross
