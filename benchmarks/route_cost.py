@@ -376,11 +376,37 @@ def _verdict(seconds: float) -> str:
     return "met" if seconds < 0.05 else "**not met**"
 
 
+#: The records issue 37's targets are read from, each specified before it ran (in the commit
+#: that set its command): target -> record file name.
+DECIDING = {"(i)": "route_cost_decide.json", "(ii)": "route_cost_onednn.json"}
+
+
+def _deciding_line(recs: dict[str, dict]) -> str:
+    """The targets' verdicts from the records specified to decide them (those among ``recs``,
+    file name -> record), or "" when none is."""
+    parts = []
+    if DECIDING["(i)"] in recs:
+        lat = recs[DECIDING["(i)"]]["results"]["latency"]
+        verdict = latency_verdict(lat)[0].strip("*")
+        parts.append(f"(i) on {lat.get('model', 'SmolLM2-135M')}, from `{DECIDING['(i)']}`: {verdict}")
+    if DECIDING["(ii)"] in recs:
+        big = recs[DECIDING["(ii)"]]["results"]["bank"]
+        parts.append(
+            f"(ii), from `{DECIDING['(ii)']}`: scores and choice {_verdict(big['library_choice_s']['median'])}, "
+            f"with errors {_verdict(big['library_compute_s']['median'])}".replace("*", "")
+        )
+    if not parts:
+        return ""
+    return "\nRead from the records specified before they ran: " + "; ".join(parts) + "."
+
+
 def table(paths: list[str]) -> str:
     lines: list[str] = []
     met_small = []
+    recs: dict[str, dict] = {}
     for path in paths:
         rec = json.loads(Path(path).read_text())
+        recs[Path(path).name] = rec
         res = rec["results"]
         if lines:
             lines.append("")
@@ -455,6 +481,9 @@ def table(paths: list[str]) -> str:
             + ", ".join(f"{v.strip('*')} in {c}" for v, c in counts.items())
             + "."
         )
+    deciding = _deciding_line(recs)
+    if deciding:
+        lines.append(deciding)
     return "\n".join(lines)
 
 

@@ -189,3 +189,22 @@ def test_reference_benchmarks_keep_their_cli(script):
         check=True,
     ).stdout
     assert "--table" in out and "--out" in out
+
+
+def test_route_cost_reads_each_target_from_the_record_specified_to_decide_it(tmp_path):
+    """The route cost table's closing line takes (i) from the record named for it and (ii) from
+    the record named for (ii), by the same rules as each table, and is absent without them."""
+    res = ROOT / "benchmarks" / "results"
+    decide = json.loads((res / "route_cost_decide.json").read_text())
+    onednn = json.loads((res / "route_cost_onednn.json").read_text())
+    out = _table("route_cost", res / "route_cost_decide.json", res / "route_cost_onednn.json").stdout
+    assert "Read from the records specified before they ran" in out
+    onednn["results"]["bank"]["library_compute_s"]["median"] = 0.07
+    lat = decide["results"]["latency"]
+    lat["extra_over_forward_all"] = [r + 0.05 for r in lat["extra_over_forward_all"]]  # every ratio above 5 %
+    paths = (_write(tmp_path / "route_cost_decide.json", decide), _write(tmp_path / "route_cost_onednn.json", onednn))
+    last = _table("route_cost", *paths).stdout.strip().splitlines()[-1]
+    assert "(ii), from `route_cost_onednn.json`: scores and choice met, with errors not met" in last
+    assert "(i) on SmolLM2-135M, from `route_cost_decide.json`: not met" in last, last
+    other = _write(tmp_path / "route_cost_other.json", onednn)
+    assert "specified before they ran" not in _table("route_cost", other).stdout
