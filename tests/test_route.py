@@ -553,6 +553,7 @@ def test_guide_states_what_is_measured_from_the_record():
         assert quick not in text or text.index(full) < text.index(quick)
         assert "powered run (the full library, three adapter-training seeds) comes first" in " ".join(text.split())
         assert "Only the quick variant has run so far" not in " ".join(text.split())
+        assert "Not yet run: the full domain library" not in text
     elif quick in text:
         assert "Only the quick variant has run so far" in " ".join(text.split())
 
