@@ -336,7 +336,6 @@ class RankingBank:
         if kernel == "onednn" and onednn is None:
             raise InputError("the oneDNN ranking kernel needs a CPU bank and a PyTorch built with oneDNN")
         self.shape, self.device = joint.shape, joint.device
-        self.dtype = torch.float32
         plain = joint.to(torch.float32).contiguous()
         self.kernel = "blas" if onednn is None or kernel == "blas" else "onednn"
         if self.kernel == "onednn":
