@@ -59,18 +59,24 @@ def _helped(m: dict, arm: str) -> int:
     return sum(1 for row in m["transfer"].values() if row[arm] > 0)
 
 
+def _oracle_helped(m: dict) -> tuple[int, int, bool]:
+    """(targets the oracle single source helped, targets, whether that is fewer than half)."""
+    n, oracle = len(m["transfer"]), _helped(m, "oracle_single")
+    return oracle, n, 2 * oracle < n
+
+
 def regime_line(m: dict) -> str:
     """What the fine-tunings did to the targets at the record's budget, counted from it: when
     even the best measured single source raises most targets' loss, the arms are compared on
     how little they harm, not on how much they help."""
-    n = len(m["transfer"])
-    oracle, mix = _helped(m, "oracle_single"), _helped(m, "fisher_mix")
+    oracle, n, few = _oracle_helped(m)
+    mix = _helped(m, "fisher_mix")
     below = sum(1 for row in m["summary"].values() if row["transfer"] < 0)
     line = (
         f"- Regime: the oracle single source lowered the target's loss on {oracle} of {n} targets, the "
         f"FisherSketch mixture on {mix}; {below} of {len(m['summary'])} arms have a mean transfer below zero"
     )
-    if 2 * oracle < n:
+    if few:
         return line + (
             ": at this budget fine-tuning on the pool raised most targets' loss, so the arms are "
             "compared mostly on how little they harm."
@@ -148,10 +154,10 @@ def guidance(rec: dict) -> list[str]:
         "better": "it beats the uniform mixture of the pool",
         "worse": "the uniform mixture of the pool beats it",
     }.get(uni, "against the uniform mixture of the pool no difference is resolved")
-    n, oracle = len(m["transfer"]), _helped(m, "oracle_single")
+    oracle, n, few = _oracle_helped(m)
     harm = (
         f" At this budget the best measured single source lowered the loss of only {oracle} of {n} targets."
-        if 2 * oracle < n
+        if few
         else ""
     )
     return [f"- `{name}`{weight}: {head}; {tail}.{harm}"]
